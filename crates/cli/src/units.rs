@@ -1,0 +1,163 @@
+//! Quantities as people write them on a command line.
+//!
+//! - rates: `10mbit`, `10Mbps`, `1.5gbit`, `500kbit`, `64000` (bit/s),
+//!   `1MB/s`-style byte rates are rejected to avoid ambiguity;
+//! - durations: `50ms`, `1s`, `1.5s`, `200us`, `10ns`, `2m`;
+//! - fractions: `1%`, `0.5%`, or a plain probability `0.01`;
+//! - sizes: `20MB` (10^6), `20MiB` (2^20), `1GB`, `512KiB`, `1500B`, `1500`.
+//!
+//! Every parser returns a message that names the bad input and the accepted
+//! forms.
+
+use std::time::Duration;
+
+fn split_number(s: &str) -> Result<(f64, String), String> {
+    let s = s.trim();
+    let idx = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(idx);
+    let num: String = num.chars().filter(|&c| c != '_').collect();
+    if num.is_empty() {
+        return Err(format!("'{s}' does not start with a number"));
+    }
+    let v: f64 = num.parse().map_err(|_| format!("'{num}' is not a number"))?;
+    if !v.is_finite() {
+        return Err(format!("'{s}' is not a finite number"));
+    }
+    Ok((v, unit.trim().to_string()))
+}
+
+/// Parse a link rate into bits per second.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let (v, unit) = split_number(s)?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "bit" | "bps" | "b/s" | "bit/s" => 1e0,
+        "k" | "kbit" | "kbps" | "kb/s" | "kbit/s" => 1e3,
+        "m" | "mbit" | "mbps" | "mb/s" | "mbit/s" => 1e6,
+        "g" | "gbit" | "gbps" | "gb/s" | "gbit/s" => 1e9,
+        _ => {
+            return Err(format!(
+                "bad rate '{s}': use a number of bit/s with a unit such as 64kbit, 10mbit, 1gbit"
+            ))
+        }
+    };
+    let bps = v * mult;
+    if bps < 1.0 || bps > 1e12 {
+        return Err(format!("rate '{s}' is out of range (1 bit/s .. 1 Tbit/s)"));
+    }
+    Ok(bps.round() as u64)
+}
+
+/// Parse a duration.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (v, unit) = split_number(s)?;
+    let secs = match unit.to_ascii_lowercase().as_str() {
+        "ns" => v * 1e-9,
+        "us" | "µs" => v * 1e-6,
+        "ms" => v * 1e-3,
+        "s" | "sec" => v,
+        "m" | "min" => v * 60.0,
+        "" => {
+            return Err(format!(
+                "duration '{s}' needs a unit: ns, us, ms, s or min (e.g. 50ms)"
+            ))
+        }
+        _ => return Err(format!("bad duration '{s}': use e.g. 200us, 50ms, 1.5s")),
+    };
+    if secs > 1e7 {
+        return Err(format!("duration '{s}' is too long"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parse a loss or probability: `1%` or `0.01`. Must lie in [0, 1].
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = if let Some(p) = t.strip_suffix('%') {
+        let (v, unit) = split_number(p)?;
+        if !unit.is_empty() {
+            return Err(format!("bad percentage '{s}'"));
+        }
+        v / 100.0
+    } else {
+        let (v, unit) = split_number(t)?;
+        if !unit.is_empty() {
+            return Err(format!("bad probability '{s}': use e.g. 1% or 0.01"));
+        }
+        v
+    };
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("'{s}' is not between 0% and 100%"));
+    }
+    Ok(v)
+}
+
+/// Parse a size in bytes (SI and IEC units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (v, unit) = split_number(s)?;
+    let mult: f64 = match unit.as_str() {
+        "" | "B" | "b" => 1.0,
+        "k" | "K" | "kB" | "KB" => 1e3,
+        "M" | "MB" => 1e6,
+        "G" | "GB" => 1e9,
+        "T" | "TB" => 1e12,
+        "KiB" | "Ki" => 1024.0,
+        "MiB" | "Mi" => 1048576.0,
+        "GiB" | "Gi" => 1073741824.0,
+        _ => {
+            return Err(format!(
+                "bad size '{s}': use bytes with B, kB, MB, GB (10^3) or KiB, MiB, GiB (2^10)"
+            ))
+        }
+    };
+    let b = v * mult;
+    if b > 1e13 {
+        return Err(format!("size '{s}' is too large"));
+    }
+    Ok(b.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("10mbit"), Ok(10_000_000));
+        assert_eq!(parse_rate("10Mbps"), Ok(10_000_000));
+        assert_eq!(parse_rate("1.5gbit"), Ok(1_500_000_000));
+        assert_eq!(parse_rate("64000"), Ok(64_000));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("10furlongs").is_err());
+        assert!(parse_rate("0mbit").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("50ms"), Ok(Duration::from_millis(50)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("200us"), Ok(Duration::from_micros(200)));
+        assert!(parse_duration("50").is_err());
+        assert!(parse_duration("-5ms").is_err());
+    }
+
+    #[test]
+    fn fractions() {
+        assert_eq!(parse_fraction("1%"), Ok(0.01));
+        assert_eq!(parse_fraction("0.1%"), Ok(0.001));
+        assert_eq!(parse_fraction("0.05"), Ok(0.05));
+        assert!(parse_fraction("150%").is_err());
+        assert!(parse_fraction("2").is_err());
+        assert!(parse_fraction("x%").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("20MB"), Ok(20_000_000));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
+        assert_eq!(parse_size("1500"), Ok(1500));
+        assert!(parse_size("20 parsecs").is_err());
+    }
+}

@@ -1,0 +1,106 @@
+//! Connection configuration. Defaults follow Linux where the issue says so.
+//! (CONTRACT: field names are used by sim/tun/cli; add fields freely.)
+
+use crate::cc::CcAlgorithm;
+use std::time::Duration;
+
+/// Delayed-ACK behaviour (RFC 9293 §3.8.6.3, RFC 5681 §4.2; Linux-like).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayedAckConfig {
+    /// Delay ACKs at all. `false` = ACK every segment immediately.
+    pub enabled: bool,
+    /// Longest an ACK may be held (Linux: 40 ms minimum delack timer).
+    pub max_delay: Duration,
+    /// Number of segments ACKed immediately at connection start (Linux quick-ACK mode: 16-ish).
+    pub quickack_segments: u32,
+}
+impl Default for DelayedAckConfig {
+    fn default() -> Self {
+        DelayedAckConfig { enabled: true, max_delay: Duration::from_millis(40), quickack_segments: 16 }
+    }
+}
+
+/// Keep-alive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepaliveConfig {
+    /// Idle time before the first probe.
+    pub idle: Duration,
+    /// Interval between unanswered probes.
+    pub interval: Duration,
+    /// Unanswered probes before the connection is declared dead.
+    pub probes: u32,
+}
+impl Default for KeepaliveConfig {
+    fn default() -> Self {
+        KeepaliveConfig { idle: Duration::from_secs(7200), interval: Duration::from_secs(75), probes: 9 }
+    }
+}
+
+/// Per-connection configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// MSS we announce and the upper bound on what we send (IPv4 default 1460).
+    pub mss: u16,
+    /// Receive buffer (bytes): bounds the advertised window and reassembly memory.
+    pub recv_buffer: usize,
+    /// Send buffer (bytes): `send` accepts at most this much unacknowledged data.
+    pub send_buffer: usize,
+    /// Offer window scaling (RFC 7323 §2).
+    pub window_scaling: bool,
+    /// Offer SACK (RFC 2018) and use SACK loss recovery (RFC 6675) when negotiated.
+    pub sack: bool,
+    /// Generate D-SACK (RFC 2883) when SACK is negotiated.
+    pub dsack: bool,
+    /// Offer timestamps (RFC 7323 §3).
+    pub timestamps: bool,
+    /// Nagle's algorithm (RFC 9293 §3.7.4). `false` = TCP_NODELAY.
+    pub nagle: bool,
+    /// Delayed ACKs.
+    pub delayed_ack: DelayedAckConfig,
+    /// Minimum RTO (RFC 6298 says 1 s; Linux uses 200 ms — our default).
+    pub min_rto: Duration,
+    /// Maximum RTO (≥ 60 s per RFC 6298 §2.5; Linux 120 s).
+    pub max_rto: Duration,
+    /// RTO before any RTT sample (RFC 6298 §2.1: 1 s).
+    pub initial_rto: Duration,
+    /// Give up after this many consecutive RTOs on data (Linux tcp_retries2 = 15).
+    pub max_retransmissions: u32,
+    /// Give up a SYN after this many retransmissions (Linux tcp_syn_retries = 6).
+    pub max_syn_retransmissions: u32,
+    /// Congestion control algorithm.
+    pub cc: CcAlgorithm,
+    /// Initial congestion window in segments (RFC 6928: 10).
+    pub initial_cwnd_segments: usize,
+    /// Keep-alive; `None` = off (the default, as for sockets).
+    pub keepalive: Option<KeepaliveConfig>,
+    /// TIME-WAIT duration (2*MSL; Linux uses 60 s).
+    pub time_wait: Duration,
+    /// Duplicate-ACK threshold for fast retransmit (RFC 5681: 3).
+    pub dupack_threshold: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mss: 1460,
+            recv_buffer: 4 << 20,
+            send_buffer: 4 << 20,
+            window_scaling: true,
+            sack: true,
+            dsack: true,
+            timestamps: true,
+            nagle: true,
+            delayed_ack: DelayedAckConfig::default(),
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(120),
+            initial_rto: Duration::from_secs(1),
+            max_retransmissions: 15,
+            max_syn_retransmissions: 6,
+            cc: CcAlgorithm::Cubic,
+            initial_cwnd_segments: 10,
+            keepalive: None,
+            time_wait: Duration::from_secs(60),
+            dupack_threshold: 3,
+        }
+    }
+}

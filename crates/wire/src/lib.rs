@@ -1,0 +1,82 @@
+//! Wire formats for Hollywood.
+//!
+//! Two levels for every format (after smoltcp): a zero-copy view over a byte
+//! buffer (`Ipv4Packet`, `Ipv6Packet`, `TcpPacket`) whose accessors never panic
+//! once `new_checked` succeeded, and a structured representation (`Ipv4Repr`,
+//! `Ipv6Repr`, `TcpRepr`) with `parse` / `buffer_len` / `emit`.
+//!
+//! **Contract:** malformed input yields a typed [`Error`], never a panic.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod checksum;
+pub mod ip;
+pub mod pcap;
+mod seq;
+pub mod tcp;
+
+pub use ip::{IpRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, IPPROTO_TCP, IPPROTO_UDP};
+pub use seq::SeqNumber;
+pub use tcp::{SackBlock, TcpFlags, TcpOptions, TcpPacket, TcpRepr, Timestamp};
+
+/// Why a buffer could not be parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// The buffer is shorter than the header or a length field says.
+    Truncated,
+    /// A field holds a value the format does not allow (bad data offset,
+    /// bad option length, bad IHL, ...).
+    Malformed,
+    /// The checksum does not verify.
+    Checksum,
+    /// A version or protocol we do not handle (e.g. IP version 5, not TCP).
+    Unsupported,
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Error::Truncated => "truncated packet",
+            Error::Malformed => "malformed packet",
+            Error::Checksum => "checksum mismatch",
+            Error::Unsupported => "unsupported version or protocol",
+        })
+    }
+}
+impl std::error::Error for Error {}
+
+/// Result alias for wire parsing.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// A TCP segment parsed out of a whole IP packet (convenience for hosts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedSegment<'a> {
+    /// Source address and port.
+    pub src: std::net::SocketAddr,
+    /// Destination address and port.
+    pub dst: std::net::SocketAddr,
+    /// The TCP header.
+    pub tcp: TcpRepr,
+    /// The TCP payload.
+    pub payload: &'a [u8],
+}
+
+/// Parse an IPv4 or IPv6 packet carrying TCP, verifying the IP header
+/// checksum (v4) and the TCP checksum (with pseudo-header).
+/// IPv6 extension headers are not followed (→ `Unsupported`); IPv4 fragments
+/// are `Unsupported`.
+pub fn parse_tcp_ip(packet: &[u8]) -> Result<ParsedSegment<'_>> {
+    ip::parse_tcp_ip(packet)
+}
+
+/// Build a complete IPv4 or IPv6 packet (chosen by the address family of
+/// `src`; `src` and `dst` must be the same family) carrying `tcp` + `payload`,
+/// with all checksums filled in. TTL / hop limit 64.
+pub fn build_tcp_ip(
+    src: std::net::SocketAddr,
+    dst: std::net::SocketAddr,
+    tcp: &TcpRepr,
+    payload: &[u8],
+) -> Vec<u8> {
+    ip::build_tcp_ip(src, dst, tcp, payload)
+}
