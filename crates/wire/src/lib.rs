@@ -6,6 +6,13 @@
 //! `Ipv6Repr`, `TcpRepr`) with `parse` / `buffer_len` / `emit`.
 //!
 //! **Contract:** malformed input yields a typed [`Error`], never a panic.
+//! Emitting (`emit`, [`build_tcp_ip`]) panics only on caller bugs, which each
+//! function documents under "Panics".
+//!
+//! Modules: [`tcp`] (header, options), [`ip`] (IPv4, IPv6, whole packets),
+//! [`checksum`] (RFC 1071 and pseudo-headers), [`pcap`] (capture files over
+//! any `std::io::Write` / `Read`). Nothing here reads a clock, opens a socket
+//! or draws randomness.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -71,7 +78,15 @@ pub fn parse_tcp_ip(packet: &[u8]) -> Result<ParsedSegment<'_>> {
 
 /// Build a complete IPv4 or IPv6 packet (chosen by the address family of
 /// `src`; `src` and `dst` must be the same family) carrying `tcp` + `payload`,
-/// with all checksums filled in. TTL / hop limit 64.
+/// with all checksums filled in. TTL / hop limit 64; IPv4 with DF set and
+/// ID 0 (RFC 6864 §4.1 allows any ID on atomic datagrams). The TCP ports
+/// written are those of `src` and `dst` (the ports in `tcp` are ignored).
+/// One allocation of exactly the packet's length.
+///
+/// # Panics
+/// If `src` and `dst` are of different address families, or the segment
+/// does not fit the 16-bit IP length field (payload > ~65 KB) — both caller
+/// bugs.
 pub fn build_tcp_ip(
     src: std::net::SocketAddr,
     dst: std::net::SocketAddr,

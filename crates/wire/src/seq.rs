@@ -74,7 +74,12 @@ impl Sub for SeqNumber {
     #[inline]
     fn sub(self, rhs: SeqNumber) -> usize {
         let d = self.diff(rhs);
-        debug_assert!(d >= 0, "sequence subtraction underflow: {} - {}", self.0, rhs.0);
+        debug_assert!(
+            d >= 0,
+            "sequence subtraction underflow: {} - {}",
+            self.0,
+            rhs.0
+        );
         d.max(0) as usize
     }
 }
