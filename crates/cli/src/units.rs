@@ -21,7 +21,9 @@ fn split_number(s: &str) -> Result<(f64, String), String> {
     if num.is_empty() {
         return Err(format!("'{s}' does not start with a number"));
     }
-    let v: f64 = num.parse().map_err(|_| format!("'{num}' is not a number"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{num}' is not a number"))?;
     if !v.is_finite() {
         return Err(format!("'{s}' is not a finite number"));
     }
