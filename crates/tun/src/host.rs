@@ -1,0 +1,439 @@
+//! [`TunHost`]: one `hollywood_tcp::Endpoint` attached to a TUN device and
+//! driven by tokio.
+//!
+//! The host owns the three things the sans-IO engine may not touch:
+//!
+//! - **the clock**: engine time is nanoseconds since the host was created
+//!   (a tokio `Instant`, so `tokio::time::pause` works in tests);
+//! - **entropy**: [`TunHost::new`] seeds the engine (ISN secret, ephemeral
+//!   ports) from `/dev/urandom`; [`TunHost::with_seed`] takes a fixed seed;
+//! - **I/O**: packets read from the TUN device go to `handle_packet`,
+//!   `poll_transmit` output is written back, and the engine's next timer is
+//!   awaited with `sleep_until`.
+//!
+//! The application sees the engine between steps through a closure given
+//! to [`TunHost::drive`]: it is called after every wake-up with the events
+//! that happened, may issue commands (`connect`, `send`, `recv`, `close`...)
+//! on the endpoint, and returns `ControlFlow::Break(result)` when done.
+//! An async stream API can grow on top of this: a task owns the host, its
+//! closure drains a command channel and completes per-connection wakers,
+//! and [`HostWaker`] lets other tasks wake it when they queue a command.
+
+use crate::device::TunDevice;
+use crate::error::{Error, Result};
+use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
+use hollywood_wire::pcap;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::fs::File;
+use std::io::{BufWriter, Read};
+use std::net::{IpAddr, SocketAddr};
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+
+/// Most packets read from the TUN device in one wake-up before the
+/// application closure runs again (engine output is written after each).
+const RX_BATCH: usize = 64;
+
+/// Counters kept by the host (the engine keeps its own in `Endpoint::stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostStats {
+    /// Packets read from the TUN device and given to the engine.
+    pub packets_in: u64,
+    /// Packets taken from the engine and written to the TUN device.
+    pub packets_out: u64,
+    /// Bytes read from the TUN device and given to the engine.
+    pub bytes_in: u64,
+    /// Bytes written to the TUN device.
+    pub bytes_out: u64,
+    /// Incoming packets dropped by the loss injector.
+    pub injected_drops_in: u64,
+    /// Outgoing packets dropped by the loss injector.
+    pub injected_drops_out: u64,
+    /// Times the engine's timer fired (`handle_timeout` calls).
+    pub timer_fires: u64,
+}
+
+/// Random packet loss injected by the host in both directions, from a
+/// seeded RNG (so a run's drop pattern is reproducible for a given packet
+/// order).
+#[derive(Debug, Clone)]
+struct LossInjector {
+    rate: f64,
+    rng: ChaCha8Rng,
+}
+
+impl LossInjector {
+    fn drop_next(&mut self) -> bool {
+        self.rng.gen::<f64>() < self.rate
+    }
+}
+
+/// Wakes a [`TunHost::drive`] loop from another task, so its closure runs
+/// again (e.g. because a command was queued for it). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct HostWaker(Arc<Notify>);
+
+impl HostWaker {
+    /// Make the host run its closure soon. Wake-ups while it is busy are
+    /// coalesced into one.
+    pub fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// What the application closure of [`TunHost::drive`] sees on each step.
+#[derive(Debug)]
+pub struct Step<'a> {
+    now: Instant,
+    endpoint: &'a mut Endpoint,
+    events: &'a [EndpointEvent],
+    wake_at: Option<Instant>,
+}
+
+impl Step<'_> {
+    /// Engine time of this step.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The engine, for commands (`connect`, `listen`, `connection_mut`...).
+    /// Output it produces is transmitted right after the closure returns.
+    pub fn endpoint(&mut self) -> &mut Endpoint {
+        self.endpoint
+    }
+
+    /// Events since the previous step, in the order the engine produced them.
+    pub fn events(&self) -> &[EndpointEvent] {
+        self.events
+    }
+
+    /// Call the closure again no later than `after` from now, even if
+    /// nothing happens on the network (e.g. to poll something outside).
+    pub fn wake_after(&mut self, after: Duration) {
+        let t = self.now + after;
+        self.wake_at = Some(self.wake_at.map_or(t, |w| w.min(t)));
+    }
+}
+
+/// A TCP host: a [`hollywood_tcp::Endpoint`] whose IP packets travel
+/// through a [`TunDevice`].
+#[derive(Debug)]
+pub struct TunHost {
+    tun: TunDevice,
+    endpoint: Endpoint,
+    /// The configuration given at creation (before per-family MSS clamping).
+    config: Config,
+    /// Engine time zero.
+    epoch: tokio::time::Instant,
+    /// Wall-clock nanoseconds at `epoch`, for capture timestamps.
+    wall_epoch_ns: u64,
+    loss: Option<LossInjector>,
+    capture: Option<pcap::Writer<BufWriter<File>>>,
+    stats: HostStats,
+    notify: Arc<Notify>,
+    buf: Vec<u8>,
+}
+
+/// `config` with its MSS lowered, if needed, so that a full segment fits
+/// an `mtu`-byte IP packet: MTU minus 40 bytes of IPv4+TCP headers, or 60
+/// for IPv6 (RFC 9293 §3.7.1, RFC 8200 §5).
+fn clamp_mss(mut config: Config, mtu: u32, ipv6: bool) -> Config {
+    let headers = if ipv6 { 60 } else { 40 };
+    let limit = u16::try_from(mtu.saturating_sub(headers)).unwrap_or(u16::MAX);
+    config.mss = config.mss.min(limit);
+    config
+}
+
+/// Read 8 bytes of OS entropy.
+fn os_seed() -> Result<u64> {
+    let mut bytes = [0u8; 8];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Error::io("read seed from /dev/urandom", e))?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
+impl TunHost {
+    /// A host for `tun` whose endpoint uses `config` as its default and is
+    /// seeded from OS entropy (RFC 6528 §3: the ISN key should be random).
+    /// Must be called within a tokio runtime.
+    pub fn new(tun: TunDevice, config: Config) -> Result<TunHost> {
+        Ok(TunHost::with_seed(tun, config, os_seed()?))
+    }
+
+    /// Like [`TunHost::new`] with a fixed engine seed (reproducible ISNs and
+    /// ephemeral ports).
+    pub fn with_seed(tun: TunDevice, config: Config, seed: u64) -> TunHost {
+        let wall_epoch_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let buf = vec![0u8; (tun.mtu() as usize).max(1500) + 64];
+        let ep_config = clamp_mss(config.clone(), tun.mtu(), false);
+        TunHost {
+            tun,
+            endpoint: Endpoint::new(ep_config, seed),
+            config,
+            epoch: tokio::time::Instant::now(),
+            wall_epoch_ns,
+            loss: None,
+            capture: None,
+            stats: HostStats::default(),
+            notify: Arc::new(Notify::new()),
+            buf,
+        }
+    }
+
+    /// The configuration for connections with `peer`'s address family: the
+    /// host's configuration with the MSS clamped to the TUN MTU minus the
+    /// IPv4 (40) or IPv6 (60) header bytes.
+    pub fn config_for(&self, peer: IpAddr) -> Config {
+        clamp_mss(self.config.clone(), self.tun.mtu(), peer.is_ipv6())
+    }
+
+    /// Open a connection from `local` (port 0 = ephemeral) to `remote` with
+    /// [`TunHost::config_for`]`(remote)`. The SYN goes out on the next
+    /// [`TunHost::drive`] step.
+    pub fn connect(&mut self, local: SocketAddr, remote: SocketAddr) -> Result<ConnHandle> {
+        let now = self.now();
+        let config = self.config_for(remote.ip());
+        Ok(self.endpoint.connect_with(now, local, remote, config)?)
+    }
+
+    /// Listen on `local` with [`TunHost::config_for`]`(local)`.
+    pub fn listen(&mut self, local: SocketAddr) -> Result<()> {
+        let config = self.config_for(local.ip());
+        Ok(self.endpoint.listen_with(local, config)?)
+    }
+
+    /// Drop each packet, in either direction, with probability `rate`
+    /// (0.0 turns injection off), using an RNG seeded with `seed`.
+    /// For experiments and tests: the engine sees real loss.
+    pub fn set_loss(&mut self, rate: f64, seed: u64) {
+        self.loss = (rate > 0.0).then(|| LossInjector { rate: rate.min(1.0), rng: ChaCha8Rng::seed_from_u64(seed) });
+    }
+
+    /// Record every packet the engine receives or sends (after loss
+    /// injection) to a pcap file at `path` (link type RAW, wall-clock
+    /// timestamps). Replaces an earlier capture.
+    pub fn capture_to(&mut self, path: &Path) -> Result<()> {
+        let ctx = || format!("create pcap capture {}", path.display());
+        let file = File::create(path).map_err(|e| Error::io(ctx(), e))?;
+        self.capture = Some(pcap::Writer::new(BufWriter::new(file)).map_err(|e| Error::io(ctx(), e))?);
+        Ok(())
+    }
+
+    /// Flush the capture file, if any.
+    pub fn flush_capture(&mut self) -> Result<()> {
+        match &mut self.capture {
+            Some(w) => w.flush().map_err(|e| Error::io("flush pcap capture", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// A handle that makes [`TunHost::drive`] run its closure again.
+    pub fn waker(&self) -> HostWaker {
+        HostWaker(self.notify.clone())
+    }
+
+    /// Current engine time.
+    pub fn now(&self) -> Instant {
+        self.to_engine_time(tokio::time::Instant::now())
+    }
+
+    /// Map a tokio instant to engine time (saturating at the epoch).
+    pub fn to_engine_time(&self, t: tokio::time::Instant) -> Instant {
+        let d = t.saturating_duration_since(self.epoch);
+        Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Map engine time to a tokio instant.
+    pub fn to_tokio_time(&self, t: Instant) -> tokio::time::Instant {
+        self.epoch + t.since_epoch()
+    }
+
+    /// The engine.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The engine, mutably (commands issued here are transmitted on the
+    /// next [`TunHost::drive`] step).
+    pub fn endpoint_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+
+    /// The TUN device.
+    pub fn tun(&self) -> &TunDevice {
+        &self.tun
+    }
+
+    /// The host's packet counters.
+    pub fn stats(&self) -> HostStats {
+        self.stats
+    }
+
+    fn capture(&mut self, now: Instant, packet: &[u8]) -> Result<()> {
+        if let Some(w) = &mut self.capture {
+            w.write_packet(self.wall_epoch_ns.saturating_add(now.as_nanos()), packet)
+                .map_err(|e| Error::io("write pcap capture", e))?;
+        }
+        Ok(())
+    }
+
+    /// Hand one received packet to the engine (unless the injector drops it).
+    fn deliver(&mut self, now: Instant, len: usize) -> Result<()> {
+        if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
+            self.stats.injected_drops_in += 1;
+            return Ok(());
+        }
+        let packet = std::mem::take(&mut self.buf);
+        self.capture(now, &packet[..len])?;
+        self.endpoint.handle_packet(now, &packet[..len]);
+        self.buf = packet;
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += len as u64;
+        Ok(())
+    }
+
+    /// Write everything the engine wants to send now.
+    async fn flush(&mut self, now: Instant) -> Result<()> {
+        while let Some(packet) = self.endpoint.poll_transmit(now) {
+            if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
+                self.stats.injected_drops_out += 1;
+                continue;
+            }
+            self.capture(now, &packet)?;
+            self.tun
+                .send(&packet)
+                .await
+                .map_err(|e| Error::io(format!("write {}-byte packet to {}", packet.len(), self.tun.name()), e))?;
+            self.stats.packets_out += 1;
+            self.stats.bytes_out += packet.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Run the host until `app` returns `ControlFlow::Break(r)`; returns `r`.
+    ///
+    /// Each step: expired engine timers fire (`handle_timeout`), then `app`
+    /// runs with the events since the last step, then all engine output is
+    /// written to the TUN device; the host then sleeps until a packet
+    /// arrives, the engine's next timer ([`Endpoint::poll_timeout`]), a
+    /// [`Step::wake_after`] deadline or a [`HostWaker`] wake-up. Up to 64
+    /// queued packets are read per wake-up, each followed by writing the
+    /// engine's output, so ACK timing is the engine's own.
+    ///
+    /// Bound the run with `tokio::time::timeout`. Cancelling it between
+    /// steps loses nothing; cancelling it while it writes may lose the
+    /// packet being written, which TCP recovers like any loss.
+    pub async fn drive<R, F>(&mut self, mut app: F) -> Result<R>
+    where
+        F: FnMut(&mut Step<'_>) -> ControlFlow<R>,
+    {
+        let mut events: Vec<EndpointEvent> = Vec::new();
+        loop {
+            let now = self.now();
+            if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+                self.endpoint.handle_timeout(now);
+                self.stats.timer_fires += 1;
+            }
+            // Transmit what the input produced before the application runs,
+            // so ACKs are not delayed by application work.
+            self.flush(now).await?;
+            while let Some(e) = self.endpoint.poll_event() {
+                events.push(e);
+            }
+            let mut step = Step { now, endpoint: &mut self.endpoint, events: &events, wake_at: None };
+            let flow = app(&mut step);
+            let wake_at = step.wake_at;
+            events.clear();
+            self.flush(now).await?;
+            if let ControlFlow::Break(r) = flow {
+                self.flush_capture()?;
+                return Ok(r);
+            }
+            // Commands may have produced events (e.g. `abort`): run the
+            // application again before sleeping.
+            while let Some(e) = self.endpoint.poll_event() {
+                events.push(e);
+            }
+            if !events.is_empty() {
+                continue;
+            }
+            let deadline = match (self.endpoint.poll_timeout(), wake_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .map(|t| self.to_tokio_time(t));
+            let received = {
+                let sleep = async {
+                    match deadline {
+                        Some(d) => tokio::time::sleep_until(d).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    r = self.tun.recv(&mut self.buf) => Some(r),
+                    () = sleep => None,
+                    () = self.notify.notified() => None,
+                }
+            };
+            if let Some(r) = received {
+                let len = r.map_err(|e| Error::io(format!("read from {}", self.tun.name()), e))?;
+                let now = self.now();
+                self.deliver(now, len)?;
+                // Transmit after every packet: ACK decisions (immediate
+                // duplicate ACKs, ACK every second segment) are the
+                // engine's, and batching input here would coalesce them.
+                self.flush(now).await?;
+                for _ in 1..RX_BATCH {
+                    match self.tun.try_recv(&mut self.buf) {
+                        Ok(len) => {
+                            let now = self.now();
+                            self.deliver(now, len)?;
+                            self.flush(now).await?;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(Error::io(format!("read from {}", self.tun.name()), e)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_injector_rate_is_about_right_and_reproducible() {
+        let run = |seed| {
+            let mut l = LossInjector { rate: 0.01, rng: ChaCha8Rng::seed_from_u64(seed) };
+            (0..100_000).map(|_| l.drop_next()).collect::<Vec<_>>()
+        };
+        let a = run(7);
+        assert_eq!(a, run(7), "same seed, same drops");
+        assert_ne!(a, run(8), "different seed, different drops");
+        let drops = a.iter().filter(|&&d| d).count();
+        assert!((800..1200).contains(&drops), "1% of 100000 should be ~1000, got {drops}");
+    }
+
+    #[test]
+    fn mss_is_clamped_per_family() {
+        let c = Config { mss: 1460, ..Config::default() };
+        assert_eq!(clamp_mss(c.clone(), 1500, false).mss, 1460);
+        assert_eq!(clamp_mss(c.clone(), 1500, true).mss, 1440);
+        assert_eq!(clamp_mss(c.clone(), 1280, true).mss, 1220);
+        assert_eq!(clamp_mss(c, 9000, false).mss, 1460, "never raised");
+    }
+
+    #[test]
+    fn os_seeds_differ() {
+        assert_ne!(os_seed().unwrap(), os_seed().unwrap());
+    }
+}

@@ -1,0 +1,30 @@
+//! The Hollywood TCP engine over Linux TUN devices, on tokio.
+//!
+//! This is an I/O adapter: it owns the real clock, OS entropy, threads and
+//! file descriptors that the sans-IO engine (`hollywood-tcp`) must not touch.
+//!
+//! - [`netns`]: network namespaces, veth pairs, `ip` configuration and
+//!   running code inside a namespace — the lab in which the engine meets the
+//!   Linux kernel's TCP.
+//! - [`device`]: a TUN interface read and written as whole IP packets.
+//! - [`host`]: [`TunHost`], an `Endpoint` driven over a TUN device: real
+//!   clock mapped to engine time, OS-entropy seed, packets and timers in,
+//!   packets out, and an application closure called after every step.
+//!
+//! Everything needs Linux and root (`CAP_NET_ADMIN`).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+// Adapters own the clock: this crate is where real time, threads and OS
+// entropy enter, so the workspace's sans-IO lint does not apply here.
+#![allow(clippy::disallowed_methods)]
+
+pub mod device;
+pub mod error;
+pub mod host;
+pub mod netns;
+mod sys;
+
+pub use device::{TunConfig, TunDevice};
+pub use error::{Error, Result};
+pub use host::{HostStats, HostWaker, Step, TunHost};
+pub use netns::{is_root, NetNs, NsThread, VethPair};
