@@ -45,7 +45,7 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
         }
     };
     let bps = v * mult;
-    if bps < 1.0 || bps > 1e12 {
+    if !(1.0..=1e12).contains(&bps) {
         return Err(format!("rate '{s}' is out of range (1 bit/s .. 1 Tbit/s)"));
     }
     Ok(bps.round() as u64)

@@ -16,7 +16,11 @@ pub struct DelayedAckConfig {
 }
 impl Default for DelayedAckConfig {
     fn default() -> Self {
-        DelayedAckConfig { enabled: true, max_delay: Duration::from_millis(40), quickack_segments: 16 }
+        DelayedAckConfig {
+            enabled: true,
+            max_delay: Duration::from_millis(40),
+            quickack_segments: 16,
+        }
     }
 }
 
@@ -32,7 +36,11 @@ pub struct KeepaliveConfig {
 }
 impl Default for KeepaliveConfig {
     fn default() -> Self {
-        KeepaliveConfig { idle: Duration::from_secs(7200), interval: Duration::from_secs(75), probes: 9 }
+        KeepaliveConfig {
+            idle: Duration::from_secs(7200),
+            interval: Duration::from_secs(75),
+            probes: 9,
+        }
     }
 }
 
@@ -77,6 +85,16 @@ pub struct Config {
     pub time_wait: Duration,
     /// Duplicate-ACK threshold for fast retransmit (RFC 5681: 3).
     pub dupack_threshold: u32,
+    /// Limited transmit (RFC 3042): send new data on the first two
+    /// duplicate ACKs.
+    pub limited_transmit: bool,
+    /// Challenge ACKs (RFC 5961) allowed per second on one connection
+    /// (Linux `tcp_challenge_ack_limit`: 1000).
+    pub challenge_ack_limit: u32,
+    /// Consistent segmentation (thesis §4.2): a new segment never spans two
+    /// records (one `send` call = one record); records larger than the MSS
+    /// fragment at the MSS. Nagle does not apply while this is on.
+    pub consistent_segmentation: bool,
 }
 
 impl Default for Config {
@@ -101,6 +119,9 @@ impl Default for Config {
             keepalive: None,
             time_wait: Duration::from_secs(60),
             dupack_threshold: 3,
+            limited_transmit: true,
+            challenge_ack_limit: 1000,
+            consistent_segmentation: false,
         }
     }
 }

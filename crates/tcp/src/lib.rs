@@ -29,12 +29,20 @@ pub mod config;
 pub mod conn;
 pub mod endpoint;
 pub mod isn;
+#[cfg(test)]
+mod pair;
+mod recv_buf;
 pub mod rtt;
+mod sack;
+mod send_buf;
+#[cfg(test)]
+mod tests;
 pub mod time;
+mod timer;
 
 pub use cc::{CcAlgorithm, CongestionControl};
 pub use config::{Config, DelayedAckConfig, KeepaliveConfig};
-pub use conn::{Connection, ConnectionStats, Event, State};
+pub use conn::{Connection, ConnectionStats, Event, Negotiated, State};
 pub use endpoint::{ConnHandle, Endpoint, EndpointEvent, EndpointStats};
 pub use time::Instant;
 

@@ -24,7 +24,11 @@ pub struct TunConfig {
 
 impl Default for TunConfig {
     fn default() -> Self {
-        TunConfig { name: "hwtun%d".to_owned(), mtu: 1500, addrs: Vec::new() }
+        TunConfig {
+            name: "hwtun%d".to_owned(),
+            mtu: 1500,
+            addrs: Vec::new(),
+        }
     }
 }
 
@@ -50,12 +54,22 @@ impl TunDevice {
     pub fn create(ns: &NetNs, config: &TunConfig) -> Result<TunDevice> {
         check_if_name(&config.name)?;
         let requested = config.name.clone();
-        let (fd, name) = ns
-            .run(move || sys::open_tun(&requested))?
-            .map_err(|e| Error::io(format!("create TUN device {:?} (needs root and /dev/net/tun)", config.name), e))?;
+        let (fd, name) = ns.run(move || sys::open_tun(&requested))?.map_err(|e| {
+            Error::io(
+                format!(
+                    "create TUN device {:?} (needs root and /dev/net/tun)",
+                    config.name
+                ),
+                e,
+            )
+        })?;
         let fd = sys::register_async(File::from(fd))
             .map_err(|e| Error::io(format!("register TUN device {name} with tokio"), e))?;
-        let dev = TunDevice { fd, name, mtu: config.mtu };
+        let dev = TunDevice {
+            fd,
+            name,
+            mtu: config.mtu,
+        };
         ns.set_mtu(&dev.name, config.mtu)?;
         for &(addr, prefix) in &config.addrs {
             ns.add_addr(&dev.name, addr, prefix)?;

@@ -44,7 +44,10 @@ pub enum Error {
 impl Error {
     /// Wrap an I/O error with a description of what was attempted.
     pub fn io(context: impl Into<String>, source: io::Error) -> Error {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -52,10 +55,21 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { context, source } => write!(f, "{context}: {source}"),
-            Error::Command { command, status: Some(code), stderr } => {
-                write!(f, "command `{command}` failed with exit code {code}: {stderr}")
+            Error::Command {
+                command,
+                status: Some(code),
+                stderr,
+            } => {
+                write!(
+                    f,
+                    "command `{command}` failed with exit code {code}: {stderr}"
+                )
             }
-            Error::Command { command, status: None, stderr } => {
+            Error::Command {
+                command,
+                status: None,
+                stderr,
+            } => {
                 write!(f, "command `{command}` was killed by a signal: {stderr}")
             }
             Error::InvalidName { name, reason } => write!(f, "invalid name {name:?}: {reason}"),

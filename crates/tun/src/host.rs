@@ -213,7 +213,10 @@ impl TunHost {
     /// (0.0 turns injection off), using an RNG seeded with `seed`.
     /// For experiments and tests: the engine sees real loss.
     pub fn set_loss(&mut self, rate: f64, seed: u64) {
-        self.loss = (rate > 0.0).then(|| LossInjector { rate: rate.min(1.0), rng: ChaCha8Rng::seed_from_u64(seed) });
+        self.loss = (rate > 0.0).then(|| LossInjector {
+            rate: rate.min(1.0),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        });
     }
 
     /// Record every packet the engine receives or sends (after loss
@@ -222,7 +225,8 @@ impl TunHost {
     pub fn capture_to(&mut self, path: &Path) -> Result<()> {
         let ctx = || format!("create pcap capture {}", path.display());
         let file = File::create(path).map_err(|e| Error::io(ctx(), e))?;
-        self.capture = Some(pcap::Writer::new(BufWriter::new(file)).map_err(|e| Error::io(ctx(), e))?);
+        self.capture =
+            Some(pcap::Writer::new(BufWriter::new(file)).map_err(|e| Error::io(ctx(), e))?);
         Ok(())
     }
 
@@ -307,10 +311,12 @@ impl TunHost {
                 continue;
             }
             self.capture(now, &packet)?;
-            self.tun
-                .send(&packet)
-                .await
-                .map_err(|e| Error::io(format!("write {}-byte packet to {}", packet.len(), self.tun.name()), e))?;
+            self.tun.send(&packet).await.map_err(|e| {
+                Error::io(
+                    format!("write {}-byte packet to {}", packet.len(), self.tun.name()),
+                    e,
+                )
+            })?;
             self.stats.packets_out += 1;
             self.stats.bytes_out += packet.len() as u64;
         }
@@ -347,7 +353,12 @@ impl TunHost {
             while let Some(e) = self.endpoint.poll_event() {
                 events.push(e);
             }
-            let mut step = Step { now, endpoint: &mut self.endpoint, events: &events, wake_at: None };
+            let mut step = Step {
+                now,
+                endpoint: &mut self.endpoint,
+                events: &events,
+                wake_at: None,
+            };
             let flow = app(&mut step);
             let wake_at = step.wake_at;
             events.clear();
@@ -398,7 +409,9 @@ impl TunHost {
                             self.flush(now).await?;
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(e) => return Err(Error::io(format!("read from {}", self.tun.name()), e)),
+                        Err(e) => {
+                            return Err(Error::io(format!("read from {}", self.tun.name()), e))
+                        }
                     }
                 }
             }
@@ -413,19 +426,28 @@ mod tests {
     #[test]
     fn loss_injector_rate_is_about_right_and_reproducible() {
         let run = |seed| {
-            let mut l = LossInjector { rate: 0.01, rng: ChaCha8Rng::seed_from_u64(seed) };
+            let mut l = LossInjector {
+                rate: 0.01,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+            };
             (0..100_000).map(|_| l.drop_next()).collect::<Vec<_>>()
         };
         let a = run(7);
         assert_eq!(a, run(7), "same seed, same drops");
         assert_ne!(a, run(8), "different seed, different drops");
         let drops = a.iter().filter(|&&d| d).count();
-        assert!((800..1200).contains(&drops), "1% of 100000 should be ~1000, got {drops}");
+        assert!(
+            (800..1200).contains(&drops),
+            "1% of 100000 should be ~1000, got {drops}"
+        );
     }
 
     #[test]
     fn mss_is_clamped_per_family() {
-        let c = Config { mss: 1460, ..Config::default() };
+        let c = Config {
+            mss: 1460,
+            ..Config::default()
+        };
         assert_eq!(clamp_mss(c.clone(), 1500, false).mss, 1460);
         assert_eq!(clamp_mss(c.clone(), 1500, true).mss, 1440);
         assert_eq!(clamp_mss(c.clone(), 1280, true).mss, 1220);

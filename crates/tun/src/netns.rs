@@ -33,7 +33,10 @@ pub fn is_root() -> bool {
 /// Run `program args...`, returning its stdout; a non-zero exit becomes
 /// [`Error::Command`] carrying the command line and stderr.
 pub fn run_command(program: &str, args: &[&str]) -> Result<String> {
-    let command = std::iter::once(program).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
+    let command = std::iter::once(program)
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
     let out = Command::new(program)
         .args(args)
         .output()
@@ -51,9 +54,14 @@ pub fn run_command(program: &str, args: &[&str]) -> Result<String> {
 
 /// Check a name for use as a namespace name (it becomes a file name).
 fn check_ns_name(name: &str) -> Result<()> {
-    let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
     if name.is_empty() || name.len() > 64 {
-        return Err(Error::InvalidName { name: name.into(), reason: "namespace names must be 1..=64 bytes" });
+        return Err(Error::InvalidName {
+            name: name.into(),
+            reason: "namespace names must be 1..=64 bytes",
+        });
     }
     if !ok_chars || name.starts_with('.') {
         return Err(Error::InvalidName {
@@ -67,10 +75,19 @@ fn check_ns_name(name: &str) -> Result<()> {
 /// Check a name for use as a network interface name.
 pub(crate) fn check_if_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > sys::MAX_IFNAME_LEN {
-        return Err(Error::InvalidName { name: name.into(), reason: "interface names must be 1..=15 bytes" });
+        return Err(Error::InvalidName {
+            name: name.into(),
+            reason: "interface names must be 1..=15 bytes",
+        });
     }
-    if name.bytes().any(|b| b == 0 || b == b'/' || b.is_ascii_whitespace()) {
-        return Err(Error::InvalidName { name: name.into(), reason: "interface names must not contain NUL, '/' or spaces" });
+    if name
+        .bytes()
+        .any(|b| b == 0 || b == b'/' || b.is_ascii_whitespace())
+    {
+        return Err(Error::InvalidName {
+            name: name.into(),
+            reason: "interface names must not contain NUL, '/' or spaces",
+        });
     }
     Ok(())
 }
@@ -95,7 +112,10 @@ impl NetNs {
     pub fn create(name: &str) -> Result<NetNs> {
         check_ns_name(name)?;
         run_command("ip", &["netns", "add", name])?;
-        let ns = NetNs { name: Some(name.to_owned()), owned: true };
+        let ns = NetNs {
+            name: Some(name.to_owned()),
+            owned: true,
+        };
         ns.link_up("lo")?;
         Ok(ns)
     }
@@ -108,16 +128,25 @@ impl NetNs {
         if !path.exists() {
             return Err(Error::io(
                 format!("open network namespace {name:?}"),
-                std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} does not exist", path.display())),
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{} does not exist", path.display()),
+                ),
             ));
         }
-        Ok(NetNs { name: Some(name.to_owned()), owned: false })
+        Ok(NetNs {
+            name: Some(name.to_owned()),
+            owned: false,
+        })
     }
 
     /// The namespace the process runs in (never deleted). Commands run
     /// without `-n`, and [`NetNs::spawn`] does not switch namespaces.
     pub fn current() -> NetNs {
-        NetNs { name: None, owned: false }
+        NetNs {
+            name: None,
+            owned: false,
+        }
     }
 
     /// The namespace's name; `None` for [`NetNs::current`].
@@ -142,7 +171,10 @@ impl NetNs {
     /// `args[0]` is the program.
     pub fn exec(&self, args: &[&str]) -> Result<String> {
         let Some((program, rest)) = args.split_first() else {
-            return Err(Error::InvalidName { name: String::new(), reason: "exec needs a program name" });
+            return Err(Error::InvalidName {
+                name: String::new(),
+                reason: "exec needs a program name",
+            });
         };
         match &self.name {
             Some(n) => {
@@ -164,8 +196,9 @@ impl NetNs {
         let ns_file = match &self.name {
             Some(n) => {
                 let path = PathBuf::from(NETNS_DIR).join(n);
-                let file = File::open(&path)
-                    .map_err(|e| Error::io(format!("open namespace handle {}", path.display()), e))?;
+                let file = File::open(&path).map_err(|e| {
+                    Error::io(format!("open namespace handle {}", path.display()), e)
+                })?;
                 Some((n.clone(), file))
             }
             None => None,
@@ -174,12 +207,17 @@ impl NetNs {
             .name(thread_name.to_owned())
             .spawn(move || {
                 if let Some((name, file)) = ns_file {
-                    sys::enter_netns(&file).map_err(|e| Error::io(format!("setns into network namespace {name:?}"), e))?;
+                    sys::enter_netns(&file).map_err(|e| {
+                        Error::io(format!("setns into network namespace {name:?}"), e)
+                    })?;
                 }
                 Ok(f())
             })
             .map_err(|e| Error::io(format!("spawn thread {thread_name:?}"), e))?;
-        Ok(NsThread { handle, name: thread_name.to_owned() })
+        Ok(NsThread {
+            handle,
+            name: thread_name.to_owned(),
+        })
     }
 
     /// Run `f` inside the namespace and wait for its result
@@ -196,7 +234,10 @@ impl NetNs {
     /// `/proc/sys/...` from a thread inside the namespace.
     pub fn set_sysctl(&self, key: &str, value: &str) -> Result<()> {
         if key.contains("..") || key.starts_with('.') {
-            return Err(Error::InvalidName { name: key.into(), reason: "not a sysctl key" });
+            return Err(Error::InvalidName {
+                name: key.into(),
+                reason: "not a sysctl key",
+            });
         }
         let path = PathBuf::from("/proc/sys").join(key.replace('.', "/"));
         let value = value.to_owned();
@@ -212,7 +253,8 @@ impl NetNs {
 
     /// Set the MTU of interface `dev`.
     pub fn set_mtu(&self, dev: &str, mtu: u32) -> Result<()> {
-        self.ip(&["link", "set", "dev", dev, "mtu", &mtu.to_string()]).map(drop)
+        self.ip(&["link", "set", "dev", dev, "mtu", &mtu.to_string()])
+            .map(drop)
     }
 
     /// Add `addr/prefix` to interface `dev`. IPv6 addresses are added with
@@ -222,7 +264,9 @@ impl NetNs {
         let cidr = format!("{addr}/{prefix}");
         match addr {
             IpAddr::V4(_) => self.ip(&["addr", "add", &cidr, "dev", dev]).map(drop),
-            IpAddr::V6(_) => self.ip(&["-6", "addr", "add", &cidr, "dev", dev, "nodad"]).map(drop),
+            IpAddr::V6(_) => self
+                .ip(&["-6", "addr", "add", &cidr, "dev", dev, "nodad"])
+                .map(drop),
         }
     }
 
@@ -248,10 +292,18 @@ impl NetNs {
         let list = run_command("ip", &["netns", "list"])?;
         let mut removed = Vec::new();
         for line in list.lines() {
-            let Some(name) = line.split_whitespace().next() else { continue };
-            let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else { continue };
-            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
-            if !PathBuf::from(format!("/proc/{pid}")).exists() && run_command("ip", &["netns", "del", name]).is_ok() {
+            let Some(name) = line.split_whitespace().next() else {
+                continue;
+            };
+            let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else {
+                continue;
+            };
+            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if !PathBuf::from(format!("/proc/{pid}")).exists()
+                && run_command("ip", &["netns", "del", name]).is_ok()
+            {
                 removed.push(name.to_owned());
             }
         }
@@ -288,7 +340,10 @@ impl<T> NsThread<T> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "non-string panic payload".to_owned());
-                Err(Error::ThreadPanicked { thread: self.name, message })
+                Err(Error::ThreadPanicked {
+                    thread: self.name,
+                    message,
+                })
             }
         }
     }
@@ -318,8 +373,14 @@ impl VethPair {
             Some(n) => n.to_owned(),
             None => std::process::id().to_string(),
         };
-        ns_a.ip(&["link", "add", a, "type", "veth", "peer", "name", b, "netns", &target])?;
-        let pair = VethPair { ns_a: ns_a.name().map(str::to_owned), a: a.to_owned(), b: b.to_owned() };
+        ns_a.ip(&[
+            "link", "add", a, "type", "veth", "peer", "name", b, "netns", &target,
+        ])?;
+        let pair = VethPair {
+            ns_a: ns_a.name().map(str::to_owned),
+            a: a.to_owned(),
+            b: b.to_owned(),
+        };
         ns_a.link_up(a)?;
         ns_b.link_up(b)?;
         Ok(pair)
@@ -378,7 +439,11 @@ mod tests {
     fn failing_command_reports_command_line_and_stderr() {
         let err = run_command("sh", &["-c", "echo boom >&2; exit 3"]).unwrap_err();
         match &err {
-            Error::Command { command, status, stderr } => {
+            Error::Command {
+                command,
+                status,
+                stderr,
+            } => {
                 assert_eq!(command, "sh -c echo boom >&2; exit 3");
                 assert_eq!(*status, Some(3));
                 assert_eq!(stderr, "boom");
@@ -392,7 +457,13 @@ mod tests {
     fn current_namespace_threads_run_and_report_panics() {
         let ns = NetNs::current();
         assert_eq!(ns.run(|| 6 * 7).unwrap(), 42);
-        let err = ns.spawn("hwt-panics", || -> () { panic!("on purpose") }).unwrap().join().unwrap_err();
-        assert!(matches!(&err, Error::ThreadPanicked { thread, message } if thread == "hwt-panics" && message == "on purpose"));
+        let err = ns
+            .spawn("hwt-panics", || -> () { panic!("on purpose") })
+            .unwrap()
+            .join()
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::ThreadPanicked { thread, message } if thread == "hwt-panics" && message == "on purpose")
+        );
     }
 }

@@ -59,7 +59,11 @@ pub(crate) fn open_tun(name: &str) -> io::Result<(OwnedFd, String)> {
         .custom_flags(libc::O_NONBLOCK)
         .open("/dev/net/tun")?;
 
-    let mut req = IfReqFlags { name: [0; libc::IFNAMSIZ], flags: 0, pad: [0; IFREQ_PAD] };
+    let mut req = IfReqFlags {
+        name: [0; libc::IFNAMSIZ],
+        flags: 0,
+        pad: [0; IFREQ_PAD],
+    };
     for (dst, src) in req.name.iter_mut().zip(name.bytes()) {
         *dst = src as libc::c_char;
     }
@@ -68,11 +72,21 @@ pub(crate) fn open_tun(name: &str) -> io::Result<(OwnedFd, String)> {
     // SAFETY: `file` is an open descriptor for /dev/net/tun; `req` is a live,
     // fully initialised local with the layout and size of `struct ifreq`, and
     // the kernel only reads/writes within it during the call.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF as _, &mut req as *mut IfReqFlags) };
+    let rc = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            libc::TUNSETIFF as _,
+            &mut req as *mut IfReqFlags,
+        )
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    let len = req.name.iter().position(|&c| c == 0).unwrap_or(libc::IFNAMSIZ);
+    let len = req
+        .name
+        .iter()
+        .position(|&c| c == 0)
+        .unwrap_or(libc::IFNAMSIZ);
     let actual: Vec<u8> = req.name[..len].iter().map(|&c| c as u8).collect();
     let actual = String::from_utf8_lossy(&actual).into_owned();
     Ok((OwnedFd::from(file), actual))
@@ -109,6 +123,7 @@ pub(crate) fn register_async(file: File) -> io::Result<AsyncFd<File>> {
     // which owns it until drop; nothing else can close or replace it, so it
     // stays open and names the same file description for the `AsyncFd`'s
     // whole life, as `register_with_interest` requires.
-    let registered = unsafe { AsyncFd::register_with_interest(file, Interest::READABLE | Interest::WRITABLE) };
+    let registered =
+        unsafe { AsyncFd::register_with_interest(file, Interest::READABLE | Interest::WRITABLE) };
     registered.map_err(io::Error::from)
 }

@@ -41,13 +41,18 @@ fn start(case: &str) -> Option<MutexGuard<'static, ()>> {
     if !root_or_skip("interop_linux") {
         return None;
     }
-    let guard = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let guard = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     eprintln!("--- interop_linux::{case}");
     Some(guard)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
 }
 
 /// Engine configuration: defaults (Linux-like), everything offered.
@@ -90,9 +95,16 @@ fn pattern(id: u64, len: usize) -> Vec<u8> {
 fn check_slice(who: &str, expected: &[u8], offset: usize, got: &[u8]) -> Result<(), String> {
     let end = offset + got.len();
     if end > expected.len() {
-        return Err(format!("{who}: received {end} bytes, more than the {} sent", expected.len()));
+        return Err(format!(
+            "{who}: received {end} bytes, more than the {} sent",
+            expected.len()
+        ));
     }
-    if let Some(i) = got.iter().zip(&expected[offset..end]).position(|(a, b)| a != b) {
+    if let Some(i) = got
+        .iter()
+        .zip(&expected[offset..end])
+        .position(|(a, b)| a != b)
+    {
         return Err(format!(
             "{who}: byte {} differs: got {:#04x}, expected {:#04x}",
             offset + i,
@@ -120,7 +132,12 @@ struct KernelReport {
 
 /// Write `out` then shut down the write side, while reading and verifying
 /// `expect` until EOF; returns when both are done.
-fn kernel_exchange(stream: TcpStream, out: Vec<u8>, expect: Vec<u8>, ss_filter: Option<String>) -> io::Result<KernelReport> {
+fn kernel_exchange(
+    stream: TcpStream,
+    out: Vec<u8>,
+    expect: Vec<u8>,
+    ss_filter: Option<String>,
+) -> io::Result<KernelReport> {
     stream.set_read_timeout(Some(SOCKET_TIMEOUT))?;
     stream.set_write_timeout(Some(SOCKET_TIMEOUT))?;
     let ss = match ss_filter {
@@ -147,9 +164,14 @@ fn kernel_exchange(stream: TcpStream, out: Vec<u8>, expect: Vec<u8>, ss_filter: 
         received += n;
     }
     if received != expect.len() {
-        return Err(io::Error::other(format!("kernel receiver: EOF after {received} of {} bytes", expect.len())));
+        return Err(io::Error::other(format!(
+            "kernel receiver: EOF after {received} of {} bytes",
+            expect.len()
+        )));
     }
-    write_side.join().map_err(|_| io::Error::other("kernel writer panicked"))??;
+    write_side
+        .join()
+        .map_err(|_| io::Error::other("kernel writer panicked"))??;
     Ok(KernelReport { received, sent, ss })
 }
 
@@ -159,12 +181,21 @@ fn ss_info(filter: &str) -> io::Result<String> {
     let mut args = vec!["-tinH"];
     args.extend(filter.split_whitespace());
     let out = std::process::Command::new("ss").args(&args).output()?;
-    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" "))
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" "))
 }
 
 /// Start a kernel listener on `addr` in `ns`; once it accepted one
 /// connection it runs [`kernel_exchange`]. Returns after the listener is bound.
-fn kernel_server(ns: &NetNs, addr: SocketAddr, out: Vec<u8>, expect: Vec<u8>, ss: bool) -> NsThread<io::Result<KernelReport>> {
+fn kernel_server(
+    ns: &NetNs,
+    addr: SocketAddr,
+    out: Vec<u8>,
+    expect: Vec<u8>,
+    ss: bool,
+) -> NsThread<io::Result<KernelReport>> {
     let (ready_tx, ready_rx) = mpsc::channel();
     let thread = ns
         .spawn("kernel-server", move || -> io::Result<KernelReport> {
@@ -176,7 +207,9 @@ fn kernel_server(ns: &NetNs, addr: SocketAddr, out: Vec<u8>, expect: Vec<u8>, ss
             let (stream, peer) = loop {
                 match listener.accept() {
                     Ok(s) => break s,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline =>
+                    {
                         std::thread::sleep(Duration::from_millis(2));
                     }
                     Err(e) => return Err(e),
@@ -195,7 +228,13 @@ fn kernel_server(ns: &NetNs, addr: SocketAddr, out: Vec<u8>, expect: Vec<u8>, ss
 }
 
 /// Connect from `ns` to `engine` and run [`kernel_exchange`].
-fn kernel_client(ns: &NetNs, engine: SocketAddr, out: Vec<u8>, expect: Vec<u8>, ss: bool) -> NsThread<io::Result<KernelReport>> {
+fn kernel_client(
+    ns: &NetNs,
+    engine: SocketAddr,
+    out: Vec<u8>,
+    expect: Vec<u8>,
+    ss: bool,
+) -> NsThread<io::Result<KernelReport>> {
     ns.spawn("kernel-client", move || -> io::Result<KernelReport> {
         let stream = TcpStream::connect_timeout(&engine, Duration::from_secs(10))?;
         let filter = ss.then(|| format!("dst {engine}"));
@@ -254,7 +293,8 @@ impl EngineSide {
                     self.handle = Some(handle);
                     self.connected = true;
                 }
-                EndpointEvent::Conn { handle, event } if Some(handle) == self.handle => match event {
+                EndpointEvent::Conn { handle, event } if Some(handle) == self.handle => match event
+                {
                     Event::Connected => self.connected = true,
                     Event::Closed => self.closed_event = true,
                     Event::Reset => return Err("engine: connection reset by the kernel".into()),
@@ -270,7 +310,9 @@ impl EngineSide {
     /// Send what fits, read what is there, close when all is queued.
     fn pump(&mut self, ep: &mut Endpoint) -> Result<(), String> {
         let Some(h) = self.handle else { return Ok(()) };
-        let Some(conn) = ep.connection_mut(h) else { return Ok(()) };
+        let Some(conn) = ep.connection_mut(h) else {
+            return Ok(());
+        };
         self.last_state = Some(conn.state());
         self.stats = conn.stats().clone();
         if !self.connected {
@@ -292,7 +334,12 @@ impl EngineSide {
             match conn.recv(&mut self.buf) {
                 Ok(0) => self.eof = true,
                 Ok(n) => {
-                    check_slice("engine receiver", &self.expect, self.received, &self.buf[..n])?;
+                    check_slice(
+                        "engine receiver",
+                        &self.expect,
+                        self.received,
+                        &self.buf[..n],
+                    )?;
                     self.received += n;
                 }
                 Err(hollywood_tcp::Error::WouldBlock) => break,
@@ -355,7 +402,14 @@ struct Transfer {
 /// Run one connection to completion, both sides sending at once, then
 /// closing. Returns the engine side and the kernel report.
 async fn transfer(lab: &Lab, host: &mut TunHost, t: Transfer) -> (EngineSide, KernelReport) {
-    let Transfer { opener, engine_addr, kernel_addr, engine_out, kernel_out, ss } = t;
+    let Transfer {
+        opener,
+        engine_addr,
+        kernel_addr,
+        engine_out,
+        kernel_out,
+        ss,
+    } = t;
     let mut side = EngineSide::new(engine_out.clone(), kernel_out.clone());
     let kernel = match opener {
         Opener::Engine => {
@@ -375,14 +429,18 @@ async fn transfer(lab: &Lab, host: &mut TunHost, t: Transfer) -> (EngineSide, Ke
     let outcome = tokio::time::timeout(
         CASE_TIMEOUT,
         host.drive(|step| {
-            let result = side.on_events(step.events()).and_then(|()| side.pump(step.endpoint()));
+            let result = side
+                .on_events(step.events())
+                .and_then(|()| side.pump(step.endpoint()));
             if let Err(e) = result {
                 return ControlFlow::Break(Err(e));
             }
             if kernel.as_ref().is_some_and(NsThread::is_finished) {
                 match kernel.take().map(NsThread::join) {
                     Some(Ok(Ok(r))) => report = Some(r),
-                    Some(Ok(Err(e))) => return ControlFlow::Break(Err(format!("kernel side: {e}"))),
+                    Some(Ok(Err(e))) => {
+                        return ControlFlow::Break(Err(format!("kernel side: {e}")))
+                    }
                     Some(Err(e)) => return ControlFlow::Break(Err(format!("kernel thread: {e}"))),
                     None => {}
                 }
@@ -399,14 +457,20 @@ async fn transfer(lab: &Lab, host: &mut TunHost, t: Transfer) -> (EngineSide, Ke
     .await;
     let elapsed = started.elapsed();
     match outcome {
-        Err(_) => panic!("case timed out after {CASE_TIMEOUT:?}; engine: {}", side.summary()),
+        Err(_) => panic!(
+            "case timed out after {CASE_TIMEOUT:?}; engine: {}",
+            side.summary()
+        ),
         Ok(Err(e)) => panic!("host failed: {e}; engine: {}", side.summary()),
         Ok(Ok(Err(e))) => panic!("{e}; engine: {}", side.summary()),
         Ok(Ok(Ok(()))) => {}
     }
     let report = report.expect("kernel report");
     let mbps = (side.sent + side.received) as f64 * 8.0 / elapsed.as_secs_f64() / 1e6;
-    eprintln!("{opener:?} opened; done in {elapsed:.2?} ({mbps:.0} Mbit/s both ways); engine: {}", side.summary());
+    eprintln!(
+        "{opener:?} opened; done in {elapsed:.2?} ({mbps:.0} Mbit/s both ways); engine: {}",
+        side.summary()
+    );
     eprintln!("host: {:?}", host.stats());
     (side, report)
 }
@@ -427,21 +491,39 @@ fn assert_negotiated(side: &EngineSide, report: &KernelReport) {
     eprintln!("engine negotiated: {n:?}");
     eprintln!("kernel ss: {}", report.ss);
     assert!(n.peer_mss_present, "Linux always sends MSS");
-    assert_eq!(n.peer_mss, 1460, "Linux over a 1500-byte veth announces MSS 1460");
-    assert_eq!(n.smss, 1460 - 12, "timestamps take 12 bytes of every segment");
+    assert_eq!(
+        n.peer_mss, 1460,
+        "Linux over a 1500-byte veth announces MSS 1460"
+    );
+    assert_eq!(
+        n.smss,
+        1460 - 12,
+        "timestamps take 12 bytes of every segment"
+    );
     assert!(n.window_scaling, "window scaling negotiated");
-    assert!(n.snd_wscale > 0 && n.snd_wscale <= 14, "Linux announces a window scale shift");
+    assert!(
+        n.snd_wscale > 0 && n.snd_wscale <= 14,
+        "Linux announces a window scale shift"
+    );
     assert!(n.sack, "SACK-permitted negotiated");
     assert!(n.timestamps, "timestamps negotiated");
     let ss = format!(" {} ", report.ss);
     let wscale = format!(" wscale:{},{} ", n.rcv_wscale, n.snd_wscale);
-    assert!(ss.contains(&wscale), "kernel's wscale:SND,RCV must mirror the engine's ({wscale}): {ss}");
-    assert!(ss.contains(" mss:1448 "), "kernel's MSS must account for timestamps: {ss}");
+    assert!(
+        ss.contains(&wscale),
+        "kernel's wscale:SND,RCV must mirror the engine's ({wscale}): {ss}"
+    );
+    assert!(
+        ss.contains(" mss:1448 "),
+        "kernel's MSS must account for timestamps: {ss}"
+    );
 }
 
 #[test]
 fn a_handshakes() {
-    let Some(_serial) = start("a_handshakes") else { return };
+    let Some(_serial) = start("a_handshakes") else {
+        return;
+    };
     runtime().block_on(async {
         let (lab, tun) = Lab::new().expect("build lab");
         let mut host = new_host(tun, "a_handshakes");
@@ -471,7 +553,11 @@ async fn bulk(case: &str, loss: f64, v6: bool, size: usize, opener: Opener) -> E
     if loss > 0.0 {
         host.set_loss(loss, 0x4857_5400 + size as u64);
     }
-    let (engine, kernel): (IpAddr, IpAddr) = if v6 { (ENGINE_V6.into(), B_V6.into()) } else { (ENGINE_V4.into(), B_V4.into()) };
+    let (engine, kernel): (IpAddr, IpAddr) = if v6 {
+        (ENGINE_V6.into(), B_V6.into())
+    } else {
+        (ENGINE_V4.into(), B_V4.into())
+    };
     let t = Transfer {
         opener,
         engine_addr: SocketAddr::new(engine, 8002),
@@ -488,18 +574,26 @@ async fn bulk(case: &str, loss: f64, v6: bool, size: usize, opener: Opener) -> E
         "engine reached TIME-WAIT or CLOSED, last state {:?}",
         side.last_state
     );
-    assert_eq!(report.received, size, "kernel received everything, then EOF");
+    assert_eq!(
+        report.received, size,
+        "kernel received everything, then EOF"
+    );
     assert_eq!(report.sent, size);
     if loss > 0.0 {
         let h = host.stats();
-        assert!(h.injected_drops_in > 0 && h.injected_drops_out > 0, "loss was injected both ways: {h:?}");
+        assert!(
+            h.injected_drops_in > 0 && h.injected_drops_out > 0,
+            "loss was injected both ways: {h:?}"
+        );
     }
     side
 }
 
 #[test]
 fn b_bulk_5mb_each_way() {
-    let Some(_serial) = start("b_bulk_5mb_each_way") else { return };
+    let Some(_serial) = start("b_bulk_5mb_each_way") else {
+        return;
+    };
     runtime().block_on(async {
         let side = bulk("b_bulk_5mb_each_way", 0.0, false, 5 << 20, Opener::Engine).await;
         assert!(side.stats.segments_sent > 0);
@@ -508,17 +602,36 @@ fn b_bulk_5mb_each_way() {
 
 #[test]
 fn c_bulk_with_1pct_loss() {
-    let Some(_serial) = start("c_bulk_with_1pct_loss") else { return };
+    let Some(_serial) = start("c_bulk_with_1pct_loss") else {
+        return;
+    };
     runtime().block_on(async {
-        let side = bulk("c_bulk_with_1pct_loss", 0.01, false, 5 << 20, Opener::Kernel).await;
-        assert!(side.stats.retransmitted_segments > 0, "engine retransmitted under loss: {}", side.summary());
-        assert!(side.stats.sack_recoveries > 0, "Linux's SACK blocks drove SACK recovery: {}", side.summary());
+        let side = bulk(
+            "c_bulk_with_1pct_loss",
+            0.01,
+            false,
+            5 << 20,
+            Opener::Kernel,
+        )
+        .await;
+        assert!(
+            side.stats.retransmitted_segments > 0,
+            "engine retransmitted under loss: {}",
+            side.summary()
+        );
+        assert!(
+            side.stats.sack_recoveries > 0,
+            "Linux's SACK blocks drove SACK recovery: {}",
+            side.summary()
+        );
     });
 }
 
 #[test]
 fn d_ipv6_bulk() {
-    let Some(_serial) = start("d_ipv6_bulk") else { return };
+    let Some(_serial) = start("d_ipv6_bulk") else {
+        return;
+    };
     runtime().block_on(async {
         let side = bulk("d_ipv6_bulk", 0.0, true, 1 << 20, Opener::Engine).await;
         let n = side.negotiated.expect("established");

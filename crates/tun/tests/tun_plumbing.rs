@@ -16,7 +16,8 @@ use hollywood_wire::{checksum, IpRepr, IPPROTO_UDP};
 /// UDP checksum over the pseudo-header (v4 or v6) and `udp` (checksum
 /// field zero), with hollywood-wire's RFC 1071 helpers.
 fn udp_checksum(src: IpAddr, dst: IpAddr, udp: &[u8]) -> u16 {
-    let pseudo = checksum::pseudo_header(src, dst, IPPROTO_UDP, udp.len() as u32).expect("same family");
+    let pseudo =
+        checksum::pseudo_header(src, dst, IPPROTO_UDP, udp.len() as u32).expect("same family");
     match checksum::finish(checksum::combine(pseudo, checksum::data(udp))) {
         0 => 0xffff, // RFC 768: a computed zero is sent as all ones
         c => c,
@@ -36,7 +37,8 @@ struct Udp {
 /// verifies the IPv4 header checksum); `None` for anything else (IPv6 router
 /// solicitations, MLD reports...). Verifies the UDP checksum.
 fn parse_udp(pkt: &[u8]) -> Option<Udp> {
-    let (ip, l4) = IpRepr::parse(pkt).expect("the kernel writes well-formed IP into the TUN device");
+    let (ip, l4) =
+        IpRepr::parse(pkt).expect("the kernel writes well-formed IP into the TUN device");
     if ip.protocol() != IPPROTO_UDP {
         return None;
     }
@@ -44,7 +46,11 @@ fn parse_udp(pkt: &[u8]) -> Option<Udp> {
         IpRepr::V4(r) => r.ttl,
         IpRepr::V6(r) => r.hop_limit,
     };
-    assert_eq!(ip.buffer_len() + l4.len(), pkt.len(), "IP length fields must match the TUN read");
+    assert_eq!(
+        ip.buffer_len() + l4.len(),
+        pkt.len(),
+        "IP length fields must match the TUN read"
+    );
     let len = usize::from(u16::from_be_bytes([l4[4], l4[5]]));
     assert_eq!(len, l4.len(), "UDP length must match");
     let mut zeroed = l4.to_vec();
@@ -83,15 +89,18 @@ fn build_udp(src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> Vec<u8> {
 async fn round_trip(lab: &Lab, tun: &TunDevice, b_addr: IpAddr, engine: SocketAddr) {
     let kernel = lab
         .b
-        .spawn("kernel-b-udp", move || -> std::io::Result<(Vec<u8>, SocketAddr, SocketAddr)> {
-            let sock = UdpSocket::bind(SocketAddr::new(b_addr, 0))?;
-            sock.set_read_timeout(Some(Duration::from_secs(5)))?;
-            let local = sock.local_addr()?;
-            sock.send_to(b"ping hollywood", engine)?;
-            let mut buf = [0u8; 2048];
-            let (n, from) = sock.recv_from(&mut buf)?;
-            Ok((buf[..n].to_vec(), from, local))
-        })
+        .spawn(
+            "kernel-b-udp",
+            move || -> std::io::Result<(Vec<u8>, SocketAddr, SocketAddr)> {
+                let sock = UdpSocket::bind(SocketAddr::new(b_addr, 0))?;
+                sock.set_read_timeout(Some(Duration::from_secs(5)))?;
+                let local = sock.local_addr()?;
+                sock.send_to(b"ping hollywood", engine)?;
+                let mut buf = [0u8; 2048];
+                let (n, from) = sock.recv_from(&mut buf)?;
+                Ok((buf[..n].to_vec(), from, local))
+            },
+        )
         .expect("spawn kernel thread in B");
 
     let mut buf = vec![0u8; 2048];
@@ -107,13 +116,27 @@ async fn round_trip(lab: &Lab, tun: &TunDevice, b_addr: IpAddr, engine: SocketAd
     })
     .await
     .expect("no UDP datagram came out of the TUN device within 5 s");
-    assert_eq!(datagram.dst, engine, "destination is the engine address behind the TUN");
-    assert_eq!(datagram.src.ip(), b_addr, "source is B's socket (not NATed)");
+    assert_eq!(
+        datagram.dst, engine,
+        "destination is the engine address behind the TUN"
+    );
+    assert_eq!(
+        datagram.src.ip(),
+        b_addr,
+        "source is B's socket (not NATed)"
+    );
     assert_eq!(datagram.ttl, 63, "forwarded once by namespace A's kernel");
     assert_eq!(datagram.payload, b"ping hollywood");
-    eprintln!("read {seen} packet(s) from {}; UDP {} -> {}", tun.name(), datagram.src, datagram.dst);
+    eprintln!(
+        "read {seen} packet(s) from {}; UDP {} -> {}",
+        tun.name(),
+        datagram.src,
+        datagram.dst
+    );
 
-    tun.send(&build_udp(engine, datagram.src, b"pong hollywood")).await.expect("write reply into TUN");
+    tun.send(&build_udp(engine, datagram.src, b"pong hollywood"))
+        .await
+        .expect("write reply into TUN");
 
     let (reply, from, local) = tokio::task::spawn_blocking(move || kernel.join())
         .await
@@ -130,16 +153,33 @@ fn tun_plumbing() {
     if !root_or_skip("tun_plumbing") {
         return;
     }
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let (lab, tun) = Lab::new().expect("build the two-namespace lab");
-        round_trip(&lab, &tun, B_V4.into(), SocketAddr::new(ENGINE_V4.into(), 9999)).await;
-        round_trip(&lab, &tun, B_V6.into(), SocketAddr::new(ENGINE_V6.into(), 9999)).await;
+        round_trip(
+            &lab,
+            &tun,
+            B_V4.into(),
+            SocketAddr::new(ENGINE_V4.into(), 9999),
+        )
+        .await;
+        round_trip(
+            &lab,
+            &tun,
+            B_V6.into(),
+            SocketAddr::new(ENGINE_V6.into(), 9999),
+        )
+        .await;
         let names = lab.a.name().unwrap().to_owned();
         drop(tun);
         drop(lab);
         assert!(
-            !std::path::Path::new(hollywood_tun::netns::NETNS_DIR).join(&names).exists(),
+            !std::path::Path::new(hollywood_tun::netns::NETNS_DIR)
+                .join(&names)
+                .exists(),
             "namespace {names} must be deleted on drop"
         );
     });
@@ -150,12 +190,18 @@ fn lab_is_deleted_when_a_test_panics() {
     if !root_or_skip("tun_plumbing") {
         return;
     }
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let names = std::sync::Mutex::new(Vec::new());
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(async {
             let (lab, _tun) = Lab::new().expect("build the two-namespace lab");
-            names.lock().unwrap().extend([lab.a.name().unwrap().to_owned(), lab.b.name().unwrap().to_owned()]);
+            names.lock().unwrap().extend([
+                lab.a.name().unwrap().to_owned(),
+                lab.b.name().unwrap().to_owned(),
+            ]);
             panic!("simulated test failure");
         })
     }));
@@ -164,7 +210,9 @@ fn lab_is_deleted_when_a_test_panics() {
     assert_eq!(names.len(), 2);
     for name in names {
         assert!(
-            !std::path::Path::new(hollywood_tun::netns::NETNS_DIR).join(&name).exists(),
+            !std::path::Path::new(hollywood_tun::netns::NETNS_DIR)
+                .join(&name)
+                .exists(),
             "namespace {name} must be deleted while unwinding"
         );
     }

@@ -33,12 +33,14 @@
 //!   implementation; Linux uses `<`).
 
 mod cubic;
+mod hystart;
 mod new_reno;
 
 pub use cubic::Cubic;
 pub use new_reno::NewReno;
 
 use crate::time::Instant;
+use hollywood_wire::SeqNumber;
 use std::time::Duration;
 
 /// Which algorithm a connection uses.
@@ -84,6 +86,18 @@ pub trait CongestionControl: core::fmt::Debug + Send {
     fn on_spurious_congestion(&mut self, _now: Instant) {}
     /// Short name for logs and JSON (`"newreno"`, `"cubic"`).
     fn name(&self) -> &'static str;
+    /// An RTT sample was taken from an ACK (RFC 6298 / RFC 7323 RTTM).
+    /// `snd_una` is the cumulative ACK after it, `snd_nxt` the next sequence
+    /// number to be sent: together they delimit round trips for HyStart++
+    /// (RFC 9406), which both built-in algorithms use in slow start.
+    fn on_rtt_sample(
+        &mut self,
+        _now: Instant,
+        _rtt: Duration,
+        _snd_una: SeqNumber,
+        _snd_nxt: SeqNumber,
+    ) {
+    }
     /// Whether the next ACK is handled by slow start (`cwnd < ssthresh`,
     /// RFC 5681 §3.1).
     fn in_slow_start(&self) -> bool {
@@ -98,7 +112,12 @@ pub(crate) const ABC_LIMIT_SEGMENTS: usize = 2;
 /// Whether the sender was limited by cwnd (and not by the application or
 /// the receive window) when an ACK arrived; see the module doc for the rule
 /// (RFC 9438 §5.8, RFC 7661 §4). `flight_size` is measured before the ACK.
-pub(crate) fn is_cwnd_limited(cwnd: usize, flight_size: usize, smss: usize, slow_start: bool) -> bool {
+pub(crate) fn is_cwnd_limited(
+    cwnd: usize,
+    flight_size: usize,
+    smss: usize,
+    slow_start: bool,
+) -> bool {
     if slow_start {
         flight_size.saturating_mul(2) >= cwnd
     } else {
@@ -106,8 +125,229 @@ pub(crate) fn is_cwnd_limited(cwnd: usize, flight_size: usize, smss: usize, slow
     }
 }
 
+/// `bytes` measured in segments of `old_smss`, re-expressed in segments of
+/// `new_smss` (a window keeps its segment count when the MSS changes, as
+/// Linux's packet-counted cwnd does). Saturates instead of overflowing.
+pub(crate) fn rescale(bytes: usize, old_smss: usize, new_smss: usize) -> usize {
+    if bytes == usize::MAX || old_smss == 0 {
+        return bytes;
+    }
+    let v = bytes as u128 * new_smss as u128 / old_smss as u128;
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
 /// The smallest window after a loss-triggered reduction (RFC 5681 §3.1
 /// eq. 4, RFC 9438 §4.6): 2 segments.
 pub(crate) fn min_window(smss: usize) -> usize {
     smss.saturating_mul(2)
+}
+
+/// Model-based testing shared by the algorithms (after s2n-quic's
+/// congestion-controller model tests): random [`model::Operation`]
+/// sequences that honour the engine contract above drive a controller, and
+/// [`model::Model::invariants`] runs after every step. Each algorithm's
+/// test module adds its own exact per-step checks.
+#[cfg(test)]
+pub(crate) mod model {
+    use super::{is_cwnd_limited, CongestionControl};
+    use crate::time::Instant;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    /// Sender MSS used by the model tests.
+    pub(crate) const SMSS: usize = 1000;
+    /// Initial window (segments) used by the model tests.
+    pub(crate) const IW: usize = 10;
+
+    /// One step of the model.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Operation {
+        /// An ACK for `bytes` new bytes outside recovery. With `app_limited`
+        /// the sender had only a quarter of cwnd outstanding.
+        Ack { bytes: usize, app_limited: bool },
+        /// Fast retransmit: enter loss recovery.
+        Congestion,
+        /// The retransmission timer expired.
+        Rto,
+        /// Recovery completed with `flight_pct`% of ssthresh outstanding.
+        RecoveryEnd { flight_pct: usize },
+        /// Virtual time passes.
+        AdvanceTime { ms: u64 },
+        /// The last reduction turned out to be spurious.
+        Spurious,
+    }
+
+    /// A random operation; ACKs dominate as they do on a real connection.
+    pub(crate) fn operation() -> impl Strategy<Value = Operation> {
+        prop_oneof![
+            12 => (1..=4 * SMSS, proptest::bool::weighted(0.15))
+                .prop_map(|(bytes, app_limited)| Operation::Ack { bytes, app_limited }),
+            1 => Just(Operation::Congestion),
+            1 => Just(Operation::Rto),
+            2 => (0..=150usize).prop_map(|flight_pct| Operation::RecoveryEnd { flight_pct }),
+            4 => (0..3000u64).prop_map(|ms| Operation::AdvanceTime { ms }),
+            1 => Just(Operation::Spurious),
+        ]
+    }
+
+    /// Controller state seen around one step, for per-algorithm checks.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Step {
+        /// The operation as applied (ACK bytes clipped to the flight).
+        pub op: Operation,
+        /// Whether the controller was called at all (the contract filters
+        /// some operations, e.g. ACKs during recovery).
+        pub applied: bool,
+        /// Bytes outstanding passed to the hook.
+        pub flight: usize,
+        /// cwnd before the step.
+        pub cwnd_before: usize,
+        /// ssthresh before the step.
+        pub ssthresh_before: usize,
+        /// Whether the sender counted as cwnd-limited (ACKs only).
+        pub cwnd_limited: bool,
+    }
+
+    /// The model: a controller plus what the engine would know.
+    pub(crate) struct Model<C> {
+        /// The controller under test.
+        pub cc: C,
+        now: Instant,
+        rtt: Duration,
+        in_recovery: bool,
+        /// Bytes outstanding while in recovery (the pre-reduction window).
+        recovery_flight: usize,
+        /// A loss-triggered reduction happened and no RTO since.
+        reduced_since_rto: bool,
+        /// All bytes acknowledged so far.
+        total_acked: usize,
+        /// cwnd when the model started (the base of the byte-counting bound).
+        initial_cwnd: usize,
+    }
+
+    impl<C: CongestionControl> Model<C> {
+        /// A model around a fresh controller.
+        pub(crate) fn new(cc: C, rtt: Duration) -> Model<C> {
+            let initial_cwnd = cc.cwnd();
+            Model {
+                cc,
+                now: Instant::from_nanos(1_000_000_000),
+                rtt,
+                in_recovery: false,
+                recovery_flight: 0,
+                reduced_since_rto: false,
+                total_acked: 0,
+                initial_cwnd,
+            }
+        }
+
+        /// Apply one operation the way the engine would, check the generic
+        /// per-step rules and the invariants, and report what happened.
+        pub(crate) fn apply(&mut self, op: Operation) -> Step {
+            let cwnd_before = self.cc.cwnd();
+            let ssthresh_before = self.cc.ssthresh();
+            let mut step = Step {
+                op,
+                applied: false,
+                flight: 0,
+                cwnd_before,
+                ssthresh_before,
+                cwnd_limited: false,
+            };
+            match op {
+                Operation::Ack { bytes, app_limited } => {
+                    if self.in_recovery {
+                        return step;
+                    }
+                    let flight = if app_limited {
+                        cwnd_before / 4
+                    } else {
+                        cwnd_before
+                    };
+                    let bytes = bytes.min(flight).max(1);
+                    step.op = Operation::Ack { bytes, app_limited };
+                    step.flight = flight;
+                    step.cwnd_limited =
+                        is_cwnd_limited(cwnd_before, flight, SMSS, self.cc.in_slow_start());
+                    // ACK clocking: `flight` bytes are acknowledged per RTT.
+                    self.now += self.rtt.mul_f64(bytes as f64 / flight as f64);
+                    self.cc.on_ack(self.now, bytes, flight, self.rtt);
+                    self.total_acked += bytes;
+                    assert!(self.cc.cwnd() >= cwnd_before, "an ACK shrank cwnd");
+                    if !step.cwnd_limited {
+                        assert_eq!(self.cc.cwnd(), cwnd_before, "grew while app-limited");
+                    }
+                }
+                Operation::Congestion => {
+                    if self.in_recovery {
+                        return step;
+                    }
+                    step.flight = cwnd_before;
+                    self.cc.on_congestion_event(self.now, cwnd_before);
+                    self.in_recovery = true;
+                    self.recovery_flight = cwnd_before;
+                    self.reduced_since_rto = true;
+                    assert!(self.cc.cwnd() <= cwnd_before.max(2 * SMSS));
+                }
+                Operation::Rto => {
+                    step.flight = if self.in_recovery {
+                        self.recovery_flight
+                    } else {
+                        cwnd_before
+                    };
+                    self.cc.on_rto(self.now, step.flight);
+                    self.in_recovery = false;
+                    self.reduced_since_rto = false;
+                    assert_eq!(self.cc.cwnd(), SMSS, "RTO must leave the loss window");
+                }
+                Operation::RecoveryEnd { flight_pct } => {
+                    if !self.in_recovery {
+                        return step;
+                    }
+                    step.flight = ssthresh_before / 100 * flight_pct;
+                    self.cc.on_recovery_end(self.now, step.flight);
+                    self.in_recovery = false;
+                    assert!(self.cc.cwnd() <= self.cc.ssthresh().max(cwnd_before));
+                }
+                Operation::AdvanceTime { ms } => {
+                    self.now += Duration::from_millis(ms);
+                    assert_eq!(self.cc.cwnd(), cwnd_before, "time alone changed cwnd");
+                }
+                Operation::Spurious => {
+                    self.cc.on_spurious_congestion(self.now);
+                    // An undo also ends recovery on the engine side.
+                    self.in_recovery = false;
+                    assert!(self.cc.cwnd() >= cwnd_before, "an undo shrank cwnd");
+                }
+            }
+            step.applied = true;
+            self.invariants();
+            step
+        }
+
+        /// Invariants that hold after every step.
+        pub(crate) fn invariants(&self) {
+            let (cwnd, ssthresh) = (self.cc.cwnd(), self.cc.ssthresh());
+            assert!(cwnd >= SMSS, "cwnd {cwnd} below one segment");
+            if self.reduced_since_rto {
+                assert!(
+                    cwnd >= 2 * SMSS,
+                    "cwnd {cwnd} below 2*SMSS after a congestion event"
+                );
+            }
+            assert!(
+                ssthresh == usize::MAX || ssthresh >= 2 * SMSS,
+                "ssthresh {ssthresh} below 2*SMSS"
+            );
+            // Slow start at most doubles, congestion avoidance grows slower:
+            // the window can never exceed the initial window plus every byte
+            // ever acknowledged.
+            assert!(
+                cwnd <= self.initial_cwnd + self.total_acked,
+                "cwnd {cwnd} > IW {} + acked {}",
+                self.initial_cwnd,
+                self.total_acked
+            );
+        }
+    }
 }

@@ -1,0 +1,1119 @@
+//! One TCP connection: the transmission control block (RFC 9293 §3.3.1) and
+//! its state machine.
+//!
+//! The state machine never touches IP packets: it consumes parsed segments
+//! ([`TcpRepr`] + payload) and produces them (after smoltcp's
+//! `socket/tcp.rs`). Method families, in the order a caller uses them each
+//! time it wakes (after quinn-proto's `Connection`):
+//!
+//! - getters: [`Connection::state`], [`Connection::stats`], ...;
+//! - input: [`Connection::handle_segment`] for network input,
+//!   [`Connection::handle_timeout`] when [`Connection::poll_timeout`] passed;
+//! - application commands: [`Connection::send`], [`Connection::recv`],
+//!   [`Connection::close`], [`Connection::abort`];
+//! - output: [`Connection::poll_transmit`] until `None`, then
+//!   [`Connection::poll_event`] until `None`, then
+//!   [`Connection::poll_timeout`] for the next wake-up.
+//!
+//! Module map: `input` (segment arrival, RFC 9293 §3.10.7), `output`
+//! (segment construction, RFC 9293 §3.8.6 / §3.7.4), `recovery` (RTT,
+//! loss detection and recovery: RFC 6298, 5681, 6582, 6675, 3042, 2883).
+
+use crate::cc::CongestionControl;
+use crate::config::Config;
+use crate::recv_buf::RecvBuffer;
+use crate::rtt::RttEstimator;
+use crate::sack::RtxQueue;
+use crate::send_buf::SendBuffer;
+use crate::time::Instant;
+use crate::timer::{Timer, TimerTable};
+use crate::Error;
+use hollywood_wire::{SeqNumber, TcpRepr};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+mod input;
+mod output;
+mod recovery;
+#[cfg(test)]
+mod tests;
+
+/// Connection states (RFC 9293 §3.3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// No connection (initial state of a never-opened TCB, or after close).
+    Closed,
+    /// Waiting for a connection request. Listeners are held by the
+    /// [`Endpoint`](crate::Endpoint); a `Connection` is created on the SYN
+    /// and never reports this state.
+    Listen,
+    /// SYN sent, waiting for a matching SYN.
+    SynSent,
+    /// SYN received and SYN-ACK sent, waiting for the ACK of our SYN.
+    SynReceived,
+    /// Open: data flows both ways.
+    Established,
+    /// We closed (FIN queued or sent); waiting for its ACK or the peer's FIN.
+    FinWait1,
+    /// Our FIN is acknowledged; waiting for the peer's FIN.
+    FinWait2,
+    /// The peer closed; we may still send.
+    CloseWait,
+    /// Both sides closed at once; waiting for the ACK of our FIN.
+    Closing,
+    /// The peer closed first, then we did; waiting for the ACK of our FIN.
+    LastAck,
+    /// Both FINs done; lingering 2*MSL for stray segments.
+    TimeWait,
+}
+
+impl State {
+    /// RFC 9293 §3.10.7.4's "synchronized states": ESTABLISHED onwards.
+    pub fn is_synchronized(self) -> bool {
+        !matches!(
+            self,
+            State::Closed | State::Listen | State::SynSent | State::SynReceived
+        )
+    }
+}
+
+impl core::fmt::Display for State {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            State::Closed => "CLOSED",
+            State::Listen => "LISTEN",
+            State::SynSent => "SYN-SENT",
+            State::SynReceived => "SYN-RECEIVED",
+            State::Established => "ESTABLISHED",
+            State::FinWait1 => "FIN-WAIT-1",
+            State::FinWait2 => "FIN-WAIT-2",
+            State::CloseWait => "CLOSE-WAIT",
+            State::Closing => "CLOSING",
+            State::LastAck => "LAST-ACK",
+            State::TimeWait => "TIME-WAIT",
+        })
+    }
+}
+
+/// Something the application should know about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The connection reached ESTABLISHED.
+    Connected,
+    /// New in-order data can be read with [`Connection::recv`].
+    Readable,
+    /// Send-buffer space was freed after a `send` could not take everything.
+    Writable,
+    /// The peer's FIN arrived: after the buffered data, `recv` returns EOF.
+    PeerClosed,
+    /// The connection is fully closed (after TIME-WAIT, LAST-ACK, a reset, a
+    /// timeout or an abort). Always the last event.
+    Closed,
+    /// The peer reset the connection (followed by `Closed`).
+    Reset,
+    /// Retransmissions, SYN retries, zero-window probes or keep-alives were
+    /// exhausted (followed by `Closed`).
+    TimedOut,
+}
+
+/// Per-connection counters. All fields are public and only ever grow.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Segments sent (any kind).
+    pub segments_sent: u64,
+    /// Segments received (any kind, acceptable or not).
+    pub segments_received: u64,
+    /// Data bytes sent, first transmissions and retransmissions.
+    pub bytes_sent: u64,
+    /// Data bytes sent for the first time.
+    pub data_bytes_first_sent: u64,
+    /// Data bytes retransmitted.
+    pub data_bytes_retransmitted: u64,
+    /// Segments retransmitted (data, FIN).
+    pub retransmitted_segments: u64,
+    /// SYN or SYN-ACK retransmissions.
+    pub syn_retransmissions: u64,
+    /// Fast retransmits (entries into loss recovery by duplicate ACKs/SACK).
+    pub fast_retransmits: u64,
+    /// Retransmission timer expirations on data.
+    pub rto_events: u64,
+    /// SACK-based recoveries entered (RFC 6675).
+    pub sack_recoveries: u64,
+    /// NewReno recoveries entered (RFC 6582).
+    pub newreno_recoveries: u64,
+    /// NewReno partial ACKs handled.
+    pub partial_acks: u64,
+    /// Retransmissions later reported as unnecessary by D-SACK (RFC 2883/3708).
+    pub spurious_retransmissions: u64,
+    /// Congestion responses undone because all their retransmissions were
+    /// D-SACKed.
+    pub spurious_recoveries: u64,
+    /// D-SACK blocks received.
+    pub dsacks_received: u64,
+    /// Duplicate ACKs received (RFC 5681 §2 / RFC 6675 §2 definition).
+    pub dup_acks_received: u64,
+    /// Bytes of sequence space acknowledged (data and FIN).
+    pub bytes_acked: u64,
+    /// In-order data bytes received (delivered to the receive buffer).
+    pub bytes_received: u64,
+    /// Data bytes received that were already held (duplicates).
+    pub duplicate_bytes_received: u64,
+    /// Data segments that arrived out of order.
+    pub out_of_order_segments: u64,
+    /// Data bytes dropped for lack of buffer space.
+    pub bytes_dropped_no_space: u64,
+    /// Pure ACKs sent.
+    pub acks_sent: u64,
+    /// Of those, delayed ACKs sent by the delayed-ACK timer.
+    pub delayed_acks_sent: u64,
+    /// SACK blocks sent (D-SACK included).
+    pub sack_blocks_sent: u64,
+    /// D-SACK blocks sent.
+    pub dsack_blocks_sent: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub challenge_acks_sent: u64,
+    /// Challenge ACKs suppressed by the rate limit (RFC 5961 §7).
+    pub challenge_acks_suppressed: u64,
+    /// Segments dropped by PAWS (RFC 7323 §5).
+    pub paws_rejected: u64,
+    /// Segments that failed the acceptability test (RFC 9293 §3.10.7.4).
+    pub unacceptable_segments: u64,
+    /// Zero-window probes sent (RFC 9293 §3.8.6.1).
+    pub window_probes_sent: u64,
+    /// Keep-alive probes sent.
+    pub keepalives_sent: u64,
+    /// RTT samples taken.
+    pub rtt_samples: u64,
+}
+
+/// The result of option negotiation on the handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Negotiated {
+    /// The peer's MSS option, or the RFC 9293 §3.7.1 default (536 for IPv4,
+    /// 1220 for IPv6) if it sent none.
+    pub peer_mss: u16,
+    /// The peer sent an MSS option.
+    pub peer_mss_present: bool,
+    /// Data bytes per full-sized segment we send (Eff.snd.MSS minus the
+    /// options every segment carries; RFC 9293 §3.7.1, RFC 6691).
+    pub smss: usize,
+    /// Window scaling in use (both sides offered it, RFC 7323 §2.2).
+    pub window_scaling: bool,
+    /// Shift applied to windows we receive (RFC 7323 §2.3, ≤ 14).
+    pub snd_wscale: u8,
+    /// Shift applied to windows we send.
+    pub rcv_wscale: u8,
+    /// SACK in use (RFC 2018 §2).
+    pub sack: bool,
+    /// Timestamps in use (RFC 7323 §3.2).
+    pub timestamps: bool,
+}
+
+/// Loss-recovery phase of the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    /// No loss being repaired.
+    Open,
+    /// RFC 6675 SACK-based loss recovery; `high_rxt` is HighRxt (§2).
+    Sack {
+        /// Highest sequence number retransmitted (and cursor for NextSeg).
+        high_rxt: SeqNumber,
+    },
+    /// RFC 6582 NewReno fast recovery. `inflation` is the RFC 5681 §3.2 /
+    /// RFC 6582 §3.2 window inflation on top of the controller's cwnd.
+    NewReno {
+        /// Bytes of inflation (may go negative after deflation).
+        inflation: i64,
+    },
+    /// After an RTO until SND.UNA reaches the recovery point: every
+    /// un-SACKed segment is lost and is resent in order as cwnd allows
+    /// (RFC 5681 §3.1, RFC 6675 §5.1).
+    Loss {
+        /// Next segment to consider for retransmission.
+        cursor: SeqNumber,
+    },
+}
+
+/// Delayed-ACK bookkeeping (RFC 9293 §3.8.6.3, RFC 5681 §4.2).
+#[derive(Debug, Clone, Copy, Default)]
+struct AckState {
+    /// An ACK must go out with the next segment, immediately.
+    now: bool,
+    /// Data was received that no ACK has covered yet.
+    owed: bool,
+    /// Data bytes received since the last ACK we sent.
+    unacked_bytes: usize,
+    /// Remaining quick-ACK segments (Linux quick-ACK mode).
+    quickack: u32,
+    /// The delayed-ACK timer fired (stats).
+    by_timer: bool,
+}
+
+/// Probe the output path should send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// Zero-window probe (RFC 9293 §3.8.6.1).
+    ZeroWindow,
+    /// Keep-alive probe: `<SEQ=SND.UNA-1><CTL=ACK>` (RFC 1122 §4.2.3.6).
+    Keepalive,
+}
+
+/// A retransmission recorded for D-SACK based spurious-retransmission
+/// detection (RFC 3708 §3 with D-SACK, RFC 2883 §4).
+#[derive(Debug, Clone, Copy)]
+struct RetxRecord {
+    seq: SeqNumber,
+    end: SeqNumber,
+    episode: u32,
+}
+
+/// A loss-recovery episode (fast recovery or RTO) for undo (RFC 3708).
+#[derive(Debug, Clone, Copy, Default)]
+struct Episode {
+    id: u32,
+    retransmissions: u32,
+    dsacked: u32,
+    undone: bool,
+}
+
+/// Most retransmissions remembered for D-SACK matching.
+const RETX_RECORDS: usize = 256;
+
+/// PAWS: a TS.Recent older than this is invalid (RFC 7323 §5.5: 24 days).
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
+/// Challenge-ACK accounting window (RFC 5961 §7: rate-limit per interval).
+const CHALLENGE_WINDOW: Duration = Duration::from_secs(1);
+
+/// One TCP connection (a TCB, RFC 9293 §3.3.1).
+pub struct Connection {
+    config: Config,
+    local: SocketAddr,
+    remote: SocketAddr,
+    state: State,
+    /// Opened by a SYN from the peer (passive open).
+    passive: bool,
+
+    // --- send sequence space (RFC 9293 §3.3.1)
+    iss: SeqNumber,
+    snd_una: SeqNumber,
+    /// Next new sequence number; also the highest ever sent + 1 (HighData):
+    /// retransmissions never move it back.
+    snd_nxt: SeqNumber,
+    /// Peer window in bytes (scaled).
+    snd_wnd: usize,
+    snd_wl1: SeqNumber,
+    snd_wl2: SeqNumber,
+    /// MAX.SND.WND (RFC 5961 §5.2).
+    max_snd_wnd: usize,
+    snd_buf: SendBuffer,
+    rtxq: RtxQueue,
+    /// The application closed: FIN follows the queued data.
+    fin_queued: bool,
+    /// Our FIN has been transmitted (it then sits at `snd_nxt - 1`).
+    fin_sent: bool,
+    /// Send a SYN or SYN-ACK.
+    syn_pending: bool,
+    /// SYN/SYN-ACK (re)transmissions done beyond the first.
+    syn_retries: u32,
+    /// When the SYN (or SYN-ACK) was first sent (RTT sample, Karn).
+    syn_sent_at: Option<Instant>,
+
+    // --- receive sequence space
+    irs: SeqNumber,
+    rcv_nxt: SeqNumber,
+    /// Right edge of the window we last advertised (never moves left,
+    /// RFC 9293 §3.8.6.2.2 "do not shrink the window").
+    rcv_adv: SeqNumber,
+    rcv_buf: RecvBuffer,
+    /// The peer's FIN was processed.
+    fin_rcvd: bool,
+    /// Sequence number of a FIN that arrived ahead of missing data.
+    pending_fin: Option<SeqNumber>,
+    /// Largest data segment seen from the peer (delayed-ACK "full-sized").
+    rcv_mss: usize,
+
+    // --- options
+    neg: Negotiated,
+    /// Our window scale (offered in the SYN when `config.window_scaling`).
+    rcv_wscale_offer: u8,
+    /// Random-looking offset of our timestamp clock (RFC 7323 §5.4).
+    ts_offset: u32,
+    /// TS.Recent (RFC 7323 §4.3) and when it was set.
+    ts_recent: Option<(u32, Instant)>,
+    /// Last.ACK.sent (RFC 7323 §4.3).
+    last_ack_sent: SeqNumber,
+
+    // --- congestion control, RTT
+    cc: Box<dyn CongestionControl>,
+    rtt: RttEstimator,
+    /// Without timestamps: the one timed segment `(end, sent)` (RFC 6298 §3).
+    timed: Option<(SeqNumber, Instant)>,
+
+    // --- loss recovery
+    recovery: Recovery,
+    /// RFC 6582 `recover` / RFC 6675 RecoveryPoint.
+    recover: SeqNumber,
+    /// Consecutive duplicate ACKs.
+    dupacks: u32,
+    /// Consecutive RTO expirations without progress.
+    rto_count: u32,
+    /// An ACK arrived since the last RTO (peer alive).
+    heard_since_rto: bool,
+    /// Retransmit this segment next, regardless of cwnd (fast retransmit,
+    /// partial ACK, RTO).
+    pending_rtx: Option<SeqNumber>,
+    retx_records: VecDeque<RetxRecord>,
+    episode: Episode,
+
+    // --- ACK generation
+    ack: AckState,
+    /// D-SACK block to report (RFC 2883), sequence numbers.
+    dsack: Option<(SeqNumber, SeqNumber)>,
+    /// Recently reported SACK blocks as stream offsets, most recent first
+    /// (RFC 2018 §4).
+    sack_recent: Vec<(u64, u64)>,
+    /// Send a window update (RFC 9293 §3.8.6.2.2).
+    window_update: bool,
+    challenge_start: Instant,
+    challenge_count: u32,
+
+    // --- control segments, probes
+    /// A RST to send: `(seq, ack)`.
+    rst_out: Option<(SeqNumber, Option<SeqNumber>)>,
+    probe: Option<Probe>,
+    /// The persist timer asked to override sender SWS avoidance once.
+    force_send: bool,
+    /// Unanswered zero-window probes.
+    persist_probes: u32,
+    /// Sequence number of the octet sent as a zero-window probe.
+    probe_seq: Option<SeqNumber>,
+    persist_backoff: u32,
+    keepalive_probes: u32,
+    last_rcv: Instant,
+
+    timers: TimerTable,
+    events: VecDeque<Event>,
+    readable_queued: bool,
+    writable_wanted: bool,
+    /// Why the connection died, for `send`/`recv`.
+    error: Option<Error>,
+    stats: ConnectionStats,
+}
+
+impl core::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Connection")
+            .field("local", &self.local)
+            .field("remote", &self.remote)
+            .field("state", &self.state)
+            .field("snd_una", &self.snd_una)
+            .field("snd_nxt", &self.snd_nxt)
+            .field("rcv_nxt", &self.rcv_nxt)
+            .field("cwnd", &self.cc.cwnd())
+            .field("recovery", &self.recovery)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Window-scale shift for a receive buffer: the smallest shift that lets the
+/// 16-bit field express the buffer, at most 14 (RFC 7323 §2.3).
+pub(crate) fn wscale_for(recv_buffer: usize) -> u8 {
+    let mut s = 0u8;
+    while s < 14 && (recv_buffer >> s) > 65_535 {
+        s += 1;
+    }
+    s
+}
+
+/// Default send MSS without an MSS option (RFC 9293 §3.7.1).
+fn default_mss(remote: SocketAddr) -> u16 {
+    if remote.is_ipv4() {
+        536
+    } else {
+        1220
+    }
+}
+
+impl Connection {
+    fn new(
+        now: Instant,
+        config: Config,
+        local: SocketAddr,
+        remote: SocketAddr,
+        iss: SeqNumber,
+    ) -> Connection {
+        let mss = config.mss.max(64) as usize;
+        let cc = config.cc.build(mss, config.initial_cwnd_segments);
+        let rtt = RttEstimator::new(config.initial_rto, config.min_rto, config.max_rto);
+        let rcv_wscale_offer = if config.window_scaling {
+            wscale_for(config.recv_buffer)
+        } else {
+            0
+        };
+        let quickack = config.delayed_ack.quickack_segments;
+        Connection {
+            snd_buf: SendBuffer::new(config.send_buffer, iss + 1),
+            rcv_buf: RecvBuffer::new(config.recv_buffer.max(1)),
+            neg: Negotiated {
+                peer_mss: default_mss(remote),
+                peer_mss_present: false,
+                smss: mss,
+                window_scaling: false,
+                snd_wscale: 0,
+                rcv_wscale: 0,
+                sack: false,
+                timestamps: false,
+            },
+            rcv_wscale_offer,
+            // RFC 7323 §5.4: a per-connection offset hides the host clock.
+            ts_offset: iss.0.wrapping_mul(0x9E37_79B9).rotate_left(7),
+            ts_recent: None,
+            last_ack_sent: SeqNumber(0),
+            local,
+            remote,
+            state: State::Closed,
+            passive: false,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_wnd: 0,
+            snd_wl1: SeqNumber(0),
+            snd_wl2: iss,
+            max_snd_wnd: 0,
+            rtxq: RtxQueue::new(),
+            fin_queued: false,
+            fin_sent: false,
+            syn_pending: false,
+            syn_retries: 0,
+            syn_sent_at: None,
+            irs: SeqNumber(0),
+            rcv_nxt: SeqNumber(0),
+            rcv_adv: SeqNumber(0),
+            fin_rcvd: false,
+            pending_fin: None,
+            rcv_mss: 536.min(mss),
+            cc,
+            rtt,
+            timed: None,
+            recovery: Recovery::Open,
+            recover: iss,
+            dupacks: 0,
+            rto_count: 0,
+            heard_since_rto: false,
+            pending_rtx: None,
+            retx_records: VecDeque::new(),
+            episode: Episode::default(),
+            ack: AckState {
+                quickack,
+                ..AckState::default()
+            },
+            dsack: None,
+            sack_recent: Vec::new(),
+            window_update: false,
+            challenge_start: now,
+            challenge_count: 0,
+            rst_out: None,
+            probe: None,
+            force_send: false,
+            persist_probes: 0,
+            probe_seq: None,
+            persist_backoff: 0,
+            keepalive_probes: 0,
+            last_rcv: now,
+            timers: TimerTable::default(),
+            events: VecDeque::new(),
+            readable_queued: false,
+            writable_wanted: false,
+            error: None,
+            stats: ConnectionStats::default(),
+            config,
+        }
+    }
+
+    /// Active open (RFC 9293 §3.10.1, CLOSED → SYN-SENT): the SYN goes out
+    /// on the next [`Connection::poll_transmit`]. `iss` comes from the
+    /// endpoint's RFC 6528 generator.
+    pub fn connect(
+        now: Instant,
+        config: Config,
+        local: SocketAddr,
+        remote: SocketAddr,
+        iss: SeqNumber,
+    ) -> Connection {
+        let mut c = Connection::new(now, config, local, remote, iss);
+        c.state = State::SynSent;
+        c.syn_pending = true;
+        c
+    }
+
+    /// Passive open from a SYN that arrived at a listener (RFC 9293
+    /// §3.10.7.2 LISTEN, third check: LISTEN → SYN-RECEIVED). The SYN-ACK
+    /// goes out on the next [`Connection::poll_transmit`]. `syn` must carry
+    /// SYN and not ACK or RST (the endpoint checks).
+    pub fn accept(
+        now: Instant,
+        config: Config,
+        local: SocketAddr,
+        remote: SocketAddr,
+        iss: SeqNumber,
+        syn: &TcpRepr,
+    ) -> Connection {
+        let mut c = Connection::new(now, config, local, remote, iss);
+        c.passive = true;
+        c.state = State::SynReceived;
+        // RFC 9293 §3.10.7.2: RCV.NXT = SEG.SEQ+1, IRS = SEG.SEQ.
+        c.irs = syn.seq;
+        c.rcv_nxt = syn.seq + 1;
+        c.rcv_adv = c.rcv_nxt;
+        c.last_ack_sent = c.rcv_nxt;
+        c.negotiate(now, syn);
+        // The SYN's window is never scaled (RFC 7323 §2.2).
+        c.snd_wnd = syn.window as usize;
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = syn.seq;
+        c.syn_pending = true;
+        c.last_rcv = now;
+        c
+    }
+
+    // ------------------------------------------------------------------
+    // Getters
+    // ------------------------------------------------------------------
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// Counters.
+    pub fn stats(&self) -> &ConnectionStats {
+        &self.stats
+    }
+    /// Smoothed RTT, once measured.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+    /// The current retransmission timeout, backoff included.
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto()
+    }
+    /// Local address.
+    pub fn local(&self) -> SocketAddr {
+        self.local
+    }
+    /// Remote address.
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+    /// Option negotiation result (meaningful once SYNs were exchanged).
+    pub fn negotiated(&self) -> Negotiated {
+        self.neg
+    }
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    /// Congestion window (bytes).
+    pub fn cwnd(&self) -> usize {
+        self.cc.cwnd()
+    }
+    /// Slow-start threshold (bytes).
+    pub fn ssthresh(&self) -> usize {
+        self.cc.ssthresh()
+    }
+    /// Name of the congestion controller.
+    pub fn cc_name(&self) -> &'static str {
+        self.cc.name()
+    }
+    /// Sequence-space bytes sent and not yet acknowledged (FlightSize).
+    pub fn bytes_in_flight(&self) -> usize {
+        self.flight_size()
+    }
+    /// Bytes queued by `send` and not yet acknowledged.
+    pub fn send_buffered(&self) -> usize {
+        self.snd_buf.len()
+    }
+    /// Free send-buffer space.
+    pub fn send_capacity(&self) -> usize {
+        self.snd_buf.free()
+    }
+    /// In-order bytes ready for `recv`.
+    pub fn recv_ready(&self) -> usize {
+        self.rcv_buf.ready()
+    }
+    /// The peer's current window (bytes, scaled).
+    pub fn peer_window(&self) -> usize {
+        self.snd_wnd
+    }
+    /// The receive window we currently advertise (bytes).
+    pub fn advertised_window(&self) -> usize {
+        self.rcv_adv.diff(self.rcv_nxt).max(0) as usize
+    }
+    /// SND.UNA: oldest unacknowledged sequence number.
+    pub fn snd_una(&self) -> SeqNumber {
+        self.snd_una
+    }
+    /// SND.NXT: next new sequence number to send.
+    pub fn snd_nxt(&self) -> SeqNumber {
+        self.snd_nxt
+    }
+    /// RCV.NXT: next sequence number expected from the peer.
+    pub fn rcv_nxt(&self) -> SeqNumber {
+        self.rcv_nxt
+    }
+    /// The connection is repairing a loss (fast recovery or after an RTO).
+    pub fn in_recovery(&self) -> bool {
+        self.recovery != Recovery::Open
+    }
+
+    // ------------------------------------------------------------------
+    // Application commands (RFC 9293 §3.10.2 - §3.10.5)
+    // ------------------------------------------------------------------
+
+    /// Queue `data` (RFC 9293 §3.10.2 SEND). Accepts as much as the send
+    /// buffer has room for and returns the count; each call is one record.
+    /// Before ESTABLISHED the data waits for the handshake.
+    pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        match self.state {
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
+            State::Closed => return Err(Error::Closed),
+            _ => return Err(Error::InvalidState),
+        }
+        if self.fin_queued {
+            return Err(Error::InvalidState);
+        }
+        let n = self.snd_buf.write(data);
+        if n < data.len() {
+            self.writable_wanted = true;
+            if n == 0 {
+                return Err(Error::WouldBlock);
+            }
+        }
+        Ok(n)
+    }
+
+    /// Read in-order data (RFC 9293 §3.10.3 RECEIVE). `Ok(0)` for a
+    /// non-empty `buf` means end of stream (the peer's FIN was read);
+    /// `Err(WouldBlock)` means no data yet.
+    pub fn recv(&mut self, buf: &mut [u8]) -> Result<usize, Error> {
+        if self.rcv_buf.ready() > 0 {
+            let n = self.rcv_buf.read(buf);
+            self.readable_queued = false;
+            self.check_window_update();
+            return Ok(n);
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.fin_rcvd {
+            return Ok(0);
+        }
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        match self.state {
+            State::Closed => Err(Error::Closed),
+            _ => Err(Error::WouldBlock),
+        }
+    }
+
+    /// Close our direction (RFC 9293 §3.10.4 CLOSE): a FIN follows the
+    /// queued data; the peer may keep sending (half-close).
+    pub fn close(&mut self) {
+        match self.state {
+            // RFC 9293 §3.10.4 LISTEN / SYN-SENT: delete the TCB.
+            State::Listen | State::SynSent => {
+                self.syn_pending = false;
+                self.set_closed();
+            }
+            // SYN-RECEIVED: queue the FIN until ESTABLISHED.
+            State::SynReceived => self.fin_queued = true,
+            // ESTABLISHED: queue the FIN, enter FIN-WAIT-1.
+            State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            // CLOSE-WAIT: queue the FIN, enter LAST-ACK.
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            // Already closing or closed.
+            _ => {}
+        }
+    }
+
+    /// Abort (RFC 9293 §3.10.5 ABORT): send `<SEQ=SND.NXT><CTL=RST>` where
+    /// the peer knows the connection, drop all queues, enter CLOSED.
+    pub fn abort(&mut self) {
+        match self.state {
+            State::SynReceived
+            | State::Established
+            | State::FinWait1
+            | State::FinWait2
+            | State::CloseWait => {
+                self.rst_out = Some((self.snd_nxt, None));
+                self.set_closed();
+            }
+            State::Closed => {}
+            _ => self.set_closed(),
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Output: events and timers
+    // ------------------------------------------------------------------
+
+    /// Next application event.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        let e = self.events.pop_front();
+        if e == Some(Event::Readable) {
+            self.readable_queued = false;
+        }
+        e
+    }
+
+    /// When [`Connection::handle_timeout`] must be called next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Service expired timers (RFC 9293 §3.10.8).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for t in Timer::ALL {
+            if self.timers.is_expired(t, now) {
+                self.timers.stop(t);
+                self.on_timer(now, t);
+            }
+        }
+        self.arm_timers(now);
+    }
+
+    fn on_timer(&mut self, now: Instant, t: Timer) {
+        match t {
+            // RFC 9293 §3.10.8: TIME-WAIT timeout → CLOSED.
+            Timer::TimeWait => {
+                if self.state == State::TimeWait {
+                    self.set_closed();
+                }
+            }
+            Timer::Retransmit => match self.state {
+                State::SynSent | State::SynReceived => self.on_syn_timeout(now),
+                s if s.is_synchronized() && s != State::TimeWait => self.on_rto(now),
+                _ => {}
+            },
+            Timer::Persist => self.on_persist(now),
+            Timer::DelayedAck => {
+                // RFC 9293 §3.8.6.3: the delay bound is reached.
+                if self.ack.owed {
+                    self.ack.now = true;
+                    self.ack.by_timer = true;
+                }
+            }
+            Timer::Keepalive => self.on_keepalive(now),
+        }
+    }
+
+    /// SYN or SYN-ACK retransmission timer (RFC 6298 §5, RFC 9293 §3.8.1;
+    /// Linux tcp_syn_retries / tcp_synack_retries).
+    fn on_syn_timeout(&mut self, _now: Instant) {
+        if self.syn_retries >= self.config.max_syn_retransmissions {
+            self.fail(Error::TimedOut);
+            return;
+        }
+        self.syn_retries += 1;
+        self.stats.syn_retransmissions += 1;
+        self.rtt.backoff();
+        self.syn_pending = true;
+    }
+
+    /// Keep-alive timer (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
+    fn on_keepalive(&mut self, _now: Instant) {
+        let Some(ka) = self.config.keepalive else {
+            return;
+        };
+        if !matches!(self.state, State::Established | State::CloseWait) {
+            return;
+        }
+        if self.keepalive_probes >= ka.probes {
+            self.fail(Error::TimedOut);
+            return;
+        }
+        self.keepalive_probes += 1;
+        self.probe = Some(Probe::Keepalive);
+    }
+
+    /// Persist timer: a zero-window probe (RFC 9293 §3.8.6.1) or the
+    /// sender-SWS override timeout (RFC 9293 §3.8.6.2.1 (4)).
+    fn on_persist(&mut self, _now: Instant) {
+        if !self.can_send_data_state() {
+            return;
+        }
+        if self.snd_wnd == 0 {
+            if self.persist_probes >= self.config.max_retransmissions {
+                self.fail(Error::TimedOut);
+                return;
+            }
+            self.persist_probes += 1;
+            self.persist_backoff = self.persist_backoff.saturating_add(1);
+            if self.flight_size() > 0 {
+                // The probe byte is outstanding: retransmit it.
+                self.pending_rtx = Some(self.snd_una);
+            } else {
+                self.probe = Some(Probe::ZeroWindow);
+            }
+            self.stats.window_probes_sent += 1;
+        } else {
+            self.force_send = true;
+        }
+    }
+
+    /// States in which data/FIN may be (re)transmitted.
+    fn can_send_data_state(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck
+        )
+    }
+
+    /// Unsent data or an unsent FIN.
+    fn has_unsent(&self) -> bool {
+        (self.state.is_synchronized() && self.snd_buf.end_seq() != self.snd_nxt && !self.fin_sent)
+            || (self.fin_queued && !self.fin_sent)
+    }
+
+    /// Zero-window persist mode: the peer's window is closed, something
+    /// waits to be sent and at most a one-byte probe is outstanding
+    /// (RFC 9293 §3.8.6.1).
+    fn in_persist(&self) -> bool {
+        self.snd_wnd == 0
+            && self.flight_size() <= 1
+            && (self.has_unsent() || self.flight_size() == 1)
+    }
+
+    /// Interval of the persist timer: the RTO, doubled per probe, capped.
+    fn persist_interval(&self) -> Duration {
+        let base = self.rtt.base_rto();
+        let shift = self.persist_backoff.min(31);
+        base.saturating_mul(1u32 << shift).min(self.config.max_rto)
+    }
+
+    /// Arm or stop timers from the current state (RFC 6298 §5.1-5.3 for the
+    /// retransmission timer).
+    pub(crate) fn arm_timers(&mut self, now: Instant) {
+        match self.state {
+            State::Closed | State::Listen => {
+                self.timers.clear();
+                return;
+            }
+            State::TimeWait => {
+                for t in [
+                    Timer::Retransmit,
+                    Timer::Persist,
+                    Timer::DelayedAck,
+                    Timer::Keepalive,
+                ] {
+                    self.timers.stop(t);
+                }
+                return;
+            }
+            State::SynSent | State::SynReceived => return,
+            _ => {}
+        }
+        // Delayed ACK.
+        if self.ack.owed && !self.ack.now {
+            if !self.timers.is_set(Timer::DelayedAck) {
+                self.timers
+                    .set(Timer::DelayedAck, now + self.config.delayed_ack.max_delay);
+            }
+        } else {
+            self.timers.stop(Timer::DelayedAck);
+        }
+        let outstanding = self.flight_size() > 0;
+        if self.in_persist() {
+            // RFC 9293 §3.8.6.1: probes on the persist timer, not the RTO.
+            self.timers.stop(Timer::Retransmit);
+            if !self.timers.is_set(Timer::Persist) {
+                self.timers
+                    .set(Timer::Persist, now + self.persist_interval());
+            }
+        } else {
+            if outstanding {
+                // RFC 6298 §5.1: start the timer if it is not running.
+                if !self.timers.is_set(Timer::Retransmit) {
+                    self.timers.set(Timer::Retransmit, now + self.rtt.rto());
+                }
+            } else {
+                // RFC 6298 §5.2: all data acknowledged: stop the timer.
+                self.timers.stop(Timer::Retransmit);
+            }
+            if !outstanding && self.has_unsent() && self.sws_blocked() {
+                // RFC 9293 §3.8.6.2.1 (4): override timeout.
+                if !self.timers.is_set(Timer::Persist) {
+                    self.timers
+                        .set(Timer::Persist, now + self.persist_interval());
+                }
+            } else {
+                self.timers.stop(Timer::Persist);
+            }
+        }
+        // Keep-alive: only while idle (RFC 1122 §4.2.3.6).
+        match self.config.keepalive {
+            Some(ka)
+                if matches!(self.state, State::Established | State::CloseWait)
+                    && !outstanding
+                    && !self.has_unsent() =>
+            {
+                let at = if self.keepalive_probes == 0 {
+                    self.last_rcv + ka.idle
+                } else {
+                    self.last_rcv + ka.idle + ka.interval.saturating_mul(self.keepalive_probes)
+                };
+                self.timers.set(Timer::Keepalive, at);
+            }
+            _ => self.timers.stop(Timer::Keepalive),
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // State helpers
+    // ------------------------------------------------------------------
+
+    /// Sequence-space bytes outstanding (FlightSize, RFC 5681 §2).
+    fn flight_size(&self) -> usize {
+        let d = self.snd_nxt.diff(self.snd_una);
+        if d <= 0 || !self.state.is_synchronized() {
+            return 0;
+        }
+        d as usize
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if e == Event::Readable {
+            if self.readable_queued {
+                return;
+            }
+            self.readable_queued = true;
+        }
+        self.events.push_back(e);
+    }
+
+    /// Enter CLOSED and report it (RFC 9293 "delete the TCB").
+    fn set_closed(&mut self) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        self.timers.clear();
+        self.syn_pending = false;
+        self.pending_rtx = None;
+        self.probe = None;
+        self.ack.now = false;
+        self.ack.owed = false;
+        self.window_update = false;
+        self.push_event(Event::Closed);
+    }
+
+    /// The connection died (reset or timeout).
+    fn fail(&mut self, err: Error) {
+        self.error = Some(err);
+        self.push_event(match err {
+            Error::Reset => Event::Reset,
+            _ => Event::TimedOut,
+        });
+        self.set_closed();
+    }
+
+    /// ESTABLISHED reached (RFC 9293 §3.10.7.3 / §3.10.7.4 SYN-RECEIVED).
+    fn on_established(&mut self) {
+        self.state = State::Established;
+        self.push_event(Event::Connected);
+        if self.fin_queued {
+            // A CLOSE issued in SYN-RECEIVED takes effect now (§3.10.4).
+            self.state = State::FinWait1;
+        }
+    }
+
+    /// Enter TIME-WAIT (RFC 9293 §3.10.7.4): only the 2*MSL timer runs.
+    fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.timers.clear();
+        self.timers
+            .set(Timer::TimeWait, now + self.config.time_wait);
+        self.pending_rtx = None;
+        self.probe = None;
+    }
+
+    /// Our FIN was sent and everything up to it is acknowledged.
+    fn fin_acked(&self) -> bool {
+        self.fin_sent && self.snd_una == self.snd_nxt
+    }
+
+    /// Send a challenge ACK unless the rate limit is exhausted (RFC 5961
+    /// §3.2, §4.2, §5.2; rate limiting per §7, Linux-like).
+    fn challenge_ack(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.challenge_start) >= CHALLENGE_WINDOW {
+            self.challenge_start = now;
+            self.challenge_count = 0;
+        }
+        if self.challenge_count < self.config.challenge_ack_limit {
+            self.challenge_count += 1;
+            self.ack.now = true;
+            self.stats.challenge_acks_sent += 1;
+        } else {
+            self.stats.challenge_acks_suppressed += 1;
+        }
+    }
+
+    /// Our timestamp clock: milliseconds plus the connection's offset
+    /// (RFC 7323 §5.4: 1 ms ticks).
+    fn ts_now(&self, now: Instant) -> u32 {
+        ((now.as_nanos() / 1_000_000) as u32).wrapping_add(self.ts_offset)
+    }
+
+    // ------------------------------------------------------------------
+    // Hollywood choke points (docs/ARCHITECTURE.md "Hollywood hooks")
+    // ------------------------------------------------------------------
+
+    /// Every first transmission of `len` data bytes at `seq` passes here
+    /// right before the segment is built (thesis §4.2: a message whose
+    /// lifetime passed before its first transmission may be replaced here).
+    fn prepare_first_transmit(&mut self, _now: Instant, _seq: SeqNumber, len: usize) {
+        self.stats.data_bytes_first_sent += len as u64;
+    }
+
+    /// Every retransmission (fast retransmit, NewReno partial ACK, SACK
+    /// NextSeg, RTO, zero-window probe) of `len` bytes at `seq` passes here
+    /// right before the segment is built; the bytes may be rewritten in
+    /// place through `SendBuffer::rewrite` (thesis §4.2, inconsistent
+    /// retransmissions).
+    fn prepare_retransmit(&mut self, _now: Instant, _seq: SeqNumber, len: usize) {
+        self.stats.retransmitted_segments += 1;
+        self.stats.data_bytes_retransmitted += len as u64;
+    }
+
+    /// Every data segment that passed the acceptability test (RFC 9293
+    /// §3.10.7.4) is seen here with its own sequence number, before
+    /// reassembly (thesis §4.3, out-of-order delivery). ACK, SACK and window
+    /// generation do not depend on it.
+    fn on_data_segment(&mut self, _now: Instant, _seq: SeqNumber, _payload: &[u8]) {}
+
+    /// Overwrite unacknowledged bytes at `seq` in the send buffer (thesis
+    /// §4.2). Used by the Hollywood policy from `prepare_retransmit`.
+    #[allow(dead_code)]
+    pub(crate) fn rewrite(&mut self, seq: SeqNumber, bytes: &[u8]) -> Result<(), Error> {
+        self.snd_buf
+            .rewrite(seq, bytes)
+            .map_err(|_| Error::InvalidState)
+    }
+}

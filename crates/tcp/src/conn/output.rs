@@ -1,0 +1,548 @@
+//! Segment construction: what to send next (control segments,
+//! retransmissions, new data, probes, ACKs), sender SWS avoidance and Nagle
+//! (RFC 9293 §3.8.6.2.1, §3.7.4), receiver window selection (§3.8.6.2.2,
+//! RFC 7323 §2), SACK option generation (RFC 2018 §4, RFC 2883 §4).
+
+use super::{Connection, Probe, Recovery, State};
+use crate::time::Instant;
+use crate::timer::Timer;
+use hollywood_wire::{SackBlock, SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
+
+/// Bytes of the timestamps option on every segment once negotiated
+/// (10, padded to 12; RFC 7323 Appendix A layout).
+const TS_OPT_LEN: usize = 12;
+
+impl Connection {
+    /// The next segment to send, if any: its header is returned and its
+    /// payload written to `payload` (cleared first). Call until `None`.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, payload: &mut Vec<u8>) -> Option<TcpRepr> {
+        payload.clear();
+        let repr = self.next_segment(now, payload);
+        if let Some(r) = &repr {
+            self.after_send(r, payload.len());
+        }
+        self.arm_timers(now);
+        repr
+    }
+
+    /// A RST is waiting (after `abort`, or in answer to a bad segment).
+    pub(crate) fn rst_pending(&self) -> bool {
+        self.rst_out.is_some()
+    }
+
+    fn next_segment(&mut self, now: Instant, payload: &mut Vec<u8>) -> Option<TcpRepr> {
+        if let Some((seq, ack)) = self.rst_out.take() {
+            return Some(self.rst_repr(seq, ack));
+        }
+        match self.state {
+            State::Closed | State::Listen => return None,
+            State::SynSent => return self.syn_segment(now, false),
+            State::SynReceived => {
+                if self.syn_pending {
+                    return self.syn_segment(now, true);
+                }
+                return self.ack.now.then(|| self.ack_repr(now));
+            }
+            State::TimeWait => return self.ack.now.then(|| self.ack_repr(now)),
+            _ => {}
+        }
+        let sending = self.can_send_data_state();
+        // 1. A retransmission that does not wait for the window: fast
+        //    retransmit (RFC 5681 §3.2 step 2), NewReno partial ACK (RFC 6582
+        //    §3.2), RTO (RFC 6298 §5.4), zero-window probe retransmission.
+        if let Some(seq) = self.pending_rtx.take() {
+            if sending && seq >= self.snd_una {
+                let i = self.rtxq.index_from(seq);
+                if let Some(r) = self.retransmit(now, i, payload) {
+                    return Some(r);
+                }
+            }
+        }
+        // 2. SACK information is reported at once in a pure ACK, before any
+        //    full-sized data segment that would have no room for it
+        //    (RFC 2018 §4, RFC 5681 §4.2).
+        if self.ack.now && self.neg.sack && (self.dsack.is_some() || !self.sack_recent.is_empty()) {
+            return Some(self.ack_repr(now));
+        }
+        // 3. Loss recovery retransmissions and new data.
+        if sending {
+            if let Some(r) = self.next_data_segment(now, payload) {
+                return Some(r);
+            }
+        }
+        // 4. Probes.
+        match self.probe.take() {
+            Some(Probe::Keepalive) => {
+                self.stats.keepalives_sent += 1;
+                // RFC 1122 §4.2.3.6: <SEQ=SND.UNA-1>, no data.
+                let seq = self.snd_una - 1;
+                return Some(self.data_header(now, seq, TcpFlags::ACK, 0));
+            }
+            Some(Probe::ZeroWindow) if sending => {
+                if let Some(r) = self.zero_window_probe(now, payload) {
+                    return Some(r);
+                }
+            }
+            _ => {}
+        }
+        // 5. A pure ACK or window update.
+        if self.ack.now || self.window_update {
+            return Some(self.ack_repr(now));
+        }
+        None
+    }
+
+    /// Retransmission or new data, within cwnd (RFC 6675 §5 (C) NextSeg;
+    /// RFC 5681 §3.1 after an RTO).
+    fn next_data_segment(&mut self, now: Instant, payload: &mut Vec<u8>) -> Option<TcpRepr> {
+        let smss = self.neg.smss;
+        let avail = self.cwnd_limit().saturating_sub(self.pipe());
+        let mut rule3 = None;
+        if let Some(i) = self.loss_candidate() {
+            let s = *self.rtxq.get(i)?;
+            let sack_recovery = matches!(self.recovery, Recovery::Sack { .. });
+            // NextSeg considers only sequence numbers below HighACK
+            // (the highest SACKed) during SACK recovery.
+            let below_high = !sack_recovery || self.rtxq.high_sacked().is_some_and(|h| s.seq < h);
+            if s.lost && below_high {
+                // Rule (1): the first lost, not yet retransmitted segment.
+                if avail >= s.seq_len().clamp(1, smss) {
+                    return self.retransmit(now, i, payload);
+                }
+                return None;
+            }
+            if sack_recovery && below_high {
+                rule3 = Some(i);
+            }
+        }
+        // Rule (2): new data.
+        if let Some((len, fin)) = self.new_segment(avail) {
+            return Some(self.transmit_new(now, len, fin, payload));
+        }
+        // Rule (3): an un-SACKed segment not yet deemed lost.
+        if let Some(i) = rule3 {
+            if avail >= smss {
+                return self.retransmit(now, i, payload);
+            }
+        }
+        None
+    }
+
+    /// The first outstanding segment at or after the recovery cursor that is
+    /// neither SACKed nor already retransmitted; advances the cursor over
+    /// the ones skipped so that each is visited once per episode.
+    fn loss_candidate(&mut self) -> Option<usize> {
+        let cursor = match self.recovery {
+            Recovery::Sack { high_rxt } => high_rxt,
+            Recovery::Loss { cursor } => cursor,
+            _ => return None,
+        };
+        let from = self.rtxq.index_from(cursor.max(self.snd_una));
+        let i = (from..self.rtxq.len())
+            .find(|&k| self.rtxq.get(k).is_some_and(|s| !s.sacked && !s.retrans))?;
+        let seq = self.rtxq.get(i)?.seq;
+        match &mut self.recovery {
+            Recovery::Sack { high_rxt } => *high_rxt = (*high_rxt).max(seq),
+            Recovery::Loss { cursor } => *cursor = (*cursor).max(seq),
+            _ => {}
+        }
+        Some(i)
+    }
+
+    /// Whether sender SWS avoidance / Nagle holds back the unsent data
+    /// while nothing is outstanding (so the override timer must run).
+    pub(super) fn sws_blocked(&self) -> bool {
+        self.can_send_data_state() && self.new_segment(usize::MAX).is_none()
+    }
+
+    /// Length and FIN flag of the next new segment, if one may go now
+    /// (`avail` = cwnd - pipe).
+    fn new_segment(&self, avail: usize) -> Option<(usize, bool)> {
+        if self.fin_sent {
+            return None;
+        }
+        let smss = self.neg.smss;
+        let end = self.snd_buf.end_seq();
+        let unsent = end.diff(self.snd_nxt).max(0) as usize; // D
+        let wnd_end = self.snd_una + self.snd_wnd;
+        let usable = wnd_end.diff(self.snd_nxt).max(0) as usize; // U
+        let closing = self.fin_queued;
+        if unsent == 0 {
+            // A FIN alone needs one unit of window (the persist timer
+            // probes a closed window).
+            return (closing && usable >= 1).then_some((0, true));
+        }
+        let len = if self.config.consistent_segmentation {
+            // Thesis §4.2: a segment never spans two records; records
+            // larger than the MSS fragment at the MSS. Nagle does not apply;
+            // a fragment waits for a window that takes it whole.
+            // The override timeout (4) sends the fragment into a window too
+            // small for it rather than split it.
+            let frag = self
+                .snd_buf
+                .record_remaining(self.snd_nxt)
+                .unwrap_or(unsent)
+                .min(smss);
+            if frag > usable && !self.force_send {
+                return None;
+            }
+            frag
+        } else {
+            let len = unsent.min(smss).min(usable);
+            if len == 0 {
+                return None;
+            }
+            // RFC 9293 §3.8.6.2.1 sender SWS avoidance; the bracketed
+            // "SND.NXT = SND.UNA" conditions are Nagle (§3.7.4), which a
+            // pending FIN turns off (Linux pushes on close).
+            let idle = self.flight_size() == 0;
+            let nagle_ok = idle || !self.config.nagle || closing;
+            let min_du = unsent.min(usable);
+            let ok = len >= smss // (1) a full segment
+                || (nagle_ok && unsent <= usable) // (2) all pushed data fits
+                || (nagle_ok && min_du >= self.max_snd_wnd / 2) // (3) half the max window
+                || self.force_send; // (4) override timeout
+            if !ok {
+                return None;
+            }
+            len
+        };
+        // Congestion window (RFC 5681 §3.1 / RFC 6675 §5 (C)).
+        if len > avail {
+            return None;
+        }
+        let fin = closing && self.snd_nxt + len == end && usable > len;
+        Some((len, fin))
+    }
+
+    /// First transmission of `len` bytes (plus FIN) at SND.NXT.
+    fn transmit_new(
+        &mut self,
+        now: Instant,
+        len: usize,
+        fin: bool,
+        payload: &mut Vec<u8>,
+    ) -> TcpRepr {
+        let seq = self.snd_nxt;
+        self.prepare_first_transmit(now, seq, len);
+        self.snd_buf.read(seq, len, payload);
+        self.rtxq.push(seq, len as u32, fin, now);
+        self.snd_nxt = seq + len + fin as usize;
+        self.fin_sent |= fin;
+        self.force_send = false;
+        if !self.neg.timestamps && self.timed.is_none() && len > 0 {
+            // RFC 6298 §3: time one segment per RTT.
+            self.timed = Some((seq + len, now));
+        }
+        let mut flags = TcpFlags::ACK;
+        if fin {
+            flags |= TcpFlags::FIN;
+        }
+        if len > 0 && seq + len == self.snd_buf.end_seq() {
+            flags |= TcpFlags::PSH;
+        }
+        self.data_header(now, seq, flags, len)
+    }
+
+    /// Retransmit outstanding segment `i` with its original boundaries.
+    fn retransmit(&mut self, now: Instant, i: usize, payload: &mut Vec<u8>) -> Option<TcpRepr> {
+        let s = *self.rtxq.get(i)?;
+        let len = s.len as usize;
+        self.prepare_retransmit(now, s.seq, len);
+        self.snd_buf.read(s.seq, len, payload);
+        self.rtxq.on_retransmit(i, now);
+        if self.timed.is_some_and(|(end, _)| s.seq < end) {
+            // RFC 6298 §3 (Karn): never time a retransmitted segment.
+            self.timed = None;
+        }
+        self.record_retransmission(s.seq, s.end());
+        match &mut self.recovery {
+            Recovery::Sack { high_rxt } => *high_rxt = (*high_rxt).max(s.end()),
+            Recovery::Loss { cursor } => *cursor = (*cursor).max(s.end()),
+            _ => {}
+        }
+        let mut flags = TcpFlags::ACK;
+        if s.fin {
+            flags |= TcpFlags::FIN;
+        }
+        if len > 0 {
+            flags |= TcpFlags::PSH;
+        }
+        Some(self.data_header(now, s.seq, flags, len))
+    }
+
+    /// RFC 9293 §3.8.6.1: send one octet of new data (or the FIN) into
+    /// the closed window.
+    fn zero_window_probe(&mut self, now: Instant, payload: &mut Vec<u8>) -> Option<TcpRepr> {
+        if self.fin_sent || self.flight_size() > 0 {
+            return None;
+        }
+        let unsent = self.snd_buf.end_seq().diff(self.snd_nxt).max(0) as usize;
+        if unsent > 0 {
+            // One octet; with consistent segmentation the whole first
+            // fragment, so that records are never split (thesis §4.2).
+            let len = if self.config.consistent_segmentation {
+                self.snd_buf
+                    .record_remaining(self.snd_nxt)
+                    .unwrap_or(1)
+                    .min(self.neg.smss)
+                    .max(1)
+            } else {
+                1
+            };
+            let fin = self.fin_queued && unsent == len;
+            self.probe_seq = Some(self.snd_nxt);
+            Some(self.transmit_new(now, len, fin, payload))
+        } else if self.fin_queued {
+            Some(self.transmit_new(now, 0, true, payload))
+        } else {
+            None
+        }
+    }
+
+    /// SYN (active) or SYN-ACK (passive / simultaneous open) with our
+    /// options (RFC 9293 §3.7.1, RFC 7323 §2.2 / §3.2, RFC 2018 §2).
+    fn syn_segment(&mut self, now: Instant, synack: bool) -> Option<TcpRepr> {
+        if !self.syn_pending {
+            return None;
+        }
+        self.syn_pending = false;
+        if self.syn_sent_at.is_none() {
+            self.syn_sent_at = Some(now);
+        }
+        self.snd_nxt = self.iss + 1;
+        let window = self.syn_window();
+        let mut o = TcpOptions {
+            mss: Some(self.config.mss),
+            ..TcpOptions::default()
+        };
+        let mut flags = TcpFlags::SYN;
+        let mut ack = SeqNumber(0);
+        if synack {
+            // Answer only what the peer offered (and we want).
+            flags |= TcpFlags::ACK;
+            ack = self.rcv_nxt;
+            if self.neg.window_scaling {
+                o.window_scale = Some(self.neg.rcv_wscale);
+            }
+            o.sack_permitted = self.neg.sack;
+            if self.neg.timestamps {
+                let tsecr = self.ts_recent.map_or(0, |(r, _)| r);
+                o.timestamp = Some(Timestamp {
+                    tsval: self.ts_now(now),
+                    tsecr,
+                });
+            }
+            self.rcv_adv = self.rcv_nxt + window as usize;
+        } else {
+            if self.config.window_scaling {
+                o.window_scale = Some(self.rcv_wscale_offer);
+            }
+            o.sack_permitted = self.config.sack;
+            if self.config.timestamps {
+                o.timestamp = Some(Timestamp {
+                    tsval: self.ts_now(now),
+                    tsecr: 0,
+                });
+            }
+        }
+        // RFC 6298 §5.1: start the retransmission timer.
+        self.timers.set(Timer::Retransmit, now + self.rtt.rto());
+        Some(TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq: self.iss,
+            ack,
+            flags,
+            window,
+            urgent: 0,
+            options: o,
+        })
+    }
+
+    /// The window field of a SYN or SYN-ACK: never scaled (RFC 7323 §2.2).
+    pub(super) fn syn_window(&self) -> u16 {
+        self.rcv_buf.capacity().min(65_535) as u16
+    }
+
+    /// RST segment `<SEQ=seq>[<ACK=ack>]<CTL=RST[,ACK]>`.
+    fn rst_repr(&self, seq: SeqNumber, ack: Option<SeqNumber>) -> TcpRepr {
+        TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq,
+            ack: ack.unwrap_or(SeqNumber(0)),
+            flags: if ack.is_some() {
+                TcpFlags::RST | TcpFlags::ACK
+            } else {
+                TcpFlags::RST
+            },
+            window: 0,
+            urgent: 0,
+            options: TcpOptions::default(),
+        }
+    }
+
+    /// A pure ACK `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`.
+    fn ack_repr(&mut self, now: Instant) -> TcpRepr {
+        let seq = self.snd_nxt;
+        self.data_header(now, seq, TcpFlags::ACK, 0)
+    }
+
+    /// Header of a synchronized-state segment: ACK, window, timestamps and
+    /// as many SACK blocks as fit beside `payload_len` data bytes.
+    fn data_header(
+        &mut self,
+        now: Instant,
+        seq: SeqNumber,
+        flags: TcpFlags,
+        payload_len: usize,
+    ) -> TcpRepr {
+        let window = self.select_window();
+        let mut options = TcpOptions::default();
+        if self.neg.timestamps {
+            let tsecr = self.ts_recent.map_or(0, |(r, _)| r);
+            options.timestamp = Some(Timestamp {
+                tsval: self.ts_now(now),
+                tsecr,
+            });
+        }
+        if self.neg.sack {
+            self.add_sack_blocks(&mut options, payload_len);
+        }
+        TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq,
+            ack: self.rcv_nxt,
+            flags: flags | TcpFlags::ACK,
+            window,
+            urgent: 0,
+            options,
+        }
+    }
+
+    /// RFC 2018 §4 / RFC 2883 §4: D-SACK first, then the block with the
+    /// most recent segment, then older blocks; 4 blocks fit without
+    /// timestamps, 3 with; a data segment carries only what fits beside its
+    /// payload within the peer's MSS (so segment sizes never change).
+    fn add_sack_blocks(&mut self, o: &mut TcpOptions, payload_len: usize) {
+        if self.dsack.is_none() && self.sack_recent.is_empty() {
+            return;
+        }
+        let ts = if self.neg.timestamps { TS_OPT_LEN } else { 0 };
+        let max_by_header = if self.neg.timestamps { 3 } else { 4 };
+        let budget = (self.neg.peer_mss as usize).min(self.config.mss as usize);
+        let room = budget.saturating_sub(ts + payload_len);
+        let fit = if payload_len == 0 {
+            max_by_header
+        } else {
+            (room.saturating_sub(4) / 8).min(max_by_header)
+        };
+        if fit == 0 {
+            return;
+        }
+        let mut blocks = [SackBlock::default(); 4];
+        let mut n = 0;
+        if let Some((l, r)) = self.dsack {
+            blocks[0] = SackBlock { left: l, right: r };
+            n = 1;
+            self.dsack = None;
+            self.stats.dsack_blocks_sent += 1;
+        }
+        for (l, r) in self.sack_block_seqs() {
+            if n >= fit {
+                break;
+            }
+            blocks[n] = SackBlock { left: l, right: r };
+            n += 1;
+        }
+        o.set_sacks(&blocks[..n]);
+        self.stats.sack_blocks_sent += n as u64;
+    }
+
+    /// Largest window the receive buffer can back. With scaling, the
+    /// buffer keeps `2^shift - 1` bytes spare so that rounding the field up
+    /// (to avoid shrinking the window) never offers space we lack.
+    fn rcv_window_cap(&self) -> usize {
+        let buf = self.rcv_buf.capacity();
+        if self.neg.window_scaling {
+            let ws = self.neg.rcv_wscale;
+            buf.saturating_sub((1usize << ws) - 1)
+                .min(65_535usize << ws)
+        } else {
+            buf.min(65_535)
+        }
+    }
+
+    /// Free window space right now and the window currently advertised.
+    fn window_candidates(&self) -> (usize, usize) {
+        let cap = self.rcv_window_cap();
+        let free = cap.saturating_sub(self.rcv_buf.ready());
+        let cur = self.rcv_adv.diff(self.rcv_nxt).max(0) as usize;
+        (free, cur)
+    }
+
+    /// The window field to send (RFC 9293 §3.8.6.2.2 receiver SWS
+    /// avoidance: move the right edge only by at least
+    /// min(RCV.BUFF/2, MSS); never shrink the window; RFC 7323 §2.3
+    /// scaling). Records the advertised right edge.
+    fn select_window(&mut self) -> u16 {
+        let ws = self.neg.rcv_wscale as u32;
+        let (free, cur) = self.window_candidates();
+        let thresh = (self.rcv_window_cap() / 2).min(self.config.mss as usize);
+        let wnd = if free >= cur.saturating_add(thresh) {
+            free
+        } else {
+            cur
+        };
+        // Round up so that the advertised right edge never moves left.
+        let field = (wnd.div_ceil(1usize << ws)).min(65_535);
+        let adv = field << ws;
+        let edge = self.rcv_nxt + adv;
+        if edge > self.rcv_adv {
+            self.rcv_adv = edge;
+        }
+        field as u16
+    }
+
+    /// After `recv`: announce a window that opened enough (receiver SWS
+    /// threshold, and at least doubled, as Linux does).
+    pub(super) fn check_window_update(&mut self) {
+        if !matches!(
+            self.state,
+            State::Established | State::FinWait1 | State::FinWait2
+        ) {
+            return;
+        }
+        let (free, cur) = self.window_candidates();
+        let thresh = (self.rcv_window_cap() / 2).min(self.config.mss as usize);
+        if free >= cur.saturating_add(thresh) && free >= cur.saturating_mul(2) {
+            self.window_update = true;
+        }
+    }
+
+    /// Bookkeeping for a segment handed to the caller.
+    fn after_send(&mut self, r: &TcpRepr, payload_len: usize) {
+        self.stats.segments_sent += 1;
+        self.stats.bytes_sent += payload_len as u64;
+        if r.flags.ack() && !r.flags.rst() {
+            self.last_ack_sent = r.ack;
+            let pure = payload_len == 0 && !r.flags.syn() && !r.flags.fin();
+            if pure {
+                self.stats.acks_sent += 1;
+                if self.ack.by_timer {
+                    self.stats.delayed_acks_sent += 1;
+                }
+            }
+            // Any ACK-bearing segment satisfies the owed ACK.
+            self.ack.now = false;
+            self.ack.owed = false;
+            self.ack.unacked_bytes = 0;
+            self.ack.by_timer = false;
+            self.window_update = false;
+            self.timers.stop(Timer::DelayedAck);
+        }
+    }
+}

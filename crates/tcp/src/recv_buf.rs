@@ -1,0 +1,257 @@
+//! The receive buffer: a fixed ring holding in-order unread bytes and
+//! out-of-order data at their final positions (reassembly, RFC 9293 §3.10.7.4
+//! seventh check), plus the set of out-of-order ranges.
+//!
+//! Addresses are stream offsets (`u64`, bytes since the first data byte), so
+//! they never wrap; the connection converts sequence numbers. Memory is the
+//! ring (`capacity` bytes, allocated on first use) plus a bounded list of
+//! out-of-order ranges.
+
+/// At most this many disjoint out-of-order ranges are kept; a segment that
+/// would create one more is dropped (the sender retransmits it). Bounds the
+/// bookkeeping under pathological patterns (RFC 9293 §3.10.7.4 allows a
+/// receiver to discard out-of-order data).
+pub(crate) const MAX_OOO_RANGES: usize = 512;
+
+/// What [`RecvBuffer::insert`] did with a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Inserted {
+    /// Bytes that became readable in order (RCV.NXT advanced by this much).
+    pub in_order: usize,
+    /// The first sub-range (stream offsets) that had already been received:
+    /// a duplicate, reported by D-SACK (RFC 2883 §4).
+    pub duplicate: Option<(u64, u64)>,
+    /// The out-of-order range (after merging) that now contains the segment,
+    /// if it was stored out of order: the first SACK block (RFC 2018 §4).
+    pub ooo_block: Option<(u64, u64)>,
+    /// The segment filled all or part of a gap below other out-of-order data
+    /// (RFC 5681 §4.2: ACK immediately).
+    pub filled_gap: bool,
+    /// Bytes that did not fit (beyond capacity) or were refused (range limit).
+    pub dropped: usize,
+}
+
+/// Ring buffer with an out-of-order range set.
+#[derive(Debug, Clone)]
+pub(crate) struct RecvBuffer {
+    /// Ring storage; empty until the first byte arrives.
+    ring: Vec<u8>,
+    /// Ring size.
+    capacity: usize,
+    /// Ring index of the first unread byte.
+    read_pos: usize,
+    /// Stream offset of the first unread byte.
+    read_off: u64,
+    /// In-order unread bytes (from `read_off`).
+    ready: usize,
+    /// Out-of-order ranges `[start, end)` beyond the in-order data: sorted,
+    /// disjoint, not adjacent.
+    ooo: Vec<(u64, u64)>,
+}
+
+impl RecvBuffer {
+    /// A buffer of `capacity` bytes.
+    pub(crate) fn new(capacity: usize) -> RecvBuffer {
+        RecvBuffer {
+            ring: Vec::new(),
+            capacity,
+            read_pos: 0,
+            read_off: 0,
+            ready: 0,
+            ooo: Vec::new(),
+        }
+    }
+
+    /// Ring size in bytes.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// In-order bytes waiting for the application.
+    pub(crate) fn ready(&self) -> usize {
+        self.ready
+    }
+
+    /// Stream offset of the next in-order byte expected (RCV.NXT).
+    pub(crate) fn nxt_off(&self) -> u64 {
+        self.read_off + self.ready as u64
+    }
+
+    /// The out-of-order ranges (stream offsets).
+    pub(crate) fn ooo_ranges(&self) -> &[(u64, u64)] {
+        &self.ooo
+    }
+
+    /// Bytes held out of order.
+    #[cfg(test)]
+    pub(crate) fn ooo_bytes(&self) -> usize {
+        self.ooo.iter().map(|&(s, e)| (e - s) as usize).sum()
+    }
+
+    /// Copy `data` into the ring at stream offset `off` (must be within the
+    /// ring's reach).
+    fn store(&mut self, off: u64, data: &[u8]) {
+        if self.ring.is_empty() {
+            self.ring = vec![0; self.capacity];
+        }
+        let rel = (off - self.read_off) as usize;
+        let pos = (self.read_pos + rel) % self.capacity;
+        let first = data.len().min(self.capacity - pos);
+        self.ring[pos..pos + first].copy_from_slice(&data[..first]);
+        let rest = data.len() - first;
+        if rest > 0 {
+            self.ring[..rest].copy_from_slice(&data[first..]);
+        }
+    }
+
+    /// Insert `data` that starts at stream offset `off`. Bytes before RCV.NXT
+    /// are duplicates; bytes beyond the ring's end are dropped.
+    pub(crate) fn insert(&mut self, off: u64, data: &[u8]) -> Inserted {
+        let mut res = Inserted::default();
+        let nxt = self.nxt_off();
+        let seg_end = off.saturating_add(data.len() as u64);
+        let limit = self.read_off + self.capacity as u64;
+        // Duplicate part below RCV.NXT (RFC 2883 §4: D-SACK the duplicate).
+        if off < nxt {
+            res.duplicate = Some((off, seg_end.min(nxt)));
+        }
+        let start = off.max(nxt);
+        let end = seg_end.min(limit);
+        if seg_end > limit {
+            res.dropped = (seg_end - limit.max(start)) as usize;
+        }
+        if start >= end {
+            return res;
+        }
+        // Duplicate part inside already-held out-of-order data.
+        if res.duplicate.is_none() {
+            let i = self.ooo.partition_point(|&(_, e)| e <= start);
+            if let Some(&(s, e)) = self.ooo.get(i) {
+                if s < end {
+                    res.duplicate = Some((s.max(start), e.min(end)));
+                }
+            }
+        }
+        // Merge [start, end) into the range set.
+        let i = self.ooo.partition_point(|&(_, e)| e < start);
+        let mut j = i;
+        let (mut ns, mut ne) = (start, end);
+        while j < self.ooo.len() && self.ooo[j].0 <= end {
+            ns = ns.min(self.ooo[j].0);
+            ne = ne.max(self.ooo[j].1);
+            j += 1;
+        }
+        if i == j && start != nxt && self.ooo.len() >= MAX_OOO_RANGES {
+            // A new disjoint out-of-order range over the limit: refuse it.
+            res.dropped += (end - start) as usize;
+            return res;
+        }
+        let payload = &data[(start - off) as usize..(end - off) as usize];
+        self.store(start, payload);
+        // RFC 5681 §4.2: data at RCV.NXT while out-of-order data is held fills
+        // (part of) the gap.
+        res.filled_gap = start == nxt && !self.ooo.is_empty();
+        self.ooo.splice(i..j, std::iter::once((ns, ne)));
+        if ns == nxt {
+            // The first range is now contiguous with RCV.NXT.
+            let (s, e) = self.ooo.remove(0);
+            debug_assert_eq!(s, nxt);
+            res.in_order = (e - s) as usize;
+            self.ready += res.in_order;
+        } else {
+            res.ooo_block = Some((ns, ne));
+        }
+        res
+    }
+
+    /// Copy up to `buf.len()` in-order bytes out; returns the count.
+    pub(crate) fn read(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.ready);
+        if n == 0 {
+            return 0;
+        }
+        let first = n.min(self.capacity - self.read_pos);
+        buf[..first].copy_from_slice(&self.ring[self.read_pos..self.read_pos + first]);
+        if n > first {
+            buf[first..n].copy_from_slice(&self.ring[..n - first]);
+        }
+        self.read_pos = (self.read_pos + n) % self.capacity;
+        self.read_off += n as u64;
+        self.ready -= n;
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(b: &mut RecvBuffer) -> Vec<u8> {
+        let mut out = vec![0; b.ready()];
+        let n = b.read(&mut out);
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn in_order() {
+        let mut b = RecvBuffer::new(8);
+        let r = b.insert(0, b"abc");
+        assert_eq!(r.in_order, 3);
+        assert_eq!(r.duplicate, None);
+        assert_eq!(read_all(&mut b), b"abc");
+        // Wraps around the ring end.
+        assert_eq!(b.insert(3, b"defghij").in_order, 7);
+        assert_eq!(read_all(&mut b), b"defghij");
+    }
+
+    #[test]
+    fn reassembly_and_dsack() {
+        let mut b = RecvBuffer::new(16);
+        let r = b.insert(4, b"efgh");
+        assert_eq!((r.in_order, r.ooo_block), (0, Some((4, 8))));
+        let r = b.insert(10, b"kl");
+        assert_eq!(r.ooo_block, Some((10, 12)));
+        assert_eq!(b.ooo_ranges(), &[(4, 8), (10, 12)]);
+        // Duplicate of held out-of-order data.
+        let r = b.insert(5, b"fg");
+        assert_eq!(r.duplicate, Some((5, 7)));
+        assert_eq!(r.ooo_block, Some((4, 8)));
+        // Fill the first hole: contiguous up to 8.
+        let r = b.insert(0, b"abcd");
+        assert!(r.filled_gap);
+        assert_eq!(r.in_order, 8);
+        assert_eq!(b.nxt_off(), 8);
+        // Duplicate below RCV.NXT.
+        let r = b.insert(2, b"cdefghij");
+        assert_eq!(r.duplicate, Some((2, 8)));
+        assert_eq!(r.in_order, 4);
+        assert_eq!(read_all(&mut b), b"abcdefghijkl");
+        assert_eq!(b.ooo_bytes(), 0);
+    }
+
+    #[test]
+    fn capacity_is_a_hard_bound() {
+        let mut b = RecvBuffer::new(4);
+        let r = b.insert(0, b"abcdef");
+        assert_eq!((r.in_order, r.dropped), (4, 2));
+        let r = b.insert(4, b"x");
+        assert_eq!((r.in_order, r.dropped), (0, 1));
+        assert_eq!(read_all(&mut b), b"abcd");
+        assert_eq!(b.insert(4, b"ef").in_order, 2);
+    }
+
+    #[test]
+    fn range_limit() {
+        let mut b = RecvBuffer::new(4 * MAX_OOO_RANGES + 8);
+        for i in 0..MAX_OOO_RANGES as u64 {
+            assert_eq!(b.insert(2 + 2 * i, b"x").dropped, 0);
+        }
+        // One more disjoint range is refused, but extending one is fine.
+        let far = 2 + 2 * MAX_OOO_RANGES as u64 + 1;
+        assert_eq!(b.insert(far, b"y").dropped, 1);
+        assert_eq!(b.insert(3, b"z").dropped, 0);
+        // In-order data is always accepted.
+        assert_eq!(b.insert(0, b"ab").in_order, 5);
+    }
+}

@@ -1,0 +1,252 @@
+//! The send buffer: queued and unacknowledged stream bytes, record-aware and
+//! rewritable in place (docs/ARCHITECTURE.md "Hollywood hooks").
+//!
+//! Bytes are addressed by sequence number. The buffer holds the bytes from
+//! SND.UNA (the oldest unacknowledged data byte) up to the last byte the
+//! application queued; SYN and FIN occupy sequence space but no buffer space
+//! (RFC 9293 §3.4), so the connection maps them itself.
+//!
+//! Every `write` call is one *record*. Record boundaries are kept so that a
+//! segment can be forbidden to span two records (thesis §4.2, consistent
+//! segmentation); records larger than the MSS fragment at the MSS.
+//!
+//! Memory: at most `capacity` bytes of data plus one `u64` per live record.
+
+use hollywood_wire::SeqNumber;
+use std::collections::VecDeque;
+
+/// Why a rewrite was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewriteError {
+    /// Part of the range is not in the buffer (already acknowledged, or
+    /// never queued).
+    OutOfRange,
+}
+
+/// Record-aware byte queue indexed by sequence number.
+#[derive(Debug, Clone)]
+pub(crate) struct SendBuffer {
+    /// The bytes, oldest first.
+    data: VecDeque<u8>,
+    /// Upper bound on `data.len()`.
+    capacity: usize,
+    /// Sequence number of `data[0]`.
+    head_seq: SeqNumber,
+    /// Stream offset (bytes since the first data byte) of `data[0]`; u64 so
+    /// that record boundaries never wrap.
+    head_off: u64,
+    /// Exclusive end offsets of live records, ascending. The last one equals
+    /// the buffer's end offset.
+    records: VecDeque<u64>,
+}
+
+impl SendBuffer {
+    /// An empty buffer whose first byte will carry sequence number `first_seq`.
+    pub(crate) fn new(capacity: usize, first_seq: SeqNumber) -> SendBuffer {
+        SendBuffer {
+            data: VecDeque::new(),
+            capacity,
+            head_seq: first_seq,
+            head_off: 0,
+            records: VecDeque::new(),
+        }
+    }
+
+    /// Bytes held (unacknowledged plus unsent).
+    pub(crate) fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Free space.
+    pub(crate) fn free(&self) -> usize {
+        self.capacity.saturating_sub(self.data.len())
+    }
+
+    /// Sequence number of the first held byte (SND.UNA for data).
+    #[cfg(test)]
+    pub(crate) fn head_seq(&self) -> SeqNumber {
+        self.head_seq
+    }
+
+    /// Sequence number just past the last held byte.
+    pub(crate) fn end_seq(&self) -> SeqNumber {
+        self.head_seq + self.data.len()
+    }
+
+    /// Queue as much of `bytes` as fits, as one record. Returns the count.
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(self.free());
+        if n == 0 {
+            return 0;
+        }
+        self.data.extend(&bytes[..n]);
+        let end = self.head_off + self.data.len() as u64;
+        self.records.push_back(end);
+        n
+    }
+
+    /// Offset of `seq` from the head, if it lies within `[head, end]`.
+    fn index_of(&self, seq: SeqNumber) -> Option<usize> {
+        let d = seq.diff(self.head_seq);
+        if d < 0 || d as usize > self.data.len() {
+            return None;
+        }
+        Some(d as usize)
+    }
+
+    /// Append `len` bytes starting at `seq` to `out`. Bytes outside the
+    /// buffer are not copied; returns the count copied.
+    pub(crate) fn read(&self, seq: SeqNumber, len: usize, out: &mut Vec<u8>) -> usize {
+        let Some(start) = self.index_of(seq) else {
+            return 0;
+        };
+        let end = start.saturating_add(len).min(self.data.len());
+        if end <= start {
+            return 0;
+        }
+        let (a, b) = self.data.as_slices();
+        if start < a.len() {
+            let a_end = end.min(a.len());
+            out.extend_from_slice(&a[start..a_end]);
+            if end > a.len() {
+                out.extend_from_slice(&b[..end - a.len()]);
+            }
+        } else {
+            out.extend_from_slice(&b[start - a.len()..end - a.len()]);
+        }
+        end - start
+    }
+
+    /// Drop every byte before `seq` (it was acknowledged).
+    pub(crate) fn ack_to(&mut self, seq: SeqNumber) {
+        let d = seq.diff(self.head_seq);
+        if d <= 0 {
+            return;
+        }
+        let n = (d as usize).min(self.data.len());
+        self.data.drain(..n);
+        self.head_seq += n;
+        self.head_off += n as u64;
+        while self
+            .records
+            .front()
+            .is_some_and(|&end| end <= self.head_off)
+        {
+            self.records.pop_front();
+        }
+    }
+
+    /// Bytes from `seq` to the end of the record containing `seq`, or `None`
+    /// if `seq` is not a held byte.
+    pub(crate) fn record_remaining(&self, seq: SeqNumber) -> Option<usize> {
+        let idx = self.index_of(seq)?;
+        if idx >= self.data.len() {
+            return None;
+        }
+        let off = self.head_off + idx as u64;
+        // First record whose end lies beyond `off`: binary search.
+        let i = self.records.partition_point(|&end| end <= off);
+        let end = *self.records.get(i)?;
+        Some((end - off) as usize)
+    }
+
+    /// Overwrite held bytes starting at `seq` with `bytes` in place (an
+    /// inconsistent retransmission rewrites a slot before it is resent).
+    pub(crate) fn rewrite(&mut self, seq: SeqNumber, bytes: &[u8]) -> Result<(), RewriteError> {
+        let start = self.index_of(seq).ok_or(RewriteError::OutOfRange)?;
+        let end = start
+            .checked_add(bytes.len())
+            .ok_or(RewriteError::OutOfRange)?;
+        if end > self.data.len() {
+            return Err(RewriteError::OutOfRange);
+        }
+        let (a, b) = self.data.as_mut_slices();
+        let mut src = bytes;
+        if start < a.len() {
+            let n = (a.len() - start).min(src.len());
+            a[start..start + n].copy_from_slice(&src[..n]);
+            src = &src[n..];
+            if !src.is_empty() {
+                b[..src.len()].copy_from_slice(src);
+            }
+        } else {
+            let s = start - a.len();
+            b[s..s + src.len()].copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    /// Number of live records (for tests and memory accounting).
+    #[cfg(test)]
+    pub(crate) fn record_count(&self) -> usize {
+        self.records.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(cap: usize) -> SendBuffer {
+        SendBuffer::new(cap, SeqNumber(u32::MAX - 3))
+    }
+
+    #[test]
+    fn write_respects_capacity() {
+        let mut b = buf(10);
+        assert_eq!(b.write(b"hello"), 5);
+        assert_eq!(b.write(b"world!!"), 5);
+        assert_eq!(b.write(b"x"), 0);
+        assert_eq!(b.free(), 0);
+        assert_eq!(b.record_count(), 2);
+    }
+
+    #[test]
+    fn read_across_wrap_and_ring_boundary() {
+        let mut b = buf(8);
+        b.write(b"abcdef");
+        b.ack_to(b.head_seq() + 4);
+        b.write(b"ghijkl"); // forces the VecDeque to wrap internally
+        let mut out = Vec::new();
+        assert_eq!(b.read(b.head_seq(), 100, &mut out), 8);
+        assert_eq!(out, b"efghijkl");
+        out.clear();
+        assert_eq!(b.read(b.head_seq() + 1, 3, &mut out), 3);
+        assert_eq!(out, b"fgh");
+        // Outside the buffer: nothing.
+        out.clear();
+        assert_eq!(b.read(b.head_seq() - 1, 3, &mut out), 0);
+        assert_eq!(b.read(b.end_seq(), 3, &mut out), 0);
+    }
+
+    #[test]
+    fn records_bound_segments() {
+        let mut b = buf(100);
+        b.write(b"aaaa");
+        b.write(b"bbbbbbbb");
+        let h = b.head_seq();
+        assert_eq!(b.record_remaining(h), Some(4));
+        assert_eq!(b.record_remaining(h + 2), Some(2));
+        assert_eq!(b.record_remaining(h + 4), Some(8));
+        assert_eq!(b.record_remaining(h + 11), Some(1));
+        assert_eq!(b.record_remaining(h + 12), None);
+        b.ack_to(h + 5);
+        assert_eq!(b.record_count(), 1);
+        assert_eq!(b.record_remaining(h + 5), Some(7));
+    }
+
+    #[test]
+    fn rewrite_in_place() {
+        let mut b = buf(8);
+        b.write(b"abcdef");
+        b.ack_to(b.head_seq() + 4);
+        b.write(b"ghijkl");
+        let h = b.head_seq();
+        assert_eq!(b.rewrite(h + 1, b"XYZW"), Ok(()));
+        let mut out = Vec::new();
+        b.read(h, 8, &mut out);
+        assert_eq!(out, b"eXYZWjkl");
+        assert_eq!(b.rewrite(h + 6, b"123"), Err(RewriteError::OutOfRange));
+        assert_eq!(b.rewrite(h - 1, b"1"), Err(RewriteError::OutOfRange));
+    }
+}

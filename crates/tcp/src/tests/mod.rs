@@ -1,0 +1,32 @@
+//! Behaviour tests over the [`Pair`](crate::pair::Pair) harness, grouped by
+//! topic. Connection-level unit tests (by state) live in `conn/tests.rs`.
+
+mod close;
+mod endpoint;
+mod flow;
+mod prop;
+mod recovery;
+mod rfc5961;
+mod timers;
+mod transfer;
+
+use crate::conn::Event;
+use crate::endpoint::{ConnHandle, EndpointEvent};
+use crate::time::Instant;
+
+/// Time of the first `event` for `h` in an event log.
+pub(crate) fn event_time(
+    log: &[(Instant, EndpointEvent)],
+    h: ConnHandle,
+    event: Event,
+) -> Option<Instant> {
+    log.iter().find_map(|(t, e)| match e {
+        EndpointEvent::Conn { handle, event: ev } if *handle == h && *ev == event => Some(*t),
+        _ => None,
+    })
+}
+
+/// Whether `h` reported `event`.
+pub(crate) fn has_event(log: &[(Instant, EndpointEvent)], h: ConnHandle, event: Event) -> bool {
+    event_time(log, h, event).is_some()
+}

@@ -1,0 +1,161 @@
+//! Blind in-window attacks (RFC 5961): a third party that knows the
+//! 4-tuple but not the exact sequence numbers injects RST, SYN and data.
+
+use super::has_event;
+use crate::endpoint::ConnHandle;
+use crate::pair::{Dir, Pair};
+use crate::{Config, Event, State};
+use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+use std::time::Duration;
+
+/// Timestamps off: with them, a segment lacking TSopt is dropped before
+/// RFC 5961 even looks at it (RFC 7323 §3.2).
+fn pair() -> (Pair, ConnHandle, ConnHandle) {
+    let cfg = Config {
+        timestamps: false,
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg.clone(), cfg, 31);
+    let (ha, hb) = p.connect();
+    (p, ha, hb)
+}
+
+/// Inject a segment "from the client" into the server.
+fn inject(
+    p: &mut Pair,
+    ha: ConnHandle,
+    seq: SeqNumber,
+    ack: Option<SeqNumber>,
+    flags: TcpFlags,
+    data: &[u8],
+) {
+    let client = p.ca(ha).local();
+    let tcp = TcpRepr {
+        src_port: client.port(),
+        dst_port: p.b_addr.port(),
+        seq,
+        ack: ack.unwrap_or(SeqNumber(0)),
+        flags: if ack.is_some() {
+            flags | TcpFlags::ACK
+        } else {
+            flags
+        },
+        window: 65_535,
+        urgent: 0,
+        options: TcpOptions::default(),
+    };
+    let pkt = hollywood_wire::build_tcp_ip(client, p.b_addr, &tcp, data);
+    p.b.handle_packet(p.now, &pkt);
+}
+
+/// ACKs the server sent since trace index `from`.
+fn server_acks(p: &Pair, from: usize) -> Vec<TcpRepr> {
+    p.trace[from..]
+        .iter()
+        .filter(|t| t.dir == Dir::BtoA)
+        .map(|t| t.tcp)
+        .collect()
+}
+
+#[test]
+fn rst_exactly_at_rcv_nxt_resets() {
+    let (mut p, ha, hb) = pair();
+    let nxt = p.cb(hb).rcv_nxt();
+    inject(&mut p, ha, nxt, None, TcpFlags::RST, &[]);
+    p.run_for(Duration::from_millis(50));
+    assert!(has_event(&p.b_events, hb, Event::Reset));
+}
+
+#[test]
+fn rst_in_window_but_not_exact_gets_challenge_ack() {
+    let (mut p, ha, hb) = pair();
+    let nxt = p.cb(hb).rcv_nxt();
+    let mark = p.trace.len();
+    inject(&mut p, ha, nxt + 1000, None, TcpFlags::RST, &[]);
+    p.run_for(Duration::from_millis(50));
+    assert_eq!(p.b.state_of(hb), Some(State::Established));
+    let acks = server_acks(&p, mark);
+    assert_eq!(acks.len(), 1);
+    assert_eq!((acks[0].flags, acks[0].ack), (TcpFlags::ACK, nxt));
+    assert_eq!(p.cb(hb).stats().challenge_acks_sent, 1);
+    // The real client sees a harmless duplicate ACK; the connection works.
+    let data = Pair::data(20_000, 3);
+    assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(5)), data);
+}
+
+#[test]
+fn blind_rst_out_of_window_is_ignored_silently() {
+    let (mut p, ha, hb) = pair();
+    let nxt = p.cb(hb).rcv_nxt();
+    let mark = p.trace.len();
+    inject(
+        &mut p,
+        ha,
+        nxt + 3_000_000_000usize,
+        None,
+        TcpFlags::RST,
+        &[],
+    );
+    p.run_for(Duration::from_millis(50));
+    assert_eq!(p.b.state_of(hb), Some(State::Established));
+    assert!(server_acks(&p, mark).is_empty());
+}
+
+#[test]
+fn blind_syn_gets_challenge_ack() {
+    let (mut p, ha, hb) = pair();
+    let nxt = p.cb(hb).rcv_nxt();
+    let mark = p.trace.len();
+    for off in [0usize, 5000, 2_000_000_000] {
+        inject(&mut p, ha, nxt + off, None, TcpFlags::SYN, &[]);
+    }
+    p.run_for(Duration::from_millis(50));
+    assert_eq!(p.b.state_of(hb), Some(State::Established));
+    assert_eq!(p.cb(hb).stats().challenge_acks_sent, 3);
+    assert!(server_acks(&p, mark)
+        .iter()
+        .all(|a| a.flags == TcpFlags::ACK && a.ack == nxt));
+}
+
+#[test]
+fn blind_data_with_bad_ack_is_dropped() {
+    let (mut p, ha, hb) = pair();
+    let nxt = p.cb(hb).rcv_nxt();
+    let una = p.cb(hb).snd_una();
+    // ACK beyond SND.NXT, and ACK far below SND.UNA - MAX.SND.WND.
+    inject(
+        &mut p,
+        ha,
+        nxt,
+        Some(una + 1_000_000),
+        TcpFlags::PSH,
+        b"injected",
+    );
+    inject(
+        &mut p,
+        ha,
+        nxt,
+        Some(una - 1_000_000_000usize),
+        TcpFlags::PSH,
+        b"injected",
+    );
+    p.run_for(Duration::from_millis(50));
+    assert_eq!(p.cb(hb).recv_ready(), 0);
+    assert_eq!(p.cb(hb).stats().challenge_acks_sent, 2);
+    let data = Pair::data(10_000, 4);
+    assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(5)), data);
+}
+
+#[test]
+fn challenge_ack_flood_is_rate_limited() {
+    let (mut p, ha, hb) = pair();
+    let nxt = p.cb(hb).rcv_nxt();
+    for i in 0..1500usize {
+        inject(&mut p, ha, nxt + 10 + i, None, TcpFlags::RST, &[]);
+    }
+    p.run_for(Duration::from_millis(10));
+    let s = p.cb(hb).stats().clone();
+    assert_eq!(s.challenge_acks_sent, 1000);
+    assert_eq!(s.challenge_acks_suppressed, 500);
+    assert_eq!(p.b.state_of(hb), Some(State::Established));
+}

@@ -1,0 +1,62 @@
+//! Keep-alive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
+
+use super::event_time;
+use crate::pair::{Dir, Pair};
+use crate::{Config, Event, KeepaliveConfig, State};
+use std::time::Duration;
+
+fn ka_cfg() -> Config {
+    Config {
+        keepalive: Some(KeepaliveConfig {
+            idle: Duration::from_secs(10),
+            interval: Duration::from_secs(1),
+            probes: 3,
+        }),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn keepalive_probes_an_idle_peer_and_keeps_it() {
+    let mut p = Pair::new(ka_cfg(), Config::default(), 51);
+    let (ha, hb) = p.connect();
+    let mark = p.trace.len();
+    p.run_for(Duration::from_secs(35));
+    let probes: Vec<_> = p.trace[mark..]
+        .iter()
+        .filter(|t| t.dir == Dir::AtoB)
+        .cloned()
+        .collect();
+    // One probe per idle period, each answered.
+    assert_eq!(probes.len(), 3);
+    let una = p.ca(ha).snd_una();
+    assert!(probes.iter().all(|t| t.tcp.seq == una - 1 && t.len == 0));
+    assert_eq!(p.ca(ha).stats().keepalives_sent, 3);
+    assert_eq!(p.a.state_of(ha), Some(State::Established));
+    assert_eq!(p.b.state_of(hb), Some(State::Established));
+}
+
+#[test]
+fn keepalive_declares_a_dead_peer() {
+    let mut p = Pair::new(ka_cfg(), Config::default(), 52);
+    let (ha, _hb) = p.connect();
+    let t0 = p.now;
+    let una = p.ca(ha).snd_una();
+    let mark = p.trace.len();
+    p.ba.loss = 1.0;
+    p.run_for(Duration::from_secs(30));
+    let t = event_time(&p.a_events, ha, Event::TimedOut).expect("keep-alive timeout");
+    // Idle 10 s (from the last segment received, just before t0), then 3
+    // unanswered probes 1 s apart: dead at 13 s.
+    let d = t - t0;
+    assert!(
+        d > Duration::from_millis(12_900) && d <= Duration::from_secs(13),
+        "{d:?}"
+    );
+    let probes = p.trace[mark..]
+        .iter()
+        .filter(|t| t.dir == Dir::AtoB && t.tcp.seq == una - 1)
+        .count();
+    assert_eq!(probes, 3);
+    assert_eq!(p.a.connection_count(), 0);
+}

@@ -1,0 +1,85 @@
+//! Connection timers (after quinn-proto's `connection/timer.rs`): an enum
+//! with one variant per timer and a small table whose minimum is the next
+//! wake-up.
+
+use crate::time::Instant;
+
+/// The timers of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Retransmission timer for SYN, SYN-ACK, data and FIN (RFC 6298 §5).
+    Retransmit = 0,
+    /// Persist timer: zero-window probes (RFC 9293 §3.8.6.1) and the
+    /// sender-side SWS override (RFC 9293 §3.8.6.2.1).
+    Persist = 1,
+    /// Delayed ACK (RFC 9293 §3.8.6.3, RFC 5681 §4.2).
+    DelayedAck = 2,
+    /// Keep-alive (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
+    Keepalive = 3,
+    /// TIME-WAIT 2*MSL (RFC 9293 §3.10.7.4).
+    TimeWait = 4,
+}
+
+impl Timer {
+    /// All timers, in the order they are serviced when due together.
+    pub(crate) const ALL: [Timer; 5] = [
+        Timer::TimeWait,
+        Timer::Retransmit,
+        Timer::Persist,
+        Timer::DelayedAck,
+        Timer::Keepalive,
+    ];
+}
+
+/// Deadline per timer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TimerTable {
+    data: [Option<Instant>; 5],
+}
+
+impl TimerTable {
+    /// Arm `timer` for `at` (replacing any deadline).
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
+        self.data[timer as usize] = Some(at);
+    }
+    /// Disarm `timer`.
+    pub(crate) fn stop(&mut self, timer: Timer) {
+        self.data[timer as usize] = None;
+    }
+    /// `timer` is armed.
+    pub(crate) fn is_set(&self, timer: Timer) -> bool {
+        self.data[timer as usize].is_some()
+    }
+    /// `timer` is armed and due at `now`.
+    pub(crate) fn is_expired(&self, timer: Timer, now: Instant) -> bool {
+        self.data[timer as usize].is_some_and(|t| t <= now)
+    }
+    /// Earliest deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.data.iter().flatten().min().copied()
+    }
+    /// Disarm everything.
+    pub(crate) fn clear(&mut self) {
+        self.data = [None; 5];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_is_the_minimum() {
+        let mut t = TimerTable::default();
+        assert_eq!(t.next(), None);
+        t.set(Timer::Keepalive, Instant::from_nanos(30));
+        t.set(Timer::DelayedAck, Instant::from_nanos(10));
+        assert_eq!(t.next(), Some(Instant::from_nanos(10)));
+        assert!(t.is_expired(Timer::DelayedAck, Instant::from_nanos(10)));
+        assert!(!t.is_expired(Timer::Keepalive, Instant::from_nanos(10)));
+        t.stop(Timer::DelayedAck);
+        assert_eq!(t.next(), Some(Instant::from_nanos(30)));
+        t.clear();
+        assert!(!t.is_set(Timer::Keepalive));
+    }
+}
