@@ -34,12 +34,15 @@ enum Command {
 enum SimCommand {
     /// Transfer bytes one way over one simulated link and report goodput.
     Bulk(cmd::bulk::BulkArgs),
+    /// Send timed messages over TCP or a TCP Hollywood deployment.
+    Messages(cmd::messages::MessagesArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
+        Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -120,6 +120,53 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(b.round() as u64)
 }
 
+/// A loss model: `bernoulli:P` (same as a plain `P`) or
+/// `gilbert:P,R[,BAD[,GOOD]]` — Gilbert-Elliott with P = probability of
+/// going from the good to the bad state per packet, R = from bad to good,
+/// BAD = loss probability in the bad state (default 100%), GOOD = in the
+/// good state (default 0%). Each value is a fraction or a percentage.
+pub fn parse_loss_model(s: &str) -> Result<hollywood_sim::LossModel, String> {
+    use hollywood_sim::{GilbertElliott, LossModel};
+    let t = s.trim();
+    if let Some(rest) = t.strip_prefix("gilbert:") {
+        let v: Vec<&str> = rest.split(',').collect();
+        if v.len() < 2 || v.len() > 4 {
+            return Err(format!(
+                "bad loss model '{s}': use gilbert:P,R[,BAD[,GOOD]] e.g. gilbert:1%,30%"
+            ));
+        }
+        let p = parse_fraction(v[0])?;
+        let r = parse_fraction(v[1])?;
+        let bad = v
+            .get(2)
+            .map(|x| parse_fraction(x))
+            .transpose()?
+            .unwrap_or(1.0);
+        let good = v
+            .get(3)
+            .map(|x| parse_fraction(x))
+            .transpose()?
+            .unwrap_or(0.0);
+        if r == 0.0 && p > 0.0 {
+            return Err(format!(
+                "bad loss model '{s}': R = 0 never leaves the bad state"
+            ));
+        }
+        return Ok(LossModel::GilbertElliott(GilbertElliott {
+            p,
+            r,
+            loss_good: good,
+            loss_bad: bad,
+        }));
+    }
+    let p = parse_fraction(t.strip_prefix("bernoulli:").unwrap_or(t))?;
+    Ok(if p > 0.0 {
+        LossModel::Bernoulli(p)
+    } else {
+        LossModel::None
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +199,20 @@ mod tests {
         assert!(parse_fraction("150%").is_err());
         assert!(parse_fraction("2").is_err());
         assert!(parse_fraction("x%").is_err());
+    }
+
+    #[test]
+    fn loss_models() {
+        use hollywood_sim::LossModel;
+        assert_eq!(parse_loss_model("1%"), Ok(LossModel::Bernoulli(0.01)));
+        assert_eq!(parse_loss_model("0"), Ok(LossModel::None));
+        let LossModel::GilbertElliott(g) = parse_loss_model("gilbert:1%,25%").unwrap() else {
+            panic!()
+        };
+        assert_eq!((g.p, g.r, g.loss_bad, g.loss_good), (0.01, 0.25, 1.0, 0.0));
+        assert!(parse_loss_model("gilbert:1%").is_err());
+        assert!(parse_loss_model("gilbert:1%,0%").is_err());
+        assert!(parse_loss_model("pareto:3").is_err());
     }
 
     #[test]

@@ -159,7 +159,8 @@ impl App for BulkSender {
                 self.report.error.get_or_insert(Error::TimedOut);
             }
             Event::Closed => self.report.closed_at = Some(now),
-            Event::Readable | Event::PeerClosed => {}
+            // Byte streams carry no messages: nothing expires.
+            Event::Readable | Event::PeerClosed | Event::Expired(_) => {}
         }
     }
 
@@ -313,7 +314,7 @@ impl App for BulkReceiver {
                     self.report.error.get_or_insert(Error::TimedOut);
                 }
                 Event::Closed => self.report.closed_at = Some(now),
-                Event::Writable => {}
+                Event::Writable | Event::Expired(_) => {}
             },
             EndpointEvent::Conn { .. } => {}
         }

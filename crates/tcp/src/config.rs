@@ -47,7 +47,10 @@ impl Default for KeepaliveConfig {
 /// Per-connection configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// MSS we announce and the upper bound on what we send (IPv4 default 1460).
+    /// MSS we announce and the upper bound on what we send, as the IPv4
+    /// value (default 1460 = 1500-byte MTU - 40). IPv6 connections use
+    /// `mss - 20`, since the IPv6 header is 20 bytes longer (RFC 8200 §3;
+    /// 1440 for a 1500-byte MTU), see [`Connection::local_mss`](crate::Connection::local_mss).
     pub mss: u16,
     /// Receive buffer (bytes): bounds the advertised window and reassembly memory.
     pub recv_buffer: usize,
@@ -95,6 +98,40 @@ pub struct Config {
     /// records (one `send` call = one record); records larger than the MSS
     /// fragment at the MSS. Nagle does not apply while this is on.
     pub consistent_segmentation: bool,
+    /// TCP Hollywood kernel-side extensions (thesis §4.2–4.4). All off =
+    /// standard TCP; each half on alone is one of the partial deployments.
+    pub hollywood: HollywoodConfig,
+}
+
+/// The TCP Hollywood switches (thesis ch. 4). Neither changes how ACKs,
+/// SACKs or windows are generated: the wire image stays standard TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HollywoodConfig {
+    /// Sender: per-message metadata and inconsistent retransmissions
+    /// (thesis §4.2). Messages go in with [`Connection::send_message`](crate::Connection::send_message).
+    pub inconsistent_retransmissions: bool,
+    /// Receiver: every arriving data segment is handed to the application
+    /// (the intermediary layer) at once with its sequence number
+    /// ([`Connection::recv_segment`](crate::Connection::recv_segment)),
+    /// instead of the in-order byte stream (thesis §4.3).
+    pub out_of_order_delivery: bool,
+}
+
+impl Config {
+    /// Standard TCP as the thesis's Hollywood sender configures it for
+    /// messages: consistent segmentation (one message per segment when it
+    /// fits), Nagle off (thesis §4.2), plus the given Hollywood switches.
+    pub fn hollywood(inconsistent_retransmissions: bool, out_of_order_delivery: bool) -> Config {
+        Config {
+            nagle: false,
+            consistent_segmentation: true,
+            hollywood: HollywoodConfig {
+                inconsistent_retransmissions,
+                out_of_order_delivery,
+            },
+            ..Config::default()
+        }
+    }
 }
 
 impl Default for Config {
@@ -122,6 +159,7 @@ impl Default for Config {
             limited_transmit: true,
             challenge_ack_limit: 1000,
             consistent_segmentation: false,
+            hollywood: HollywoodConfig::default(),
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod cc;
 pub mod config;
 pub mod conn;
 pub mod endpoint;
+pub mod hollywood;
 pub mod isn;
 #[cfg(test)]
 mod pair;
@@ -41,9 +42,13 @@ pub mod time;
 mod timer;
 
 pub use cc::{CcAlgorithm, CongestionControl};
-pub use config::{Config, DelayedAckConfig, KeepaliveConfig};
-pub use conn::{Connection, ConnectionStats, Event, Negotiated, State};
+pub use config::{Config, DelayedAckConfig, HollywoodConfig, KeepaliveConfig};
+pub use conn::{
+    ArrivedSegment, Connection, ConnectionStats, Event, Negotiated, OooStats, SendMessageError,
+    State,
+};
 pub use endpoint::{ConnHandle, Endpoint, EndpointEvent, EndpointStats};
+pub use hollywood::{ExpiredMessage, ExpiryReason, HollywoodStats, MessageMeta, MetaError};
 pub use time::Instant;
 
 /// Errors returned by application commands.

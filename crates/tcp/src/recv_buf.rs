@@ -164,6 +164,15 @@ impl RecvBuffer {
         res
     }
 
+    /// Drop every in-order byte without copying (the application consumed
+    /// the data another way: out-of-order delivery, thesis §4.3).
+    pub(crate) fn consume_ready(&mut self) {
+        let n = self.ready;
+        self.read_pos = (self.read_pos + n) % self.capacity;
+        self.read_off += n as u64;
+        self.ready = 0;
+    }
+
     /// Copy up to `buf.len()` in-order bytes out; returns the count.
     pub(crate) fn read(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.ready);

@@ -1,2 +1,3 @@
 //! One module per command.
 pub mod bulk;
+pub mod messages;

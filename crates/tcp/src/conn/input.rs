@@ -149,10 +149,10 @@ impl Connection {
         }
         // RFC 9293 §3.7.1 / RFC 6691: data per segment is the smaller MSS
         // minus the options every segment carries.
-        let budget = (self.neg.peer_mss as usize).min(self.config.mss.max(64) as usize);
+        let budget = (self.neg.peer_mss as usize).min(self.local_mss() as usize);
         self.neg.smss = budget - if self.neg.timestamps { 12 } else { 0 };
         self.cc.set_mss(self.neg.smss);
-        self.rcv_mss = self.rcv_mss.min(self.config.mss as usize);
+        self.rcv_mss = self.rcv_mss.min(self.local_mss() as usize);
     }
 
     /// RFC 9293 §3.10.7.4: SYN-RECEIVED and the synchronized states.
@@ -434,7 +434,7 @@ impl Connection {
         self.rcv_mss = self
             .rcv_mss
             .max(payload.len())
-            .min(self.config.mss as usize);
+            .min(self.local_mss() as usize);
         if let Some((a, b)) = ins.duplicate {
             self.stats.duplicate_bytes_received += b - a;
             let (sa, sb) = (self.off_to_seq(a), self.off_to_seq(b));
@@ -451,7 +451,13 @@ impl Connection {
             self.stats.bytes_received += ins.in_order as u64;
             let nxt_off = self.rcv_buf.nxt_off();
             self.sack_recent.retain(|&(s, _)| s > nxt_off);
-            self.push_event(super::Event::Readable);
+            if self.config.hollywood.out_of_order_delivery {
+                // thesis §4.3: the application got these bytes as segments
+                // (`recv_segment`); the in-order copy is only bookkeeping.
+                self.rcv_buf.consume_ready();
+            } else {
+                self.push_event(super::Event::Readable);
+            }
             if self.pending_fin == Some(self.rcv_nxt) {
                 self.process_fin(now);
             }

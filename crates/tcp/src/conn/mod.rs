@@ -21,6 +21,7 @@
 
 use crate::cc::CongestionControl;
 use crate::config::Config;
+use crate::hollywood::{ExpiredMessage, MessageMeta, MessageTable, MetaError};
 use crate::recv_buf::RecvBuffer;
 use crate::rtt::RttEstimator;
 use crate::sack::RtxQueue;
@@ -115,6 +116,9 @@ pub enum Event {
     /// Retransmissions, SYN retries, zero-window probes or keep-alives were
     /// exhausted (followed by `Closed`).
     TimedOut,
+    /// A message will not reach the receiver as itself (TCP Hollywood
+    /// sender, thesis §4.2; RFC 9622 §9.3.2.2 *Expired*).
+    Expired(ExpiredMessage),
 }
 
 /// Per-connection counters. All fields are public and only ever grow.
@@ -400,7 +404,66 @@ pub struct Connection {
     /// Why the connection died, for `send`/`recv`.
     error: Option<Error>,
     stats: ConnectionStats,
+
+    // --- TCP Hollywood (thesis ch. 4)
+    /// Per-message metadata for inconsistent retransmissions (§4.2).
+    messages: MessageTable,
+    /// Segments handed to the application as they arrived (§4.3).
+    ooo: VecDeque<ArrivedSegment>,
+    /// Payload bytes in `ooo` (count against the receive window).
+    ooo_bytes: usize,
+    /// Out-of-order delivery counters.
+    ooo_stats: OooStats,
 }
+
+/// A data segment as it arrived, for out-of-order delivery (thesis §4.3):
+/// the intermediary layer reassembles messages from these by sequence number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrivedSegment {
+    /// Sequence number of the first payload byte.
+    pub seq: SeqNumber,
+    /// The payload as received (may overlap bytes delivered before).
+    pub payload: Vec<u8>,
+    /// Arrival time.
+    pub arrival: Instant,
+    /// The segment arrived ahead of a hole (above RCV.NXT): a standard
+    /// receiver would have held it back.
+    pub out_of_order: bool,
+}
+
+/// Out-of-order delivery counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OooStats {
+    /// Segments handed over.
+    pub segments: u64,
+    /// Of those, segments that arrived above RCV.NXT.
+    pub out_of_order: u64,
+    /// Bytes handed over.
+    pub bytes: u64,
+}
+
+/// Why a message could not be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMessageError {
+    /// Not enough send-buffer space for the whole framed message; retry after
+    /// a `Writable` event. Nothing was queued.
+    WouldBlock,
+    /// Bad metadata (see [`MetaError`]).
+    Meta(MetaError),
+    /// The connection cannot send (closed, closing, reset).
+    State(Error),
+}
+
+impl core::fmt::Display for SendMessageError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SendMessageError::WouldBlock => f.write_str("send buffer full"),
+            SendMessageError::Meta(e) => write!(f, "bad message metadata: {e}"),
+            SendMessageError::State(e) => write!(f, "cannot send: {e}"),
+        }
+    }
+}
+impl std::error::Error for SendMessageError {}
 
 impl core::fmt::Debug for Connection {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -427,6 +490,20 @@ pub(crate) fn wscale_for(recv_buffer: usize) -> u8 {
     s
 }
 
+/// The MSS we announce in our SYN / SYN-ACK and the ceiling on what we
+/// send, for a connection to `remote`. `Config::mss` is the IPv4 value
+/// (MTU - 20 IPv4 - 20 TCP); the IPv6 header is 40 bytes (RFC 8200 §3), so
+/// the same MTU leaves 20 bytes less (RFC 9293 §3.7.1, RFC 6691 §2: MSS =
+/// MTU minus the fixed IP and TCP headers).
+pub(crate) fn local_mss(config_mss: u16, remote: SocketAddr) -> u16 {
+    let mss = if remote.is_ipv4() {
+        config_mss
+    } else {
+        config_mss.saturating_sub(20)
+    };
+    mss.max(64)
+}
+
 /// Default send MSS without an MSS option (RFC 9293 §3.7.1).
 fn default_mss(remote: SocketAddr) -> u16 {
     if remote.is_ipv4() {
@@ -444,7 +521,7 @@ impl Connection {
         remote: SocketAddr,
         iss: SeqNumber,
     ) -> Connection {
-        let mss = config.mss.max(64) as usize;
+        let mss = local_mss(config.mss, remote) as usize;
         let cc = config.cc.build(mss, config.initial_cwnd_segments);
         let rtt = RttEstimator::new(config.initial_rto, config.min_rto, config.max_rto);
         let rcv_wscale_offer = if config.window_scaling {
@@ -528,6 +605,10 @@ impl Connection {
             writable_wanted: false,
             error: None,
             stats: ConnectionStats::default(),
+            messages: MessageTable::new(),
+            ooo: VecDeque::new(),
+            ooo_bytes: 0,
+            ooo_stats: OooStats::default(),
             config,
         }
     }
@@ -613,6 +694,11 @@ impl Connection {
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+    /// The MSS we announce (RFC 9293 §3.7.1): `Config::mss` on IPv4, 20
+    /// bytes less on IPv6.
+    pub fn local_mss(&self) -> u16 {
+        local_mss(self.config.mss, self.remote)
     }
     /// Congestion window (bytes).
     pub fn cwnd(&self) -> usize {
@@ -719,6 +805,64 @@ impl Connection {
             State::Closed => Err(Error::Closed),
             _ => Err(Error::WouldBlock),
         }
+    }
+
+    /// Queue one message (already framed by the intermediary layer, e.g.
+    /// `hollywood_msg`) with its metadata (thesis §4.2). All or nothing: the
+    /// whole frame is queued or nothing is. With consistent segmentation the
+    /// frame starts a new segment and is sent in one segment when it fits
+    /// the MSS. The metadata is used only when inconsistent retransmissions
+    /// are on; it never goes on the wire.
+    pub fn send_message(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        meta: MessageMeta,
+    ) -> Result<(), SendMessageError> {
+        self.messages
+            .check(&meta, frame.len())
+            .map_err(SendMessageError::Meta)?;
+        if self.snd_buf.free() < frame.len() {
+            self.writable_wanted = true;
+            return Err(SendMessageError::WouldBlock);
+        }
+        let seq = self.snd_buf.end_seq();
+        match self.send(frame) {
+            Ok(n) if n == frame.len() => {}
+            Ok(_) | Err(Error::WouldBlock) => return Err(SendMessageError::WouldBlock),
+            Err(e) => return Err(SendMessageError::State(e)),
+        }
+        if self.config.hollywood.inconsistent_retransmissions {
+            self.messages.push(now, seq, frame, meta);
+        }
+        Ok(())
+    }
+
+    /// Next data segment as it arrived (out-of-order delivery, thesis §4.3;
+    /// only with `config.hollywood.out_of_order_delivery`). Each acceptable
+    /// data segment is handed over exactly once, in arrival order, with its
+    /// sequence number; retransmissions of data already handed over appear
+    /// again (the intermediary layer de-duplicates messages).
+    pub fn recv_segment(&mut self) -> Option<ArrivedSegment> {
+        let s = self.ooo.pop_front()?;
+        self.ooo_bytes -= s.payload.len();
+        self.check_window_update();
+        Some(s)
+    }
+
+    /// Segments waiting in [`Connection::recv_segment`].
+    pub fn segments_ready(&self) -> usize {
+        self.ooo.len()
+    }
+
+    /// Inconsistent-retransmission counters (thesis §4.2).
+    pub fn hollywood_stats(&self) -> &crate::hollywood::HollywoodStats {
+        self.messages.stats()
+    }
+
+    /// Out-of-order delivery counters (thesis §4.3).
+    pub fn ooo_stats(&self) -> &OooStats {
+        &self.ooo_stats
     }
 
     /// Close our direction (RFC 9293 §3.10.4 CLOSE): a FIN follows the
@@ -1088,8 +1232,28 @@ impl Connection {
     /// Every first transmission of `len` data bytes at `seq` passes here
     /// right before the segment is built (thesis §4.2: a message whose
     /// lifetime passed before its first transmission may be replaced here).
-    fn prepare_first_transmit(&mut self, _now: Instant, _seq: SeqNumber, len: usize) {
+    fn prepare_first_transmit(&mut self, now: Instant, seq: SeqNumber, len: usize) {
         self.stats.data_bytes_first_sent += len as u64;
+        if self.config.hollywood.inconsistent_retransmissions && !self.messages.is_empty() {
+            let rewrites = self
+                .messages
+                .on_first_transmit(now, self.rtt.srtt(), seq, len);
+            self.apply_rewrites(rewrites);
+        }
+    }
+
+    /// Write the Hollywood policy's replacements into the send buffer and
+    /// report expired messages. A rewrite always covers exactly one slot
+    /// inside unacknowledged data, so it cannot fail; if it ever did, the
+    /// original bytes stay (standard retransmission) and nothing is lost.
+    fn apply_rewrites(&mut self, rewrites: Vec<crate::hollywood::Rewrite>) {
+        for r in rewrites {
+            let ok = self.snd_buf.rewrite(r.seq, &r.bytes).is_ok();
+            debug_assert!(ok, "rewrite outside the send buffer");
+        }
+        while let Some(e) = self.messages.poll_expired() {
+            self.push_event(Event::Expired(e));
+        }
     }
 
     /// Every retransmission (fast retransmit, NewReno partial ACK, SACK
@@ -1097,16 +1261,45 @@ impl Connection {
     /// right before the segment is built; the bytes may be rewritten in
     /// place through `SendBuffer::rewrite` (thesis §4.2, inconsistent
     /// retransmissions).
-    fn prepare_retransmit(&mut self, _now: Instant, _seq: SeqNumber, len: usize) {
+    fn prepare_retransmit(&mut self, now: Instant, seq: SeqNumber, len: usize) {
         self.stats.retransmitted_segments += 1;
         self.stats.data_bytes_retransmitted += len as u64;
+        if self.config.hollywood.inconsistent_retransmissions && !self.messages.is_empty() {
+            // thesis §4.2: one-way delay estimated as SRTT/2.
+            let srtt = self.rtt.srtt().unwrap_or(self.config.initial_rto);
+            let rewrites = self.messages.on_retransmit(now, srtt, seq, len);
+            self.apply_rewrites(rewrites);
+        }
     }
 
     /// Every data segment that passed the acceptability test (RFC 9293
     /// §3.10.7.4) is seen here with its own sequence number, before
     /// reassembly (thesis §4.3, out-of-order delivery). ACK, SACK and window
     /// generation do not depend on it.
-    fn on_data_segment(&mut self, _now: Instant, _seq: SeqNumber, _payload: &[u8]) {}
+    fn on_data_segment(&mut self, now: Instant, seq: SeqNumber, payload: &[u8]) {
+        if !self.config.hollywood.out_of_order_delivery || payload.is_empty() {
+            return;
+        }
+        // Memory bound: queued segments count against the receive buffer
+        // (and therefore the advertised window, as unread data does in
+        // standard TCP). Beyond it the copy is not queued; the bytes still
+        // go through standard reassembly and are not lost for in-order use.
+        if self.ooo_bytes + payload.len() > self.config.recv_buffer {
+            return;
+        }
+        let out_of_order = seq > self.data_nxt();
+        self.ooo_stats.segments += 1;
+        self.ooo_stats.bytes += payload.len() as u64;
+        self.ooo_stats.out_of_order += out_of_order as u64;
+        self.ooo_bytes += payload.len();
+        self.ooo.push_back(ArrivedSegment {
+            seq,
+            payload: payload.to_vec(),
+            arrival: now,
+            out_of_order,
+        });
+        self.push_event(Event::Readable);
+    }
 
     /// Overwrite unacknowledged bytes at `seq` in the send buffer (thesis
     /// §4.2). Used by the Hollywood policy from `prepare_retransmit`.

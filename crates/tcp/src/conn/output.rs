@@ -314,7 +314,7 @@ impl Connection {
         self.snd_nxt = self.iss + 1;
         let window = self.syn_window();
         let mut o = TcpOptions {
-            mss: Some(self.config.mss),
+            mss: Some(self.local_mss()),
             ..TcpOptions::default()
         };
         let mut flags = TcpFlags::SYN;
@@ -433,7 +433,7 @@ impl Connection {
         }
         let ts = if self.neg.timestamps { TS_OPT_LEN } else { 0 };
         let max_by_header = if self.neg.timestamps { 3 } else { 4 };
-        let budget = (self.neg.peer_mss as usize).min(self.config.mss as usize);
+        let budget = (self.neg.peer_mss as usize).min(self.local_mss() as usize);
         let room = budget.saturating_sub(ts + payload_len);
         let fit = if payload_len == 0 {
             max_by_header
@@ -479,7 +479,9 @@ impl Connection {
     /// Free window space right now and the window currently advertised.
     fn window_candidates(&self) -> (usize, usize) {
         let cap = self.rcv_window_cap();
-        let free = cap.saturating_sub(self.rcv_buf.ready());
+        // Unread data occupies the buffer: in-order bytes, or (out-of-order
+        // delivery, thesis §4.3) segments not yet taken by the application.
+        let free = cap.saturating_sub(self.rcv_buf.ready() + self.ooo_bytes);
         let cur = self.rcv_adv.diff(self.rcv_nxt).max(0) as usize;
         (free, cur)
     }
@@ -491,7 +493,7 @@ impl Connection {
     fn select_window(&mut self) -> u16 {
         let ws = self.neg.rcv_wscale as u32;
         let (free, cur) = self.window_candidates();
-        let thresh = (self.rcv_window_cap() / 2).min(self.config.mss as usize);
+        let thresh = (self.rcv_window_cap() / 2).min(self.local_mss() as usize);
         let wnd = if free >= cur.saturating_add(thresh) {
             free
         } else {
@@ -517,7 +519,7 @@ impl Connection {
             return;
         }
         let (free, cur) = self.window_candidates();
-        let thresh = (self.rcv_window_cap() / 2).min(self.config.mss as usize);
+        let thresh = (self.rcv_window_cap() / 2).min(self.local_mss() as usize);
         if free >= cur.saturating_add(thresh) && free >= cur.saturating_mul(2) {
             self.window_update = true;
         }

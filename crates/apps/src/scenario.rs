@@ -1,0 +1,351 @@
+//! A message-stream scenario: one sender, one receiver, an optional
+//! middlebox, a bottleneck with loss (thesis Fig. 5.3 style dumbbell reduced
+//! to its bottleneck).
+//!
+//! ```text
+//!  sender ──[rate, rtt/2]──▶ (middlebox) ──[loss]──▶ receiver
+//!  sender ◀──[uplink, rtt/2]────── (middlebox) ◀── receiver
+//! ```
+
+use crate::audit::{WireAudit, WireAuditReport};
+use crate::messages::{MessageReceiver, MessageSender, SenderConfig, Transport};
+use hollywood_sim::{
+    CaptureFilter, LinkConfig, LossModel, Middlebox, MiddleboxConfig, MiddleboxKind, NodeId,
+    SimBuilder, Simulator, TcpHost, TraceKind,
+};
+use hollywood_tcp::{Config, HollywoodStats, Instant, OooStats};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Scenario parameters. `Default` is the thesis's intercontinental VoIP
+/// path (§5.1.2): 8 Mb/s down, 1 Mb/s up, 70 ms RTT, 0.1 % loss, 160-byte
+/// messages every 20 ms.
+#[derive(Debug, Clone)]
+pub struct MessagesScenario {
+    /// Rate sender → receiver (bit/s).
+    pub rate_bps: u64,
+    /// Rate receiver → sender (bit/s).
+    pub uplink_bps: u64,
+    /// Round-trip propagation delay.
+    pub rtt: Duration,
+    /// Loss on the link into the receiver (behind the middlebox, if any).
+    pub loss: LossModel,
+    /// Drop-tail queue per link (bytes).
+    pub queue_bytes: usize,
+    /// Messages.
+    pub count: u32,
+    /// Payload bytes per message.
+    pub size: usize,
+    /// Interval between messages.
+    pub interval: Duration,
+    /// Message lifetime (None = reliable).
+    pub lifetime: Option<Duration>,
+    /// Deployment.
+    pub transport: Transport,
+    /// Middlebox on the path.
+    pub middlebox: MiddleboxKind,
+    /// Seed for everything.
+    pub seed: u64,
+    /// Base engine configuration (the transport's switches are applied on top).
+    pub base: Config,
+    /// Write the sender-side packets here.
+    pub pcap: Option<PathBuf>,
+}
+
+impl Default for MessagesScenario {
+    fn default() -> Self {
+        MessagesScenario {
+            rate_bps: 8_000_000,
+            uplink_bps: 1_000_000,
+            rtt: Duration::from_millis(70),
+            loss: LossModel::Bernoulli(0.001),
+            queue_bytes: 64 * 1500,
+            count: 3000,
+            size: 160,
+            interval: Duration::from_millis(20),
+            lifetime: Some(Duration::from_millis(65)),
+            transport: Transport::Hollywood,
+            middlebox: MiddleboxKind::None,
+            seed: 1,
+            base: Config::default(),
+            pcap: None,
+        }
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct MessagesRun {
+    /// The parameters.
+    pub scenario: MessagesScenario,
+    /// Per message: generated at the sender.
+    pub generated: Vec<Option<Instant>>,
+    /// Per message: arrived at the receiving application.
+    pub arrival: Vec<Option<Instant>>,
+    /// Per message: the transport reported it expired.
+    pub expired: Vec<bool>,
+    /// Per message: the lossy link dropped the first transmission of (part of) it.
+    pub first_tx_dropped: Vec<bool>,
+    /// Delivered with wrong content.
+    pub corrupt_delivered: u64,
+    /// Delivered twice.
+    pub duplicates_delivered: u64,
+    /// Frames the receiver's CRC rejected.
+    pub crc_rejected: u64,
+    /// The sender's inconsistent-retransmission counters.
+    pub hollywood: HollywoodStats,
+    /// The receiver's out-of-order delivery counters.
+    pub ooo: OooStats,
+    /// What the sender put on the wire.
+    pub wire: WireAuditReport,
+    /// Expired events reported to the sender.
+    pub expired_events: u64,
+    /// Retransmitted bytes replayed by a caching middlebox.
+    pub cache_replayed_bytes: u64,
+    /// Virtual time at the end.
+    pub sim_time: Duration,
+    /// A connection-level failure, if any.
+    pub error: Option<String>,
+}
+
+const TX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const RX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// First-transmission bookkeeping on the sender's egress link: which byte
+/// ranges of the stream were lost the first time they were sent.
+#[derive(Default)]
+struct FirstTx {
+    /// Sequence number of the first payload byte (SYN + 1).
+    base: Option<hollywood_wire::SeqNumber>,
+    /// Stream offset just past the highest byte sent.
+    high: u64,
+    /// First transmissions in flight on the link: packet index → range.
+    pending: HashMap<u64, (u64, u64)>,
+    /// Ranges whose first transmission the link dropped.
+    dropped: Vec<(u64, u64)>,
+}
+
+impl FirstTx {
+    fn on_event(&mut self, kind: TraceKind, index: u64, copy: u8, packet: &[u8]) {
+        match kind {
+            TraceKind::Sent => {
+                let Ok(s) = hollywood_wire::parse_tcp_ip(packet) else {
+                    return;
+                };
+                if s.tcp.flags.syn() {
+                    self.base = Some(s.tcp.seq + 1);
+                    return;
+                }
+                let Some(base) = self.base else { return };
+                let start = s.tcp.seq.diff(base) as i64;
+                if s.payload.is_empty() || start < 0 {
+                    return;
+                }
+                let (a, b) = (start as u64, start as u64 + s.payload.len() as u64);
+                if b > self.high {
+                    // New bytes: a first transmission (of [max(a, high), b)).
+                    self.pending.insert(index, (a.max(self.high), b));
+                    self.high = b;
+                }
+            }
+            TraceKind::Dropped(_) if copy == 0 => {
+                if let Some(r) = self.pending.remove(&index) {
+                    self.dropped.push(r);
+                }
+            }
+            TraceKind::Delivered if copy == 0 => {
+                self.pending.remove(&index);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl MessagesScenario {
+    /// Run to completion (all messages generated, connection closed, or a
+    /// generous time limit) and collect the results.
+    pub fn run(&self) -> Result<MessagesRun, String> {
+        if self.count == 0 || self.size == 0 {
+            return Err("message count and size must be at least 1".into());
+        }
+        let mut sim = SimBuilder::new().seed(self.seed).build();
+        let dst = SocketAddr::new(IpAddr::V4(RX), 5004);
+        let txc = self.transport.sender_config(&self.base);
+        let rxc = self.transport.receiver_config(&self.base);
+        let sender = MessageSender::new(SenderConfig {
+            local: SocketAddr::new(IpAddr::V4(TX), 0),
+            remote: dst,
+            count: self.count,
+            size: self.size,
+            interval: self.interval,
+            lifetime: self.lifetime,
+            seed: self.seed,
+            substream: 0,
+            linger: self.rtt * 4 + Duration::from_secs(1),
+        });
+        let receiver = MessageReceiver::new(
+            dst,
+            self.count,
+            self.size,
+            self.seed,
+            self.transport.receiver_ooo(),
+        );
+        let (s1, s2) = (sim.derive_seed(1), sim.derive_seed(2));
+        let tx = sim.add_node(TcpHost::new(IpAddr::V4(TX), txc, s1, sender));
+        let rx = sim.add_node(TcpHost::new(IpAddr::V4(RX), rxc, s2, receiver));
+        let one_way = self.rtt / 2;
+        let fwd_cfg = LinkConfig::new(self.rate_bps, one_way).with_queue_bytes(self.queue_bytes);
+        let rev_cfg = LinkConfig::new(self.uplink_bps, one_way).with_queue_bytes(self.queue_bytes);
+        // The loss sits on the link into the receiver. With a middlebox that
+        // is the link behind it, as in the thesis's deployability method
+        // (§5.3: the client drops incoming segments before its TCP stack),
+        // so a cache sees the original transmission of what gets lost.
+        let (fwd, lossy, mbox) = if self.middlebox == MiddleboxKind::None {
+            let (f, _) = sim
+                .connect(tx, 0, rx, 0, fwd_cfg.with_loss(self.loss), rev_cfg)
+                .map_err(|e| e.to_string())?;
+            (f, f, None)
+        } else {
+            let mb = sim.add_node(Middlebox::new(MiddleboxConfig {
+                kind: self.middlebox,
+                seed: sim.derive_seed(3),
+                ..MiddleboxConfig::default()
+            }));
+            let (f, _) = sim
+                .connect(tx, 0, mb, 0, fwd_cfg, rev_cfg)
+                .map_err(|e| e.to_string())?;
+            let fast = LinkConfig::new(0, Duration::ZERO);
+            let (l, _) = sim
+                .connect(mb, 1, rx, 0, fast.clone().with_loss(self.loss), fast)
+                .map_err(|e| e.to_string())?;
+            (f, l, Some(mb))
+        };
+        if let Some(p) = &self.pcap {
+            sim.capture_pcap_file(p, CaptureFilter::default())
+                .map_err(|e| format!("cannot write pcap {}: {e}", p.display()))?;
+        }
+        let audit = Rc::new(RefCell::new(WireAudit::new()));
+        let first = Rc::new(RefCell::new(FirstTx::default()));
+        {
+            let audit = audit.clone();
+            let first = first.clone();
+            sim.on_packet(move |ev| {
+                if ev.link == fwd && ev.kind == TraceKind::Sent {
+                    audit.borrow_mut().observe(ev.packet);
+                }
+                if ev.link == lossy {
+                    first
+                        .borrow_mut()
+                        .on_event(ev.kind, ev.index, ev.copy, ev.packet);
+                }
+            });
+        }
+        let end_of_traffic = self.interval * self.count + self.rtt * 20 + Duration::from_secs(30);
+        let limit = Instant::ZERO + end_of_traffic;
+        while sim.now() < limit {
+            sim.run_for(Duration::from_millis(250))
+                .map_err(|e| e.to_string())?;
+            let s = sim.node_mut::<TcpHost<MessageSender>>(tx).expect("sender");
+            if s.app().finished() || s.app().error().is_some() {
+                break;
+            }
+        }
+        // Let the last segments land.
+        sim.run_for(self.rtt * 2).map_err(|e| e.to_string())?;
+        sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
+        let wire = audit.borrow().report();
+        let dropped = std::mem::take(&mut first.borrow_mut().dropped);
+        collect(self, &mut sim, tx, rx, mbox, wire, &dropped)
+    }
+}
+
+fn collect(
+    sc: &MessagesScenario,
+    sim: &mut Simulator,
+    tx: NodeId,
+    rx: NodeId,
+    mbox: Option<NodeId>,
+    wire: WireAuditReport,
+    dropped: &[(u64, u64)],
+) -> Result<MessagesRun, String> {
+    let s = sim.node_mut::<TcpHost<MessageSender>>(tx).expect("sender");
+    let generated: Vec<Option<Instant>> = s.app().records().iter().map(|r| r.generated).collect();
+    let expired: Vec<bool> = s.app().records().iter().map(|r| r.expired).collect();
+    let expired_events = s.app().expired().len() as u64;
+    let hollywood = s.app().hollywood_stats();
+    let error = s.app().error().map(str::to_owned);
+    let r = sim
+        .node_mut::<TcpHost<MessageReceiver>>(rx)
+        .expect("receiver");
+    let arrival: Vec<Option<Instant>> = r.app().records().iter().map(|r| r.arrival).collect();
+    let corrupt_delivered = r.app().corrupt_delivered() + r.app().unknown_delivered();
+    let duplicates_delivered = r.app().duplicates_delivered();
+    let crc_rejected = r.app().deframer_stats().crc_rejected;
+    let ooo = r.app().ooo_stats();
+    let cache_replayed_bytes = mbox
+        .and_then(|m| {
+            sim.node_mut::<Middlebox>(m)
+                .map(|m| m.stats().cache_replayed_bytes)
+        })
+        .unwrap_or(0);
+    // A message's first transmission was dropped if a dropped first-time
+    // range overlaps its frame. Frames lie back to back in the byte stream
+    // in id order; their offsets follow from framing the same payloads.
+    let offsets = frame_offsets(sc.count, sc.size, sc.seed);
+    let mut first_tx_dropped = vec![false; sc.count as usize];
+    for &(a, b) in dropped {
+        // Frames overlapping [a, b): from the last frame starting at or before a.
+        let lo = offsets.partition_point(|&o| o <= a).saturating_sub(1);
+        for id in lo..sc.count as usize {
+            if offsets[id] >= b {
+                break;
+            }
+            first_tx_dropped[id] = true;
+        }
+    }
+    Ok(MessagesRun {
+        scenario: sc.clone(),
+        generated,
+        arrival,
+        expired,
+        first_tx_dropped,
+        corrupt_delivered,
+        duplicates_delivered,
+        crc_rejected,
+        hollywood,
+        ooo,
+        wire,
+        expired_events,
+        cache_replayed_bytes,
+        sim_time: sim.now().since_epoch(),
+        error,
+    })
+}
+
+/// Stream offset of each message's frame (the sender frames messages in id
+/// order, back to back, from offset 0).
+fn frame_offsets(count: u32, size: usize, seed: u64) -> Vec<u64> {
+    let mut f = hollywood_msg::Framer::new(hollywood_msg::FramerConfig::default());
+    let mut out = Vec::new();
+    let mut offsets = Vec::with_capacity(count as usize);
+    let mut off = 0u64;
+    for id in 0..count {
+        offsets.push(off);
+        out.clear();
+        if f.frame(
+            0,
+            false,
+            &crate::messages::payload_for(seed, id, size),
+            &mut out,
+        )
+        .is_ok()
+        {
+            off += out.len() as u64;
+        }
+    }
+    offsets
+}

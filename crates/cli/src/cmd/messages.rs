@@ -1,0 +1,276 @@
+//! `hollywood sim messages`: a timed message stream over one of the four
+//! TCP Hollywood deployments (thesis §4.4), optionally through a middlebox,
+//! with the wire audited from the sender's side.
+
+use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use clap::Args;
+use hollywood_apps::{MessagesRun, MessagesScenario, Transport};
+use hollywood_sim::{LossModel, MiddleboxKind};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Arguments of `hollywood sim messages`.
+#[derive(Args, Debug)]
+pub struct MessagesArgs {
+    /// Rate sender → receiver.
+    #[arg(long, default_value = "8mbit", value_parser = parse_rate)]
+    rate: u64,
+    /// Rate receiver → sender (the ACK path); default: same as --rate.
+    #[arg(long, value_parser = parse_rate)]
+    uplink: Option<u64>,
+    /// Round-trip propagation delay.
+    #[arg(long, default_value = "70ms", value_parser = parse_duration)]
+    rtt: Duration,
+    /// Loss on the data path: a probability (1%, 0.01) or a model
+    /// (gilbert:P,R[,BAD[,GOOD]]).
+    #[arg(long, default_value = "0.1%", value_parser = parse_loss_model)]
+    loss: LossModel,
+    /// Messages to send.
+    #[arg(long, default_value_t = 3000)]
+    messages: u32,
+    /// Payload bytes per message.
+    #[arg(long, default_value = "160", value_parser = parse_size)]
+    size: u64,
+    /// Time between messages.
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    interval: Duration,
+    /// Message lifetime from generation ("none" = reliable).
+    #[arg(long, default_value = "50ms", value_parser = parse_lifetime)]
+    lifetime: Lifetime,
+    /// tcp | hollywood | hollywood-ir | hollywood-ooo
+    #[arg(long, default_value = "hollywood", value_parser = Transport::parse)]
+    transport: Transport,
+    /// none | resegment | cache | resegment-cache
+    #[arg(long, default_value = "none", value_parser = parse_middlebox)]
+    middlebox: MiddleboxKind,
+    /// Drop-tail queue per link.
+    #[arg(long, default_value = "96000", value_parser = parse_size)]
+    queue: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the sender's packets (at link ingress) to this pcap file.
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A message lifetime; `None` = reliable (never expires).
+#[derive(Debug, Clone, Copy)]
+struct Lifetime(Option<Duration>);
+
+fn parse_lifetime(s: &str) -> Result<Lifetime, String> {
+    if s == "none" {
+        Ok(Lifetime(None))
+    } else {
+        parse_duration(s).map(|d| Lifetime(Some(d)))
+    }
+}
+
+fn parse_middlebox(s: &str) -> Result<MiddleboxKind, String> {
+    match s {
+        "none" => Ok(MiddleboxKind::None),
+        "resegment" => Ok(MiddleboxKind::Resegment),
+        "cache" => Ok(MiddleboxKind::Cache),
+        "resegment-cache" => Ok(MiddleboxKind::ResegmentCache),
+        _ => Err(format!(
+            "unknown middlebox '{s}': use none, resegment, cache or resegment-cache"
+        )),
+    }
+}
+
+/// Percentiles of a sample in milliseconds.
+#[derive(Serialize, Debug, Default, Clone, Copy)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `v` (milliseconds); zeros when empty.
+    pub fn of(mut v: Vec<f64>) -> Percentiles {
+        if v.is_empty() {
+            return Percentiles::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Percentiles {
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+/// The JSON summary.
+#[derive(Serialize, Debug)]
+pub struct MessagesReport {
+    /// Transport name.
+    pub transport: &'static str,
+    /// Middlebox name.
+    pub middlebox: &'static str,
+    /// Messages generated and handed to the transport.
+    pub sent: u64,
+    /// Messages delivered to the receiving application (once each).
+    pub delivered: u64,
+    /// Messages never delivered.
+    pub never_arrived: u64,
+    /// Messages delivered with wrong content (must be 0).
+    pub corrupt_delivered: u64,
+    /// Messages delivered twice (must be 0).
+    pub duplicates_delivered: u64,
+    /// Frames the receiver's CRC32C rejected (spliced or corrupted).
+    pub crc_rejected: u64,
+    /// Inconsistent retransmissions the sender made.
+    pub ir_sent: u64,
+    /// Retransmissions on the wire whose payload differed from the original.
+    pub ir_seen_on_wire: u64,
+    /// Data segments that started beyond the highest byte sent (must be 0).
+    pub seq_holes_on_wire: u64,
+    /// Retransmissions whose start/length did not repeat an original segment (must be 0).
+    pub retransmit_length_mismatches: u64,
+    /// Expired events reported to the sending application.
+    pub expired_events: u64,
+    /// Messages whose first transmission the link dropped.
+    pub first_tx_dropped: u64,
+    /// Segments the receiver got ahead of a hole and delivered at once.
+    pub ooo_segments: u64,
+    /// Retransmitted bytes a caching middlebox replaced with the original.
+    pub cache_replayed_bytes: u64,
+    /// Generation → delivery to the application, delivered messages only.
+    pub transport_delay_ms: Percentiles,
+    /// Virtual seconds simulated.
+    pub sim_seconds: f64,
+    /// Wall-clock milliseconds.
+    pub wall_ms: f64,
+    /// Seed.
+    pub seed: u64,
+    /// A connection failure, if any.
+    pub error: Option<String>,
+}
+
+fn middlebox_name(m: MiddleboxKind) -> &'static str {
+    match m {
+        MiddleboxKind::None => "none",
+        MiddleboxKind::Resegment => "resegment",
+        MiddleboxKind::Cache => "cache",
+        MiddleboxKind::ResegmentCache => "resegment-cache",
+    }
+}
+
+/// Summarise a run.
+pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
+    let sent = run.generated.iter().filter(|g| g.is_some()).count() as u64;
+    let delivered = run.arrival.iter().filter(|a| a.is_some()).count() as u64;
+    let delays: Vec<f64> = run
+        .generated
+        .iter()
+        .zip(&run.arrival)
+        .filter_map(|(g, a)| {
+            Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
+        })
+        .collect();
+    MessagesReport {
+        transport: run.scenario.transport.name(),
+        middlebox: middlebox_name(run.scenario.middlebox),
+        sent,
+        delivered,
+        never_arrived: sent - delivered,
+        corrupt_delivered: run.corrupt_delivered,
+        duplicates_delivered: run.duplicates_delivered,
+        crc_rejected: run.crc_rejected,
+        ir_sent: run.hollywood.ir_sent + run.hollywood.replaced_at_first_tx,
+        ir_seen_on_wire: run.wire.inconsistent,
+        seq_holes_on_wire: run.wire.seq_holes,
+        retransmit_length_mismatches: run.wire.length_mismatches,
+        expired_events: run.expired_events,
+        first_tx_dropped: run.first_tx_dropped.iter().filter(|d| **d).count() as u64,
+        ooo_segments: run.ooo.out_of_order,
+        cache_replayed_bytes: run.cache_replayed_bytes,
+        transport_delay_ms: Percentiles::of(delays),
+        sim_seconds: run.sim_time.as_secs_f64(),
+        wall_ms,
+        seed: run.scenario.seed,
+        error: run.error.clone(),
+    }
+}
+
+pub fn run(a: MessagesArgs) -> Result<(), String> {
+    if a.size == 0 || a.size > 1 << 20 {
+        return Err("--size must be between 1 byte and 1 MiB".into());
+    }
+    if a.messages == 0 {
+        return Err("--messages must be at least 1".into());
+    }
+    let sc = MessagesScenario {
+        rate_bps: a.rate,
+        uplink_bps: a.uplink.unwrap_or(a.rate),
+        rtt: a.rtt,
+        loss: a.loss,
+        queue_bytes: a.queue as usize,
+        count: a.messages,
+        size: a.size as usize,
+        interval: a.interval,
+        lifetime: a.lifetime.0,
+        transport: a.transport,
+        middlebox: a.middlebox,
+        seed: a.seed,
+        pcap: a.pcap.clone(),
+        ..MessagesScenario::default()
+    };
+    let wall = std::time::Instant::now();
+    let run = sc.run()?;
+    let r = summarise(&run, wall.elapsed().as_secs_f64() * 1000.0);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "{} messages of {} B every {:?} over {} ({} Mb/s, RTT {:?}, middlebox {}), seed {}",
+            r.sent,
+            a.size,
+            a.interval,
+            r.transport,
+            a.rate as f64 / 1e6,
+            a.rtt,
+            r.middlebox,
+            a.seed
+        );
+        println!(
+            "  delivered {} ({} never arrived; {} first transmissions dropped), corrupt {}, duplicates {}",
+            r.delivered, r.never_arrived, r.first_tx_dropped, r.corrupt_delivered, r.duplicates_delivered
+        );
+        println!(
+            "  inconsistent retransmissions: {} sent, {} seen on the wire; {} expired events",
+            r.ir_sent, r.ir_seen_on_wire, r.expired_events
+        );
+        println!(
+            "  wire: {} sequence holes, {} retransmission length mismatches; CRC rejected {}",
+            r.seq_holes_on_wire, r.retransmit_length_mismatches, r.crc_rejected
+        );
+        println!(
+            "  transport delay ms: p50 {:.1}, p99 {:.1}, max {:.1}",
+            r.transport_delay_ms.p50, r.transport_delay_ms.p99, r.transport_delay_ms.max
+        );
+    }
+    if let Some(e) = &r.error {
+        return Err(format!("the connection failed: {e}"));
+    }
+    if r.corrupt_delivered > 0 || r.duplicates_delivered > 0 || r.seq_holes_on_wire > 0 {
+        return Err(
+            "an invariant was violated (corrupt/duplicate delivery or a sequence hole)".into(),
+        );
+    }
+    Ok(())
+}
