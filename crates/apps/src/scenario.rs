@@ -54,6 +54,11 @@ pub struct MessagesScenario {
     pub base: Config,
     /// Write the sender-side packets here.
     pub pcap: Option<PathBuf>,
+    /// Also drop these packets (0-based indices of packets offered to the
+    /// lossy link), to script exact scenarios.
+    pub drop_packets: Vec<u64>,
+    /// Keep every packet the receiver sent (for wire comparisons).
+    pub record_receiver_packets: bool,
 }
 
 impl Default for MessagesScenario {
@@ -73,6 +78,8 @@ impl Default for MessagesScenario {
             seed: 1,
             base: Config::default(),
             pcap: None,
+            drop_packets: Vec::new(),
+            record_receiver_packets: false,
         }
     }
 }
@@ -110,6 +117,8 @@ pub struct MessagesRun {
     pub sim_time: Duration,
     /// A connection-level failure, if any.
     pub error: Option<String>,
+    /// Packets the receiver sent, if recorded.
+    pub receiver_packets: Vec<Vec<u8>>,
 }
 
 const TX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -224,6 +233,24 @@ impl MessagesScenario {
                 .map_err(|e| e.to_string())?;
             (f, l, Some(mb))
         };
+        if !self.drop_packets.is_empty() {
+            sim.drop_nth(lossy, self.drop_packets.iter().copied())
+                .map_err(|e| e.to_string())?;
+        }
+        let rev_packets = Rc::new(RefCell::new(Vec::new()));
+        if self.record_receiver_packets {
+            let rp = rev_packets.clone();
+            let rx_ip = IpAddr::V4(RX);
+            sim.on_packet(move |ev| {
+                if ev.kind == TraceKind::Sent {
+                    if let Ok(s) = hollywood_wire::parse_tcp_ip(ev.packet) {
+                        if s.src.ip() == rx_ip {
+                            rp.borrow_mut().push(ev.packet.to_vec());
+                        }
+                    }
+                }
+            });
+        }
         if let Some(p) = &self.pcap {
             sim.capture_pcap_file(p, CaptureFilter::default())
                 .map_err(|e| format!("cannot write pcap {}: {e}", p.display()))?;
@@ -259,7 +286,9 @@ impl MessagesScenario {
         sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
         let wire = audit.borrow().report();
         let dropped = std::mem::take(&mut first.borrow_mut().dropped);
-        collect(self, &mut sim, tx, rx, mbox, wire, &dropped)
+        let mut run = collect(self, &mut sim, tx, rx, mbox, wire, &dropped)?;
+        run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
+        Ok(run)
     }
 }
 
@@ -323,6 +352,7 @@ fn collect(
         cache_replayed_bytes,
         sim_time: sim.now().since_epoch(),
         error,
+        receiver_packets: Vec::new(),
     })
 }
 

@@ -31,8 +31,9 @@
 //! known not to have arrived that way, its mark is cleared and it is sent
 //! again (in its own slot, or as a later replacement) while still live.
 //! Also beyond the thesis, a message that has already expired when its slot
-//! is first transmitted may be replaced by a *live* candidate right there
-//! (only a queue-limited sender ever hits this).
+//! is first transmitted may be replaced by a *live, not yet sent* candidate
+//! right there (only a queue-limited sender ever hits this; a candidate
+//! already in flight would gain nothing).
 //!
 //! Unit of replacement: a whole slot contained in the retransmitted range.
 //! Fragments of a message larger than one segment are always retransmitted as
@@ -195,7 +196,14 @@ pub struct MessageTable {
     latest_dependency: Option<u32>,
     events: VecDeque<ExpiredMessage>,
     stats: HollywoodStats,
+    /// Rewritten slots acknowledged recently: (start, end, occupant). The
+    /// D-SACK for a spurious rewrite usually rides on the very ACK that
+    /// acknowledges the slot, so the table must remember it a little longer.
+    recent_rewrites: VecDeque<(SeqNumber, SeqNumber, u32)>,
 }
+
+/// How many acknowledged rewritten slots are remembered for D-SACK matching.
+const RECENT_REWRITES: usize = 256;
 
 /// Serial-number comparison of message ids (RFC 1982 style, 32 bits).
 fn id_before(a: u32, b: u32) -> bool {
@@ -321,7 +329,9 @@ impl MessageTable {
     /// (i.e., excluding those that have been partially acknowledged) in the
     /// sending queue" are candidates; "live messages that are closest to
     /// expiry given highest priority, and expired messages farthest from
-    /// expiry given lowest priority". `live_only` restricts to live ones.
+    /// expiry given lowest priority". `live_only` restricts to live ones;
+    /// `unsent_only` to messages whose own slot was not transmitted yet
+    /// (used at first transmission, where only those gain by going earlier).
     fn choose(
         &self,
         slot_idx: usize,
@@ -329,6 +339,7 @@ impl MessageTable {
         occupant: u32,
         arrival: Instant,
         live_only: bool,
+        unsent_only: bool,
     ) -> Option<usize> {
         let mut best: Option<(usize, (bool, i128))> = None;
         for (i, m) in self.msgs.iter().enumerate() {
@@ -338,6 +349,7 @@ impl MessageTable {
                 || m.partially_received
                 || !m.copies.is_empty()
                 || m.len() > slot_len
+                || (unsent_only && m.sent)
             {
                 continue;
             }
@@ -431,7 +443,8 @@ impl MessageTable {
                 // The receiver has this message already (its own slot was
                 // ACKed/SACKed): sending it again here is useless; any live
                 // candidate is better, otherwise keep.
-                if let Some(c) = self.choose(slot, self.msgs[slot].len(), occ, arrival, true) {
+                if let Some(c) = self.choose(slot, self.msgs[slot].len(), occ, arrival, true, false)
+                {
                     out.push(self.rewrite(slot, c));
                     self.stats.ir_sent += 1;
                 }
@@ -449,7 +462,7 @@ impl MessageTable {
                 self.stats.kept_for_dependency += 1;
                 continue;
             }
-            match self.choose(slot, self.msgs[slot].len(), occ, arrival, false) {
+            match self.choose(slot, self.msgs[slot].len(), occ, arrival, false, false) {
                 Some(c) => {
                     let by = self.msgs[c].id;
                     out.push(self.rewrite(slot, c));
@@ -500,7 +513,7 @@ impl MessageTable {
             if !(used_elsewhere || expired) || self.protected(slot, arrival) {
                 continue;
             }
-            if let Some(c) = self.choose(slot, m.len(), m.id, arrival, true) {
+            if let Some(c) = self.choose(slot, m.len(), m.id, arrival, true, true) {
                 let by = self.msgs[c].id;
                 out.push(self.rewrite(slot, c));
                 self.stats.replaced_at_first_tx += 1;
@@ -562,7 +575,12 @@ impl MessageTable {
                 // Copies of this message in later slots stay there (their
                 // bytes are in the send buffer); without its record they are
                 // simply no longer candidates.
-                let _ = m;
+                if m.occupant != m.id {
+                    if self.recent_rewrites.len() == RECENT_REWRITES {
+                        self.recent_rewrites.pop_front();
+                    }
+                    self.recent_rewrites.push_back((m.seq, m.end(), m.occupant));
+                }
             } else {
                 break;
             }
@@ -579,6 +597,19 @@ impl MessageTable {
     /// earlier bytes, so the replacement did not arrive there. Clear its mark
     /// so it is sent again while live.
     pub fn on_dsack(&mut self, left: SeqNumber, right: SeqNumber) {
+        // Rewritten slots that were acknowledged already.
+        let mut spurious = Vec::new();
+        self.recent_rewrites.retain(|&(a, b, occ)| {
+            let hit = a < right && left < b;
+            if hit {
+                spurious.push((a, occ));
+            }
+            !hit
+        });
+        for (slot_seq, occ) in spurious {
+            self.stats.dsack_spurious_rewrites += 1;
+            self.forget_copy(occ, slot_seq);
+        }
         let Some(front) = self.msgs.front().map(|m| m.seq) else {
             return;
         };
@@ -596,13 +627,19 @@ impl MessageTable {
             let slot_seq = self.msgs[i].seq;
             let occ = self.msgs[i].occupant;
             self.stats.dsack_spurious_rewrites += 1;
-            if let Some(o) = self.index_of_id(occ) {
-                self.msgs[o].copies.retain(|s| *s != slot_seq);
-                // The replacement may have been marked delivered by the ACK
-                // that carried this D-SACK; it was not.
-                if self.msgs[o].copies.is_empty() && !self.msgs[o].slot_received {
-                    self.msgs[o].delivered = false;
-                }
+            self.forget_copy(occ, slot_seq);
+        }
+    }
+
+    /// The copy of message `occ` in slot `slot_seq` did not reach the
+    /// receiver: it may be sent again (as itself or as a replacement).
+    fn forget_copy(&mut self, occ: u32, slot_seq: SeqNumber) {
+        if let Some(o) = self.index_of_id(occ) {
+            self.msgs[o].copies.retain(|s| *s != slot_seq);
+            // The replacement may have been marked delivered by the ACK
+            // that carried this D-SACK; it was not.
+            if self.msgs[o].copies.is_empty() && !self.msgs[o].slot_received {
+                self.msgs[o].delivered = false;
             }
         }
     }

@@ -451,13 +451,13 @@ impl Connection {
             self.stats.bytes_received += ins.in_order as u64;
             let nxt_off = self.rcv_buf.nxt_off();
             self.sack_recent.retain(|&(s, _)| s > nxt_off);
-            if self.config.hollywood.out_of_order_delivery {
-                // thesis §4.3: the application got these bytes as segments
-                // (`recv_segment`); the in-order copy is only bookkeeping.
-                self.rcv_buf.consume_ready();
-            } else {
+            if !self.config.hollywood.out_of_order_delivery {
                 self.push_event(super::Event::Readable);
             }
+            // With out-of-order delivery the in-order bytes stay counted as
+            // unread (exactly as in standard TCP) until the application has
+            // drained the segments that carried them (`recv_segment`), so the
+            // advertised window is byte-for-byte standard TCP's.
             if self.pending_fin == Some(self.rcv_nxt) {
                 self.process_fin(now);
             }

@@ -395,6 +395,8 @@ pub struct Connection {
     probe_seq: Option<SeqNumber>,
     persist_backoff: u32,
     keepalive_probes: u32,
+    /// When the latest keep-alive probe was sent.
+    keepalive_sent: Instant,
     last_rcv: Instant,
 
     timers: TimerTable,
@@ -598,6 +600,7 @@ impl Connection {
             probe_seq: None,
             persist_backoff: 0,
             keepalive_probes: 0,
+            keepalive_sent: now,
             last_rcv: now,
             timers: TimerTable::default(),
             events: VecDeque::new(),
@@ -846,7 +849,13 @@ impl Connection {
     pub fn recv_segment(&mut self) -> Option<ArrivedSegment> {
         let s = self.ooo.pop_front()?;
         self.ooo_bytes -= s.payload.len();
-        self.check_window_update();
+        if self.ooo.is_empty() {
+            // Everything that arrived has been handed over: the in-order
+            // bytes count as read, as if a standard application had read
+            // the stream now.
+            self.rcv_buf.consume_ready();
+            self.check_window_update();
+        }
         Some(s)
     }
 
@@ -978,7 +987,7 @@ impl Connection {
     }
 
     /// Keep-alive timer (RFC 9293 §3.8.4, RFC 1122 §4.2.3.6).
-    fn on_keepalive(&mut self, _now: Instant) {
+    fn on_keepalive(&mut self, now: Instant) {
         let Some(ka) = self.config.keepalive else {
             return;
         };
@@ -990,6 +999,7 @@ impl Connection {
             return;
         }
         self.keepalive_probes += 1;
+        self.keepalive_sent = now;
         self.probe = Some(Probe::Keepalive);
     }
 
@@ -1118,10 +1128,14 @@ impl Connection {
                     && !outstanding
                     && !self.has_unsent() =>
             {
+                // Unanswered probes are spaced by the interval from the
+                // previous probe, not from the last segment received, so
+                // that a late timer never fires several probes at once
+                // (RFC 1122 §4.2.3.6; Linux tcp_keepalive_timer likewise).
                 let at = if self.keepalive_probes == 0 {
                     self.last_rcv + ka.idle
                 } else {
-                    self.last_rcv + ka.idle + ka.interval.saturating_mul(self.keepalive_probes)
+                    self.keepalive_sent + ka.interval
                 };
                 self.timers.set(Timer::Keepalive, at);
             }
@@ -1280,10 +1294,10 @@ impl Connection {
         if !self.config.hollywood.out_of_order_delivery || payload.is_empty() {
             return;
         }
-        // Memory bound: queued segments count against the receive buffer
-        // (and therefore the advertised window, as unread data does in
-        // standard TCP). Beyond it the copy is not queued; the bytes still
-        // go through standard reassembly and are not lost for in-order use.
+        // Memory bound: at most `recv_buffer` bytes of segment copies wait
+        // for the application (the in-order copy is bounded by the window).
+        // Beyond it the copy is not queued; the peer's retransmissions and
+        // the window (which the unread in-order bytes close) still apply.
         if self.ooo_bytes + payload.len() > self.config.recv_buffer {
             return;
         }

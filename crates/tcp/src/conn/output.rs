@@ -479,9 +479,10 @@ impl Connection {
     /// Free window space right now and the window currently advertised.
     fn window_candidates(&self) -> (usize, usize) {
         let cap = self.rcv_window_cap();
-        // Unread data occupies the buffer: in-order bytes, or (out-of-order
-        // delivery, thesis §4.3) segments not yet taken by the application.
-        let free = cap.saturating_sub(self.rcv_buf.ready() + self.ooo_bytes);
+        // Unread in-order data occupies the buffer. With out-of-order
+        // delivery (thesis §4.3) the same bytes count until the application
+        // drained the segment queue, so the window is standard TCP's.
+        let free = cap.saturating_sub(self.rcv_buf.ready());
         let cur = self.rcv_adv.diff(self.rcv_nxt).max(0) as usize;
         (free, cur)
     }

@@ -1,0 +1,172 @@
+//! The four TCP Hollywood deployments (thesis §4.4) through every middlebox
+//! kind: the invariants users rely on, on the wire and at the application.
+
+use hollywood_apps::{MessagesRun, MessagesScenario, Transport};
+use hollywood_sim::{LossModel, MiddleboxKind};
+use proptest::prelude::*;
+use std::time::Duration;
+
+fn scenario(t: Transport, m: MiddleboxKind, loss: f64, seed: u64, count: u32) -> MessagesScenario {
+    MessagesScenario {
+        transport: t,
+        middlebox: m,
+        loss: if loss > 0.0 {
+            LossModel::Bernoulli(loss)
+        } else {
+            LossModel::None
+        },
+        seed,
+        count,
+        lifetime: Some(Duration::from_millis(50)),
+        ..MessagesScenario::default()
+    }
+}
+
+/// What must hold for every run.
+fn check_invariants(r: &MessagesRun) {
+    let what = format!(
+        "{:?} via {:?}, seed {}",
+        r.scenario.transport, r.scenario.middlebox, r.scenario.seed
+    );
+    assert_eq!(r.error, None, "{what}");
+    assert_eq!(r.corrupt_delivered, 0, "corrupt delivery: {what}");
+    assert_eq!(r.duplicates_delivered, 0, "duplicate delivery: {what}");
+    assert_eq!(r.wire.seq_holes, 0, "sequence hole on the wire: {what}");
+    assert_eq!(
+        r.wire.length_mismatches, 0,
+        "retransmission length mismatch: {what}"
+    );
+    let sent = r.generated.iter().filter(|g| g.is_some()).count();
+    assert_eq!(
+        sent, r.scenario.count as usize,
+        "all messages generated: {what}"
+    );
+    if !r.scenario.transport.sender_ir() {
+        // Without inconsistent retransmissions the stream is reliable.
+        assert!(
+            r.arrival.iter().all(Option::is_some),
+            "reliable delivery: {what}"
+        );
+        assert_eq!(r.wire.inconsistent, 0, "{what}");
+    }
+}
+
+#[test]
+fn every_deployment_through_every_middlebox() {
+    for m in [
+        MiddleboxKind::None,
+        MiddleboxKind::Resegment,
+        MiddleboxKind::Cache,
+        MiddleboxKind::ResegmentCache,
+    ] {
+        for t in Transport::ALL {
+            let r = scenario(t, m, 0.02, 5, 800).run().expect("run");
+            check_invariants(&r);
+            if t.sender_ir() && m == MiddleboxKind::None {
+                assert!(
+                    r.hollywood.ir_sent > 0,
+                    "2% loss at 70 ms RTT must trigger replacements"
+                );
+                assert_eq!(
+                    r.wire.inconsistent,
+                    r.hollywood.ir_sent + r.hollywood.replaced_at_first_tx
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn hollywood_loses_only_what_the_link_dropped() {
+    // Intercontinental (70 ms RTT): with both extensions, a message is lost
+    // only if its own first transmission was dropped, and nothing waits
+    // behind a loss (no head-of-line blocking).
+    let r = scenario(Transport::Hollywood, MiddleboxKind::None, 0.01, 9, 3000)
+        .run()
+        .expect("run");
+    check_invariants(&r);
+    for (id, (a, dropped)) in r.arrival.iter().zip(&r.first_tx_dropped).enumerate() {
+        assert!(
+            a.is_some() || *dropped,
+            "message {id} lost without its first transmission being dropped"
+        );
+    }
+    let worst = r
+        .generated
+        .iter()
+        .zip(&r.arrival)
+        .filter_map(|(g, a)| Some(a.as_ref()?.as_nanos() - g.as_ref()?.as_nanos()))
+        .max()
+        .unwrap();
+    assert!(
+        worst < 40_000_000,
+        "worst delay {worst} ns: head-of-line blocking"
+    );
+    // Standard TCP on the same seed delivers everything but with HOL tails.
+    let t = scenario(Transport::Tcp, MiddleboxKind::None, 0.01, 9, 3000)
+        .run()
+        .expect("run");
+    check_invariants(&t);
+    let tail = t
+        .generated
+        .iter()
+        .zip(&t.arrival)
+        .filter_map(|(g, a)| Some(a.as_ref()?.as_nanos() - g.as_ref()?.as_nanos()))
+        .max()
+        .unwrap();
+    assert!(
+        tail > 100_000_000,
+        "standard TCP must show retransmission delay ({tail} ns)"
+    );
+}
+
+#[test]
+fn caching_middlebox_is_a_safe_failure() {
+    // thesis §4.5: a cache replays original bytes instead of the inconsistent
+    // retransmission: the benefit is lost, the connection is not.
+    let r = scenario(Transport::Hollywood, MiddleboxKind::Cache, 0.01, 3, 2000)
+        .run()
+        .expect("run");
+    check_invariants(&r);
+    assert!(r.cache_replayed_bytes > 0);
+    assert!(
+        r.arrival.iter().all(Option::is_some),
+        "the cache delivered the originals"
+    );
+}
+
+#[test]
+fn receiver_wire_image_does_not_depend_on_out_of_order_delivery() {
+    // Same seed: the receiver's packets (ACKs, SACKs, windows) are identical
+    // with and without out-of-order delivery (thesis §4.3).
+    let run = |t: Transport| {
+        let mut s = scenario(t, MiddleboxKind::None, 0.02, 21, 600);
+        s.record_receiver_packets = true;
+        s.run().expect("run")
+    };
+    let std = run(Transport::Tcp);
+    let ooo = run(Transport::HollywoodOoo);
+    assert!(ooo.ooo.out_of_order > 0);
+    assert_eq!(std.receiver_packets.len(), ooo.receiver_packets.len());
+    assert!(
+        std.receiver_packets == ooo.receiver_packets,
+        "receiver packets differ"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+    /// Random loss, seeds, deployments and middleboxes: no hole, no length
+    /// mismatch, no corrupt or duplicate delivery; without inconsistent
+    /// retransmissions a reliable stream.
+    #[test]
+    fn invariants_hold(seed in 0u64..1000, loss in 0.0f64..0.08, t in 0usize..4, m in 0usize..4, burst in any::<bool>()) {
+        let mb = [MiddleboxKind::None, MiddleboxKind::Resegment, MiddleboxKind::Cache, MiddleboxKind::ResegmentCache][m];
+        let mut s = scenario(Transport::ALL[t], mb, loss, seed, 300);
+        if burst && loss > 0.0 {
+            s.loss = LossModel::GilbertElliott(hollywood_sim::GilbertElliott { p: loss / 4.0, r: 0.3, loss_good: 0.0, loss_bad: 0.8 });
+        }
+        let r = s.run().expect("run");
+        check_invariants(&r);
+    }
+}
