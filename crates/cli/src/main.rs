@@ -25,6 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The intercontinental VoIP comparison of standard TCP and TCP Hollywood.
+    Demo(cmd::demo::DemoArgs),
     /// Run a scenario in the deterministic network simulator.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -41,6 +43,7 @@ enum SimCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
     };
