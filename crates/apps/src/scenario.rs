@@ -280,6 +280,10 @@ impl MessagesScenario {
             if s.app().finished() || s.app().error().is_some() {
                 break;
             }
+            // The receiver read the sender's FIN: every message is in.
+            if sim.node_mut::<TcpHost<MessageReceiver>>(rx).expect("receiver").app().eof() {
+                break;
+            }
         }
         // Let the last segments land.
         sim.run_for(self.rtt * 2).map_err(|e| e.to_string())?;
