@@ -12,13 +12,14 @@ cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages (root only) -------------------------------------------
-# command:package pairs the root-only tests use.
+# command:package pairs the root-only tests use, and files the plots need.
 NEEDED="ip:iproute2 iptables:iptables"
 missing=()
 for pair in $NEEDED; do
   cmd=${pair%%:*}; pkg=${pair##*:}
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || [ -n "${HOLLYWOOD_FONT:-}" ] || missing+=(fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     step "installing ${missing[*]}"
@@ -26,7 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
   else
-    echo "note: not root and missing ${missing[*]}: the real-packet tests will skip"
+    echo "note: not root and missing ${missing[*]}: real-packet tests skip; plots need a TTF font (HOLLYWOOD_FONT=path)"
   fi
 fi
 

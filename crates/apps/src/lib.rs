@@ -6,6 +6,9 @@
 //!   records.
 //! - [`scenario`]: the sender/receiver over a bottleneck with loss and an
 //!   optional middlebox, with everything recorded per message.
+//! - [`voip`]: the thesis's simulated VoIP application (§5.1.2): fixed
+//!   playout schedule, per-message buffered time, transport delay and
+//!   outcome, over the four deployments and plain UDP.
 //! - [`audit`]: what the sender put on the wire — sequence holes,
 //!   retransmissions whose length differs from the original, inconsistent
 //!   retransmissions — read from the simulator's packet trace, independent of
@@ -13,13 +16,20 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod audit;
 pub mod messages;
 pub mod scenario;
+pub mod voip;
 
+pub use analysis::{MediaTiming, Region, Utility};
 pub use audit::{WireAudit, WireAuditReport};
 pub use messages::{
     payload_for, MessageReceiver, MessageSender, ReceiverRecord, SenderConfig, SenderRecord,
     Transport,
 };
 pub use scenario::{MessagesRun, MessagesScenario};
+pub use voip::{
+    DelayPercentiles, Outcome, VoipError, VoipRecord, VoipRun, VoipScenario, VoipSummary,
+    VoipTransport,
+};

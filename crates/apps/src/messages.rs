@@ -168,6 +168,7 @@ pub struct MessageSender {
     close_at: Option<Instant>,
     closed: bool,
     hollywood: HollywoodStats,
+    srtt: Option<Duration>,
     error: Option<String>,
 }
 
@@ -189,6 +190,7 @@ impl MessageSender {
             close_at: None,
             closed: false,
             hollywood: HollywoodStats::default(),
+            srtt: None,
             error: None,
         }
     }
@@ -216,6 +218,12 @@ impl MessageSender {
     /// The sender's inconsistent-retransmission counters (last seen).
     pub fn hollywood_stats(&self) -> HollywoodStats {
         self.hollywood
+    }
+
+    /// The connection's smoothed RTT (RFC 6298) when last seen: the
+    /// estimate TCP Hollywood's liveness test uses (thesis §4.2).
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
     }
 
     /// Connection handle.
@@ -264,6 +272,7 @@ impl MessageSender {
         }
         if let Some(conn) = ep.connection(h) {
             self.hollywood = *conn.hollywood_stats();
+            self.srtt = conn.srtt().or(self.srtt);
         }
     }
 
@@ -340,6 +349,7 @@ impl App for MessageSender {
         }
         if let Some(conn) = ep.connection(handle) {
             self.hollywood = *conn.hollywood_stats();
+            self.srtt = conn.srtt().or(self.srtt);
         }
     }
 
@@ -508,10 +518,9 @@ impl App for MessageReceiver {
 
     fn on_event(&mut self, now: Instant, ep: &mut Endpoint, ev: EndpointEvent) {
         match ev {
-            EndpointEvent::Accepted { handle, .. } => {
-                if self.handle.is_none() {
-                    self.handle = Some(handle);
-                }
+            // The first accepted connection is the stream; others are ignored.
+            EndpointEvent::Accepted { handle, .. } if self.handle.is_none() => {
+                self.handle = Some(handle);
             }
             EndpointEvent::Conn { handle, event } if Some(handle) == self.handle => match event {
                 Event::Readable | Event::Connected => self.drain(now, ep),

@@ -105,6 +105,8 @@ pub struct MessagesRun {
     pub crc_rejected: u64,
     /// The sender's inconsistent-retransmission counters.
     pub hollywood: HollywoodStats,
+    /// The sender's smoothed RTT when last seen (None before any sample).
+    pub sender_srtt: Option<Duration>,
     /// The receiver's out-of-order delivery counters.
     pub ooo: OooStats,
     /// What the sender put on the wire.
@@ -281,7 +283,12 @@ impl MessagesScenario {
                 break;
             }
             // The receiver read the sender's FIN: every message is in.
-            if sim.node_mut::<TcpHost<MessageReceiver>>(rx).expect("receiver").app().eof() {
+            if sim
+                .node_mut::<TcpHost<MessageReceiver>>(rx)
+                .expect("receiver")
+                .app()
+                .eof()
+            {
                 break;
             }
         }
@@ -310,6 +317,7 @@ fn collect(
     let expired: Vec<bool> = s.app().records().iter().map(|r| r.expired).collect();
     let expired_events = s.app().expired().len() as u64;
     let hollywood = s.app().hollywood_stats();
+    let sender_srtt = s.app().srtt();
     let error = s.app().error().map(str::to_owned);
     let r = sim
         .node_mut::<TcpHost<MessageReceiver>>(rx)
@@ -350,6 +358,7 @@ fn collect(
         duplicates_delivered,
         crc_rejected,
         hollywood,
+        sender_srtt,
         ooo,
         wire,
         expired_events,

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 mod cmd;
+mod plot;
 mod units;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,13 @@ enum Command {
     /// Run a scenario in the deterministic network simulator.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// The thesis's latency model (§5.1.1, §5.2.1): Table 5.1, useful playout ranges, plots.
+    Analyze(cmd::analyze::AnalyzeArgs),
+    /// One simulated VoIP call (thesis §5.1.2): per-message playout, JSON, CSV, plot.
+    Voip(cmd::voip::VoipArgs),
+    /// Reproduce a thesis chapter's experiments (plots, tables, README).
+    #[command(subcommand)]
+    Repro(cmd::repro::ReproCommand),
 }
 
 #[derive(Subcommand)]
@@ -41,9 +49,24 @@ enum SimCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit with status 1 like every other error (clap's own
+    // `exit` would use 2); --help and --version print to stdout and exit 0.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Analyze(args) => cmd::analyze::run(args),
+        Command::Voip(args) => cmd::voip::run(args),
+        Command::Repro(c) => cmd::repro::run(c),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
     };

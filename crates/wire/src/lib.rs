@@ -9,7 +9,7 @@
 //! Emitting (`emit`, [`build_tcp_ip`]) panics only on caller bugs, which each
 //! function documents under "Panics".
 //!
-//! Modules: [`tcp`] (header, options), [`ip`] (IPv4, IPv6, whole packets),
+//! Modules: [`tcp`] (header, options), [`udp`] (header), [`ip`] (IPv4, IPv6, whole packets),
 //! [`checksum`] (RFC 1071 and pseudo-headers), [`pcap`] (capture files over
 //! any `std::io::Write` / `Read`). Nothing here reads a clock, opens a socket
 //! or draws randomness.
@@ -21,10 +21,12 @@ pub mod ip;
 pub mod pcap;
 mod seq;
 pub mod tcp;
+pub mod udp;
 
 pub use ip::{IpRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, IPPROTO_TCP, IPPROTO_UDP};
 pub use seq::SeqNumber;
 pub use tcp::{SackBlock, TcpFlags, TcpOptions, TcpPacket, TcpRepr, Timestamp};
+pub use udp::{build_udp_ip, parse_udp_ip, ParsedDatagram, UdpRepr};
 
 /// Why a buffer could not be parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,530 @@
+//! `hollywood analyze`: the latency model of thesis §5.1.1 and §5.2.1 —
+//! Table 5.1, the playout delays at which standard TCP retransmissions are
+//! useful (eq. 5.4), head-of-line blocking (eqs. 5.6–5.7) and the region plot
+//! of Fig. 5.1/5.2.
+//!
+//! Durations are parsed here rather than by clap so that a bad value is an
+//! ordinary error (exit status 1) like every other failure.
+
+use crate::plot::{self, Chart, Region as PlotRegion, Rgb, Series, Style};
+use crate::units::parse_duration;
+use clap::{Args, Subcommand};
+use hollywood_apps::analysis::{
+    self, one_way_delay_ms, HolBlocking, MediaTiming, PlayoutRange, TableRow, Utility,
+};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Arguments of `hollywood analyze`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AnalyzeArgs {
+    #[command(subcommand)]
+    table: Option<AnalyzeCommand>,
+    /// Application delay bound T_max (e.g. 150ms for voice).
+    #[arg(long, allow_hyphen_values = true)]
+    tmax: Option<String>,
+    /// Framing interval T_framing: media per frame (e.g. 20ms).
+    #[arg(long, allow_hyphen_values = true)]
+    framing: Option<String>,
+    /// Network round-trip time T_rtt.
+    #[arg(long, allow_hyphen_values = true)]
+    rtt: Option<String>,
+    /// Playout delay T_playout to classify (needs --rtt); default: the
+    /// largest the delay bound allows at that RTT.
+    #[arg(long, allow_hyphen_values = true)]
+    playout: Option<String>,
+    /// Draw the Fig. 5.1-style region plot (RTT × playout delay) to this
+    /// .png or .svg file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Subcommands of `hollywood analyze`.
+#[derive(Subcommand, Debug)]
+enum AnalyzeCommand {
+    /// Thesis Table 5.1: RTT bounds for voice, on-demand video and IPTV.
+    #[command(name = "table-5.1")]
+    Table51 {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Run `hollywood analyze`: Table 5.1, or one application/path point.
+pub fn run(a: AnalyzeArgs) -> Result<(), String> {
+    match a.table {
+        Some(AnalyzeCommand::Table51 { json }) => table(json),
+        None => point(&a),
+    }
+}
+
+/// One row of Table 5.1 as JSON.
+#[derive(Serialize)]
+struct RowJson {
+    application: &'static str,
+    t_max_ms: f64,
+    t_framing_ms: f64,
+    rtt_bound_standard_ms: f64,
+    rtt_bound_hollywood_ms: f64,
+    utility_standard: &'static str,
+    utility_hollywood: &'static str,
+}
+
+impl From<&TableRow> for RowJson {
+    fn from(r: &TableRow) -> Self {
+        RowJson {
+            application: r.application,
+            t_max_ms: r.timing.t_max_ms(),
+            t_framing_ms: r.timing.t_framing_ms(),
+            rtt_bound_standard_ms: r.rtt_bound_standard_ms,
+            rtt_bound_hollywood_ms: r.rtt_bound_hollywood_ms,
+            utility_standard: r.utility_standard.label(),
+            utility_hollywood: r.utility_hollywood.label(),
+        }
+    }
+}
+
+fn table(json: bool) -> Result<(), String> {
+    let rows = analysis::table_5_1();
+    if json {
+        let v: Vec<RowJson> = rows.iter().map(RowJson::from).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!("Table 5.1: RTT bounds for retransmissions to be useful (thesis §5.1.1)");
+    println!();
+    println!(
+        "{:<16} {:>9} {:>11} {:>12} {:>12} {:<20} {:<18}",
+        "application",
+        "T_max ms",
+        "framing ms",
+        "RTT std ms",
+        "RTT Hwd ms",
+        "utility standard",
+        "utility Hollywood"
+    );
+    for r in &rows {
+        println!(
+            "{:<16} {:>9} {:>11} {:>12.1} {:>12.1} {:<20} {:<18}",
+            r.application,
+            r.timing.t_max_ms(),
+            r.timing.t_framing_ms(),
+            r.rtt_bound_standard_ms,
+            r.rtt_bound_hollywood_ms,
+            r.utility_standard.label(),
+            r.utility_hollywood.label()
+        );
+    }
+    println!();
+    println!("standard:  T_rtt ≤ (2/3)·(T_max − 5·T_framing)  (eq. 5.4 non-empty), clamped at 0");
+    println!("Hollywood: T_rtt ≤ 2·(T_max − 2·T_framing)      (T_framing ≤ T_playout ≤ T_max − T_framing − T_rtt/2)");
+    println!(
+        "utility: none if the bound is 0, within a continent up to {} ms, intercontinental above",
+        analysis::INTERCONTINENTAL_RTT_MS
+    );
+    Ok(())
+}
+
+fn duration_ms(flag: &str, value: &str) -> Result<f64, String> {
+    parse_duration(value)
+        .map(analysis::ms)
+        .map_err(|e| format!("--{flag}: {e}"))
+}
+
+/// A playout range as JSON.
+#[derive(Serialize)]
+struct RangeJson {
+    lower_ms: f64,
+    upper_ms: f64,
+    empty: bool,
+}
+
+impl From<PlayoutRange> for RangeJson {
+    fn from(r: PlayoutRange) -> Self {
+        RangeJson {
+            lower_ms: r.lower_ms,
+            upper_ms: r.upper_ms,
+            empty: r.is_empty(),
+        }
+    }
+}
+
+/// Everything about one (T_rtt, T_playout) point.
+#[derive(Serialize)]
+struct PointJson {
+    rtt_ms: f64,
+    /// eq. (5.2).
+    rexmit_ms: f64,
+    /// T_framing ≤ T_playout ≤ T_max − T_framing − T_rtt/2.
+    feasible_playout_ms: RangeJson,
+    /// eq. (5.4).
+    standard_useful_playout_ms: RangeJson,
+    playout_ms: f64,
+    /// false: the playout delay defaulted to the largest feasible one.
+    playout_given: bool,
+    region: &'static str,
+    /// eq. (5.1) with T_sender = T_framing.
+    one_way_delay_ms: f64,
+    /// eq. (5.6).
+    t_hol_ms: f64,
+    /// eq. (5.7).
+    n_hol: u64,
+    retransmission_late: bool,
+}
+
+/// The output of `hollywood analyze --tmax … --framing …`.
+#[derive(Serialize)]
+struct AnalyzeJson {
+    t_max_ms: f64,
+    t_framing_ms: f64,
+    rtt_bound_standard_ms: f64,
+    rtt_bound_hollywood_ms: f64,
+    utility_standard: &'static str,
+    utility_hollywood: &'static str,
+    /// Present with --rtt.
+    point: Option<PointJson>,
+    /// The plot written, with --plot.
+    plot: Option<PathBuf>,
+}
+
+fn point(a: &AnalyzeArgs) -> Result<(), String> {
+    let (Some(tmax), Some(framing)) = (&a.tmax, &a.framing) else {
+        return Err(
+            "analyze needs --tmax and --framing (and --rtt, --playout or --plot), \
+             or the table-5.1 subcommand; e.g. hollywood analyze --tmax 150ms --framing 20ms --rtt 70ms"
+                .into(),
+        );
+    };
+    if a.playout.is_some() && a.rtt.is_none() {
+        return Err("--playout needs --rtt".into());
+    }
+    if a.rtt.is_none() && a.plot.is_none() {
+        return Err("analyze needs --rtt, --plot or both".into());
+    }
+    let timing = MediaTiming::from_ms(duration_ms("tmax", tmax)?, duration_ms("framing", framing)?)
+        .map_err(|e| e.to_string())?;
+    let rtt_ms = a
+        .rtt
+        .as_deref()
+        .map(|r| duration_ms("rtt", r))
+        .transpose()?;
+    let playout_ms = a
+        .playout
+        .as_deref()
+        .map(|p| duration_ms("playout", p))
+        .transpose()?;
+
+    let point = rtt_ms.map(|rtt| {
+        let feasible = timing.feasible_range(rtt);
+        // Without --playout: the largest playout delay the bound allows, the
+        // application's best case (never below zero).
+        let (playout, given) = match playout_ms {
+            Some(p) => (p, true),
+            None => (feasible.upper_ms.max(0.0), false),
+        };
+        let hol: HolBlocking = timing.hol(rtt, playout);
+        PointJson {
+            rtt_ms: rtt,
+            rexmit_ms: timing.rexmit_ms(rtt),
+            feasible_playout_ms: feasible.into(),
+            standard_useful_playout_ms: timing.standard_range(rtt).into(),
+            playout_ms: playout,
+            playout_given: given,
+            region: timing.region(rtt, playout).name(),
+            one_way_delay_ms: one_way_delay_ms(timing.t_framing_ms(), playout, rtt),
+            t_hol_ms: hol.t_hol_ms,
+            n_hol: hol.n_hol,
+            retransmission_late: hol.retransmission_late,
+        }
+    });
+
+    if let Some(path) = &a.plot {
+        let mark = point.as_ref().map(|p| (p.rtt_ms, p.playout_ms));
+        plot::draw(&region_chart(&timing, mark), path)?;
+    }
+
+    let s = timing.rtt_bound_standard_ms();
+    let h = timing.rtt_bound_hollywood_ms();
+    let out = AnalyzeJson {
+        t_max_ms: timing.t_max_ms(),
+        t_framing_ms: timing.t_framing_ms(),
+        rtt_bound_standard_ms: s,
+        rtt_bound_hollywood_ms: h,
+        utility_standard: Utility::from_rtt_bound_ms(s).label(),
+        utility_hollywood: Utility::from_rtt_bound_ms(h).label(),
+        point,
+        plot: a.plot.clone(),
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+        );
+    } else {
+        print_human(&timing, &out);
+    }
+    Ok(())
+}
+
+fn range_text(r: &RangeJson) -> String {
+    if r.empty {
+        format!("none ({:.1} ms > {:.1} ms)", r.lower_ms, r.upper_ms)
+    } else {
+        format!("{:.1} ms ≤ T_playout ≤ {:.1} ms", r.lower_ms, r.upper_ms)
+    }
+}
+
+fn region_text(region: &str) -> &'static str {
+    match region {
+        "standard-useful" => "standard TCP retransmissions arrive in time (useful)",
+        "hollywood-useful" => {
+            "standard retransmissions arrive too late (wasteful); inconsistent retransmissions are useful"
+        }
+        "stall" => "infeasible: below the framing interval, playout stalls",
+        _ => "infeasible: the one-way delay exceeds T_max",
+    }
+}
+
+fn print_human(timing: &MediaTiming, o: &AnalyzeJson) {
+    println!(
+        "T_max {} ms, T_framing {} ms (thesis §5.1.1, T_sender = T_framing)",
+        o.t_max_ms, o.t_framing_ms
+    );
+    println!(
+        "standard TCP retransmissions useful while T_rtt ≤ {:.1} ms ({})",
+        o.rtt_bound_standard_ms, o.utility_standard
+    );
+    println!(
+        "TCP Hollywood feasible while           T_rtt ≤ {:.1} ms ({})",
+        o.rtt_bound_hollywood_ms, o.utility_hollywood
+    );
+    if let Some(p) = &o.point {
+        println!();
+        println!("at T_rtt = {} ms:", p.rtt_ms);
+        println!(
+            "  T_rexmit = T_rtt + 3·T_framing       = {:.1} ms (eq. 5.2)",
+            p.rexmit_ms
+        );
+        println!(
+            "  feasible playout delays:               {}",
+            range_text(&p.feasible_playout_ms)
+        );
+        println!(
+            "  standard retransmissions useful for:   {} (eq. 5.4)",
+            range_text(&p.standard_useful_playout_ms)
+        );
+        let std_lower = timing.min_useful_playout_ms(p.rtt_ms);
+        let feasible = &p.feasible_playout_ms;
+        if !feasible.empty && feasible.lower_ms < std_lower {
+            // Up to the standard range (exclusive), or the whole feasible
+            // range (inclusive) when the standard range is empty.
+            let (rel, end) = if std_lower <= feasible.upper_ms {
+                ("<", std_lower)
+            } else {
+                ("≤", feasible.upper_ms)
+            };
+            println!(
+                "  only inconsistent retransmissions for: {:.1} ms ≤ T_playout {rel} {end:.1} ms",
+                feasible.lower_ms
+            );
+        }
+        println!();
+        println!(
+            "at T_playout = {} ms{}:",
+            p.playout_ms,
+            if p.playout_given {
+                ""
+            } else {
+                " (the largest feasible; set --playout)"
+            }
+        );
+        println!("  {} [{}]", region_text(p.region), p.region);
+        println!(
+            "  T_owd = T_framing + T_playout + T_rtt/2 = {:.1} ms (eq. 5.1)",
+            p.one_way_delay_ms
+        );
+        println!(
+            "  head-of-line blocking after a loss: T_hol = {:.1} ms (eq. 5.6), N_hol = {} frame{} (eq. 5.7){}",
+            p.t_hol_ms,
+            p.n_hol,
+            if p.n_hol == 1 { "" } else { "s" },
+            if p.retransmission_late {
+                "; the lost frame's own retransmission is too late"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(path) = &o.plot {
+        println!();
+        println!("plot written to {}", path.display());
+    }
+}
+
+/// The Fig. 5.1/5.2-style chart over RTT (x) × playout delay (y): green
+/// where standard retransmissions are useful (eq. 5.4), red where only
+/// inconsistent retransmissions are, infeasible areas unshaded, with the
+/// bounding lines and (optionally) one marked point.
+fn region_chart(timing: &MediaTiming, mark: Option<(f64, f64)>) -> Chart {
+    let f = timing.t_framing_ms();
+    let t_max = timing.t_max_ms();
+    let s = timing.rtt_bound_standard_ms();
+    let h = timing.rtt_bound_hollywood_ms();
+    let upper = |rtt: f64| timing.max_playout_ms(rtt);
+
+    let x_max = [h * 1.15, mark.map_or(0.0, |m| m.0 * 1.1), 2.0 * f]
+        .into_iter()
+        .fold(f64::MIN, f64::max);
+    let y_max = [t_max - f, 4.0 * f, mark.map_or(0.0, |m| m.1)]
+        .into_iter()
+        .fold(f64::MIN, f64::max)
+        * 1.1;
+
+    let mut regions = Vec::new();
+    if h > 0.0 {
+        // Green: T_rtt + 4·T_framing ≤ T_playout ≤ T_max − T_framing − T_rtt/2,
+        // a triangle from RTT 0 to the standard bound (eq. 5.4).
+        let green = s > 0.0;
+        if green {
+            regions.push(PlotRegion {
+                label: "standard retransmissions useful (eq. 5.4)".into(),
+                polygon: vec![(0.0, 4.0 * f), (s, s + 4.0 * f), (0.0, upper(0.0))],
+                fill: Rgb::GREEN,
+                opacity: 0.45,
+            });
+        }
+        // Red: feasible (T_framing ≤ T_playout ≤ upper) minus green.
+        let red = if green {
+            vec![(0.0, f), (h, f), (s, s + 4.0 * f), (0.0, 4.0 * f)]
+        } else {
+            vec![(0.0, f), (h, f), (0.0, upper(0.0))]
+        };
+        regions.push(PlotRegion {
+            label: "wasteful: only inconsistent retransmissions useful".into(),
+            polygon: red,
+            fill: Rgb::RED,
+            opacity: 0.35,
+        });
+    }
+
+    let line =
+        |name: &str, pts: Vec<(f64, f64)>, color: Rgb| Series::new(name, pts, Style::Line, color);
+    let mut series = vec![
+        line(
+            "T_playout = T_max − T_framing − T_rtt/2 (eq. 5.1)",
+            vec![(0.0, upper(0.0)), (x_max, upper(x_max))],
+            Rgb::BLACK,
+        ),
+        line(
+            "T_playout = T_rtt + 4·T_framing (eq. 5.3)",
+            vec![(0.0, 4.0 * f), (x_max, x_max + 4.0 * f)],
+            Rgb::BLUE,
+        ),
+        line(
+            "T_playout = T_rtt + 3·T_framing: head-of-line blocking below (eq. 5.6)",
+            vec![(0.0, 3.0 * f), (x_max, x_max + 3.0 * f)],
+            Rgb::ORANGE,
+        ),
+        line(
+            "T_playout = T_framing",
+            vec![(0.0, f), (x_max, f)],
+            Rgb::GREY,
+        ),
+    ];
+    if let Some(m) = mark {
+        series.push(Series::new(
+            format!("T_rtt {} ms, T_playout {} ms", fmt_ms(m.0), fmt_ms(m.1)),
+            vec![m],
+            Style::Crosses,
+            Rgb::PURPLE,
+        ));
+    }
+    Chart {
+        title: format!(
+            "Utility of TCP retransmissions: T_max = {} ms, T_framing = {} ms (thesis Fig. 5.1)",
+            fmt_ms(t_max),
+            fmt_ms(f)
+        ),
+        x_label: "round-trip time T_rtt (ms)".into(),
+        y_label: "playout delay T_playout (ms)".into(),
+        x_range: Some((0.0, x_max)),
+        y_range: Some((0.0, y_max)),
+        series,
+        hlines: Vec::new(),
+        regions,
+    }
+}
+
+/// Milliseconds without trailing zeros.
+fn fmt_ms(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hollywood_apps::analysis::Region;
+
+    fn area(poly: &[(f64, f64)]) -> f64 {
+        let n = poly.len();
+        (0..n)
+            .map(|i| {
+                let (a, b) = (poly[i], poly[(i + 1) % n]);
+                a.0 * b.1 - b.0 * a.1
+            })
+            .sum::<f64>()
+            .abs()
+            / 2.0
+    }
+
+    #[test]
+    fn voice_regions_match_fig_5_2() {
+        let t = MediaTiming::from_ms(150.0, 20.0).unwrap();
+        let c = region_chart(&t, Some((70.0, 30.0)));
+        assert_eq!(c.regions.len(), 2);
+        let green = &c.regions[0].polygon;
+        // Apex of the green triangle at the 33.3 ms standard bound.
+        assert!((green[1].0 - 100.0 / 3.0).abs() < 1e-9);
+        // Every vertex of both regions is classified consistently (centroids).
+        let centroid = |p: &[(f64, f64)]| {
+            let n = p.len() as f64;
+            (
+                p.iter().map(|q| q.0).sum::<f64>() / n,
+                p.iter().map(|q| q.1).sum::<f64>() / n,
+            )
+        };
+        let g = centroid(green);
+        assert_eq!(t.region(g.0, g.1), Region::StandardUseful);
+        let r = centroid(&c.regions[1].polygon);
+        assert_eq!(t.region(r.0, r.1), Region::HollywoodUseful);
+        // Together they cover the feasible triangle: ½·220·(130 − 20).
+        let total = area(green) + area(&c.regions[1].polygon);
+        assert!((total - 0.5 * 220.0 * 110.0).abs() < 1e-6, "{total}");
+    }
+
+    #[test]
+    fn iptv_has_no_green_region() {
+        let t = MediaTiming::from_ms(1000.0, 200.0).unwrap();
+        let c = region_chart(&t, None);
+        assert_eq!(c.regions.len(), 1);
+        assert_eq!(c.regions[0].fill, Rgb::RED);
+        // Infeasible everywhere: no region at all.
+        let none = MediaTiming::from_ms(30.0, 20.0).unwrap();
+        assert!(region_chart(&none, None).regions.is_empty());
+        let dir = std::env::temp_dir().join(format!("hollywood-analyze-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("none.svg");
+        plot::draw(&region_chart(&none, None), &p).unwrap();
+        assert!(std::fs::metadata(&p).unwrap().len() > 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

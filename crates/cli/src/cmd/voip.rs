@@ -1,0 +1,440 @@
+//! `hollywood voip`: one call of the thesis's simulated VoIP application
+//! (§5.1.2) over standard TCP, a TCP Hollywood deployment or UDP, with the
+//! per-message record of Figs. 5.4–5.16 (buffered time, transport delay,
+//! outcome) as JSON totals, a CSV and a Fig. 5.4-style plot.
+//!
+//! The helpers here ([`VoipReport`], [`write_csv`], [`plot_run`]) are shared
+//! by `hollywood repro ch5` and `hollywood demo`.
+
+use crate::cmd::messages::Percentiles;
+use crate::plot::{self, Chart, HLine, Rgb, Series, Style};
+use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use clap::Args;
+use hollywood_apps::{DelayPercentiles, Outcome, VoipRecord, VoipRun, VoipScenario, VoipTransport};
+use hollywood_sim::LossModel;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Arguments of `hollywood voip`.
+#[derive(Args, Debug)]
+pub struct VoipArgs {
+    /// Downlink rate, sender → receiver (ADSL: 8mbit).
+    #[arg(long, default_value = "8mbit", value_parser = parse_rate)]
+    rate: u64,
+    /// Uplink rate, receiver → sender (ADSL: 1mbit; carries the ACKs).
+    #[arg(long, default_value = "1mbit", value_parser = parse_rate)]
+    uplink: u64,
+    /// Round-trip propagation delay (intracontinental 15ms, intercontinental 70ms).
+    #[arg(long, default_value = "70ms", value_parser = parse_duration)]
+    rtt: Duration,
+    /// Playout delay: how long an on-time message is buffered before it is
+    /// played (thesis: 110ms intracontinental, 30ms intercontinental).
+    #[arg(long, default_value = "30ms", value_parser = parse_duration)]
+    playout: Duration,
+    /// Loss on the downlink: a probability (0.1%, 0.001) or a model
+    /// (gilbert:P,R[,BAD[,GOOD]]), as for `sim messages`.
+    #[arg(long, visible_alias = "loss-model", default_value = "0.1%", value_parser = parse_loss_model)]
+    loss: LossModel,
+    /// Messages (3000 = one minute of audio).
+    #[arg(long, default_value_t = 3000)]
+    messages: u32,
+    /// Payload bytes per message (G.711, 20 ms: 160).
+    #[arg(long, default_value = "160", value_parser = parse_size)]
+    size: u64,
+    /// Time between messages (the framing interval).
+    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
+    interval: Duration,
+    /// Message lifetime for a TCP Hollywood sender; default RTT/2 + playout
+    /// (the time from generation to playout).
+    #[arg(long, value_parser = parse_duration)]
+    lifetime: Option<Duration>,
+    /// tcp | hollywood | hollywood-ir | hollywood-ooo | udp
+    #[arg(long, default_value = "hollywood", value_parser = VoipTransport::parse)]
+    transport: VoipTransport,
+    /// Drop-tail queue per link.
+    #[arg(long, default_value = "96000", value_parser = parse_size)]
+    queue: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Write one CSV row per message here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write a Fig. 5.4-style plot here (.png or .svg).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Write the sender's packets (link ingress) to this pcap file.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+}
+
+/// The JSON summary of one call.
+#[derive(Serialize, Debug, Clone)]
+pub struct VoipReport {
+    /// Transport name.
+    pub transport: &'static str,
+    /// Messages in the call.
+    pub messages: u64,
+    /// Messages whose first transmission the downlink dropped.
+    pub first_tx_dropped: u64,
+    /// Arrived after their playout instant.
+    pub late: u64,
+    /// Never delivered to the application.
+    pub never_arrived: u64,
+    /// Lost to the application: late + never arrived.
+    pub app_lost: u64,
+    /// Played out.
+    pub played: u64,
+    /// app_lost / first_tx_dropped (null when nothing was dropped).
+    pub amplification: Option<f64>,
+    /// Lost messages whose own first transmission was not dropped
+    /// (head-of-line-blocking tail, or wrongly replaced).
+    pub collateral_lost: u64,
+    /// Inconsistent retransmissions the sender made.
+    pub ir_sent: u64,
+    /// Expired events reported to the sending application.
+    pub expired_events: u64,
+    /// Retransmitted segments on the wire.
+    pub retransmissions: u64,
+    /// The TCP sender's smoothed RTT at the end of the call (ms; null for UDP).
+    pub srtt_ms: Option<f64>,
+    /// Send → arrival at the application, delivered messages (ms).
+    pub transport_delay_ms: Percentiles,
+    /// Smallest buffered time (playout − arrival, ms; negative = late).
+    pub min_buffered_ms: f64,
+    /// Round-trip time (ms).
+    pub rtt_ms: f64,
+    /// Playout delay (ms).
+    pub playout_ms: f64,
+    /// Lifetime given to a TCP Hollywood sender (ms).
+    pub lifetime_ms: f64,
+    /// Messages delivered with wrong content (must be 0).
+    pub corrupt_delivered: u64,
+    /// Messages delivered twice (must be 0).
+    pub duplicates_delivered: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Virtual seconds simulated.
+    pub sim_seconds: f64,
+    /// Wall-clock milliseconds.
+    pub wall_ms: f64,
+    /// A connection failure, if any.
+    pub error: Option<String>,
+}
+
+fn percentiles(p: DelayPercentiles) -> Percentiles {
+    Percentiles {
+        p50: p.p50,
+        p90: p.p90,
+        p99: p.p99,
+        max: p.max,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl VoipReport {
+    /// Summarise a run.
+    pub fn of(run: &VoipRun, wall_ms: f64) -> VoipReport {
+        let s = run.summary();
+        let sc = &run.scenario;
+        VoipReport {
+            transport: sc.transport.name(),
+            messages: s.messages,
+            first_tx_dropped: s.first_tx_dropped,
+            late: s.late,
+            never_arrived: s.never_arrived,
+            app_lost: s.app_lost,
+            played: s.played,
+            amplification: s.amplification(),
+            collateral_lost: run.collateral_losses(),
+            ir_sent: s.ir_sent,
+            expired_events: run.expired_events,
+            retransmissions: run.retransmissions_on_wire,
+            srtt_ms: run.srtt.map(ms),
+            transport_delay_ms: percentiles(s.transport_delay_ms),
+            min_buffered_ms: s.min_buffered_ms,
+            rtt_ms: ms(sc.rtt),
+            playout_ms: ms(sc.playout),
+            lifetime_ms: ms(sc.message_lifetime()),
+            corrupt_delivered: run.corrupt_delivered,
+            duplicates_delivered: run.duplicates_delivered,
+            seed: sc.seed,
+            sim_seconds: run.sim_time.as_secs_f64(),
+            wall_ms,
+            error: run.error.clone(),
+        }
+    }
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.3}")).unwrap_or_default()
+}
+
+fn instant_ms(i: Option<hollywood_tcp::Instant>) -> String {
+    opt_ms(i.map(|i| i.as_nanos() as f64 / 1e6))
+}
+
+/// Write one CSV row per message: id, send_ms, arrival_ms, playout_ms,
+/// buffered_ms, transport_delay_ms, outcome, first_tx_dropped, expired.
+/// Times are milliseconds of virtual time since the start of the
+/// simulation; empty cells = not applicable (never arrived).
+pub fn write_csv(run: &VoipRun, path: &Path) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let f = std::fs::File::create(path).map_err(err)?;
+    let mut w = std::io::BufWriter::new(f);
+    writeln!(
+        w,
+        "id,send_ms,arrival_ms,playout_ms,buffered_ms,transport_delay_ms,outcome,first_tx_dropped,expired"
+    )
+    .map_err(err)?;
+    for r in &run.records {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{},{}",
+            r.id,
+            instant_ms(r.send),
+            instant_ms(r.arrival),
+            instant_ms(r.playout),
+            opt_ms(r.buffered_ms()),
+            opt_ms(r.transport_delay_ms()),
+            r.outcome().name(),
+            r.first_tx_dropped as u8,
+            r.expired as u8
+        )
+        .map_err(err)?;
+    }
+    w.flush().map_err(err)
+}
+
+/// The two panels of Figs. 5.4–5.16 for messages `range` (inclusive;
+/// `None` = all): buffered time per message (late ones in red, below zero;
+/// never-arrived ones as red crosses at zero), and transport delay per
+/// message (late ones in red) with the playout deadline as a line.
+pub fn charts(run: &VoipRun, range: Option<(u32, u32)>, title: &str) -> Vec<Chart> {
+    let inside = |r: &&VoipRecord| range.is_none_or(|(a, b)| r.id >= a && r.id <= b);
+    let recs: Vec<&VoipRecord> = run.records.iter().filter(inside).collect();
+    let zoom = range.is_some();
+    let line = |pts: Vec<(f64, f64)>, name: &str| {
+        Series::new(
+            name,
+            pts,
+            if zoom { Style::Line } else { Style::Points },
+            Rgb::BLUE,
+        )
+    };
+    let pick = |f: &dyn Fn(&VoipRecord) -> Option<f64>, o: Outcome| -> Vec<(f64, f64)> {
+        recs.iter()
+            .filter(|r| r.outcome() == o || (o == Outcome::Played && zoom))
+            .filter_map(|r| Some((r.id as f64, f(r)?)))
+            .collect()
+    };
+    let never: Vec<(f64, f64)> = recs
+        .iter()
+        .filter(|r| r.outcome() == Outcome::NeverArrived)
+        .map(|r| (r.id as f64, 0.0))
+        .collect();
+    let x_range = match range {
+        Some((a, b)) => Some((a as f64 - 0.5, b as f64 + 0.5)),
+        None => Some((0.0, run.records.len().max(1) as f64)),
+    };
+    let buffered = |r: &VoipRecord| r.buffered_ms();
+    let delay = |r: &VoipRecord| r.transport_delay_ms();
+    let late_b = pick(&buffered, Outcome::Late);
+    let late_d = pick(&delay, Outcome::Late);
+    let mut top = Chart {
+        title: format!("{title}: time buffered before playout"),
+        x_label: "message".into(),
+        y_label: "buffered time (ms)".into(),
+        x_range,
+        series: vec![line(pick(&buffered, Outcome::Played), "buffered")],
+        hlines: vec![HLine {
+            y: 0.0,
+            color: Rgb::GREY,
+            label: String::new(),
+        }],
+        ..Chart::default()
+    };
+    // Playout instant − send instant: the smallest transport delay of the
+    // call plus the playout delay (the schedule of hollywood_apps::voip).
+    let owd = run
+        .records
+        .iter()
+        .filter_map(VoipRecord::transport_delay_ms)
+        .fold(f64::INFINITY, f64::min);
+    let deadline = if owd.is_finite() { owd } else { 0.0 } + ms(run.scenario.playout);
+    let mut bottom = Chart {
+        title: format!("{title}: transport delay"),
+        x_label: "message".into(),
+        y_label: "transport delay (ms)".into(),
+        x_range,
+        series: vec![line(pick(&delay, Outcome::Played), "transport delay")],
+        hlines: vec![HLine {
+            y: deadline,
+            color: Rgb::GREY,
+            label: format!("playout deadline ({deadline:.1} ms)"),
+        }],
+        ..Chart::default()
+    };
+    if !late_b.is_empty() {
+        top.series
+            .push(Series::new("late", late_b, Style::Points, Rgb::RED));
+        bottom
+            .series
+            .push(Series::new("late", late_d, Style::Points, Rgb::RED));
+    }
+    if !never.is_empty() {
+        top.series.push(Series::new(
+            "never arrived",
+            never.clone(),
+            Style::Crosses,
+            Rgb::RED,
+        ));
+        bottom.series.push(Series::new(
+            "never arrived",
+            never,
+            Style::Crosses,
+            Rgb::RED,
+        ));
+    }
+    top.y_range = headroom(&top);
+    bottom.y_range = headroom(&bottom);
+    vec![top, bottom]
+}
+
+/// A y range that fits every point and reference line with a third of the
+/// height free at the top, where the legend goes.
+fn headroom(c: &Chart) -> Option<(f64, f64)> {
+    let ys = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(c.hlines.iter().map(|h| h.y))
+        .filter(|y| y.is_finite());
+    let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), y| {
+        (a.min(y), b.max(y))
+    });
+    if !lo.is_finite() {
+        return None;
+    }
+    let span = (hi - lo).max(10.0);
+    Some((lo - 0.05 * span, hi + 0.45 * span))
+}
+
+/// Draw [`charts`] stacked into `path` (.png or .svg).
+pub fn plot_run(
+    run: &VoipRun,
+    range: Option<(u32, u32)>,
+    title: &str,
+    path: &Path,
+) -> Result<(), String> {
+    plot::draw_stacked(&charts(run, range, title), path).map_err(|e| e.to_string())
+}
+
+/// `±half` messages around `centre`, clipped to the call.
+pub fn zoom_range(run: &VoipRun, centre: u32, half: u32) -> (u32, u32) {
+    let last = run.records.len().saturating_sub(1) as u32;
+    (centre.saturating_sub(half), (centre + half).min(last))
+}
+
+/// One-line description of a scenario for titles and headers.
+pub fn describe(sc: &VoipScenario) -> String {
+    format!(
+        "{} Mb/s down, {} Mb/s up, RTT {} ms, playout delay {} ms",
+        sc.rate_bps as f64 / 1e6,
+        sc.uplink_bps as f64 / 1e6,
+        ms(sc.rtt),
+        ms(sc.playout)
+    )
+}
+
+pub fn run(a: VoipArgs) -> Result<(), String> {
+    if a.size == 0 || a.size > 1400 {
+        return Err("--size must be between 1 and 1400 bytes (one packet)".into());
+    }
+    if a.messages == 0 {
+        return Err("--messages must be at least 1".into());
+    }
+    if a.interval.is_zero() {
+        return Err("--interval must be positive".into());
+    }
+    let sc = VoipScenario {
+        rate_bps: a.rate,
+        uplink_bps: a.uplink,
+        rtt: a.rtt,
+        playout: a.playout,
+        loss: a.loss,
+        queue_bytes: a.queue as usize,
+        count: a.messages,
+        size: a.size as usize,
+        interval: a.interval,
+        lifetime: a.lifetime,
+        transport: a.transport,
+        seed: a.seed,
+        pcap: a.pcap.clone(),
+        ..VoipScenario::default()
+    };
+    let wall = std::time::Instant::now();
+    let run = sc.run().map_err(|e| e.to_string())?;
+    let r = VoipReport::of(&run, wall.elapsed().as_secs_f64() * 1000.0);
+    if let Some(p) = &a.csv {
+        write_csv(&run, p)?;
+    }
+    if let Some(p) = &a.plot {
+        let title = format!("{} — {}", r.transport, describe(&sc));
+        plot_run(&run, None, &title, p)?;
+    }
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "VoIP over {}: {} messages of {} B every {} ms; {}; lifetime {:.1} ms; seed {}",
+            r.transport,
+            r.messages,
+            a.size,
+            ms(a.interval),
+            describe(&sc),
+            r.lifetime_ms,
+            r.seed
+        );
+        println!(
+            "  played {}, lost to the application {} (late {}, never arrived {})",
+            r.played, r.app_lost, r.late, r.never_arrived
+        );
+        println!(
+            "  first transmissions dropped {}; amplification {}; inconsistent retransmissions {}",
+            r.first_tx_dropped,
+            r.amplification
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_else(|| "n/a".into()),
+            r.ir_sent
+        );
+        println!(
+            "  transport delay ms: p50 {:.1}, p90 {:.1}, p99 {:.1}, max {:.1}; min buffered {:.1} ms",
+            r.transport_delay_ms.p50,
+            r.transport_delay_ms.p90,
+            r.transport_delay_ms.p99,
+            r.transport_delay_ms.max,
+            r.min_buffered_ms
+        );
+    }
+    if let Some(e) = &r.error {
+        return Err(format!("the connection failed: {e}"));
+    }
+    if r.corrupt_delivered > 0 || r.duplicates_delivered > 0 || run.seq_holes_on_wire > 0 {
+        return Err(
+            "an invariant was violated (corrupt/duplicate delivery or a sequence hole)".into(),
+        );
+    }
+    Ok(())
+}

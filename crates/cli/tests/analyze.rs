@@ -1,0 +1,242 @@
+//! `hollywood analyze` end to end: the binary's JSON for thesis Table 5.1 and
+//! eq. (5.4)–(5.7), the plot files, and bad input.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn hollywood(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hollywood"))
+        .args(args)
+        .output()
+        .expect("run hollywood")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = hollywood(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+fn f(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hollywood-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn table_5_1_json() {
+    let v = json(&["analyze", "table-5.1", "--json"]);
+    let rows = v.as_array().expect("an array");
+    let got: Vec<(String, f64, f64, f64, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["application"].as_str().unwrap().to_string(),
+                f(r, "t_max_ms"),
+                // Table 5.1 prints one decimal.
+                (f(r, "rtt_bound_standard_ms") * 10.0).round() / 10.0,
+                (f(r, "rtt_bound_hollywood_ms") * 10.0).round() / 10.0,
+                r["utility_standard"].as_str().unwrap().to_string(),
+                r["utility_hollywood"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        (
+            "Voice telephony",
+            150.0,
+            33.3,
+            220.0,
+            "Within a continent",
+            "Intercontinental",
+        ),
+        (
+            "On-demand video",
+            30000.0,
+            13333.3,
+            52000.0,
+            "Intercontinental",
+            "Intercontinental",
+        ),
+        ("IPTV", 1000.0, 0.0, 1200.0, "None", "Intercontinental"),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|&(a, t, s, h, us, uh)| (a.to_string(), t, s, h, us.to_string(), uh.to_string()))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn table_5_1_human() {
+    let out = hollywood(&["analyze", "table-5.1"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "33.3",
+        "220.0",
+        "13333.3",
+        "52000.0",
+        "1200.0",
+        "Within a continent",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn intercontinental_voice_point() {
+    // §5.1.2's intercontinental scenario: 70 ms RTT, 30 ms playout.
+    let v = json(&[
+        "analyze",
+        "--tmax",
+        "150ms",
+        "--framing",
+        "20ms",
+        "--rtt",
+        "70ms",
+        "--playout",
+        "30ms",
+        "--json",
+    ]);
+    let p = &v["point"];
+    assert_eq!(p["region"], "hollywood-useful");
+    assert_eq!(f(p, "rexmit_ms"), 130.0); // eq. 5.2
+    assert_eq!(p["standard_useful_playout_ms"]["empty"], true); // 150 > 95
+    assert_eq!(f(&p["feasible_playout_ms"], "upper_ms"), 95.0);
+    assert_eq!(f(p, "one_way_delay_ms"), 85.0); // eq. 5.1
+    assert_eq!(f(p, "t_hol_ms"), 100.0); // eq. 5.6
+    assert_eq!(p["n_hol"], 5); // eq. 5.7
+                               // Intracontinental: 15 ms RTT, 110 ms playout, standard useful, no blocking.
+    let v = json(&[
+        "analyze",
+        "--tmax",
+        "150ms",
+        "--framing",
+        "20ms",
+        "--rtt",
+        "15ms",
+        "--playout",
+        "110ms",
+        "--json",
+    ]);
+    assert_eq!(v["point"]["region"], "standard-useful");
+    assert_eq!(v["point"]["n_hol"], 0);
+    assert_eq!(
+        f(&v["point"]["standard_useful_playout_ms"], "lower_ms"),
+        95.0
+    );
+}
+
+#[test]
+fn plots_png_and_svg() {
+    let dir = temp_dir("analyze-plot");
+    let png = dir.join("fig5.2.png");
+    let svg = dir.join("fig5.2.svg");
+    for (path, rtt) in [(&png, Some("70ms")), (&svg, None)] {
+        let mut args = vec!["analyze", "--tmax", "150ms", "--framing", "20ms"];
+        if let Some(r) = rtt {
+            args.extend(["--rtt", r]);
+        }
+        args.extend(["--plot", path.to_str().unwrap(), "--json"]);
+        let v = json(&args);
+        assert_eq!(v["plot"].as_str(), path.to_str());
+    }
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.len() > 1000);
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg") && text.contains("<polygon"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_exits_1_with_a_message() {
+    let dir = temp_dir("analyze-bad");
+    let pdf = dir.join("x.pdf");
+    let cases: [(Vec<&str>, &str); 6] = [
+        (
+            vec![
+                "analyze",
+                "--tmax",
+                "150",
+                "--framing",
+                "20ms",
+                "--rtt",
+                "70ms",
+            ],
+            "needs a unit",
+        ),
+        (
+            vec![
+                "analyze",
+                "--tmax",
+                "150ms",
+                "--framing",
+                "0ms",
+                "--rtt",
+                "70ms",
+            ],
+            "framing",
+        ),
+        (
+            vec![
+                "analyze",
+                "--tmax",
+                "150ms",
+                "--framing",
+                "20ms",
+                "--rtt",
+                "-5ms",
+            ],
+            "--rtt",
+        ),
+        (
+            vec![
+                "analyze",
+                "--tmax",
+                "150ms",
+                "--framing",
+                "20ms",
+                "--playout",
+                "5ms",
+            ],
+            "--playout needs --rtt",
+        ),
+        (
+            vec!["analyze", "--framing", "20ms", "--rtt", "70ms"],
+            "--tmax",
+        ),
+        (
+            vec![
+                "analyze",
+                "--tmax",
+                "150ms",
+                "--framing",
+                "20ms",
+                "--plot",
+                pdf.to_str().unwrap(),
+            ],
+            ".png or .svg",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = hollywood(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert!(!pdf.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
