@@ -91,6 +91,13 @@ pub struct Config {
     /// Limited transmit (RFC 3042): send new data on the first two
     /// duplicate ACKs.
     pub limited_transmit: bool,
+    /// RACK-TLP loss detection (RFC 8985) when SACK is negotiated: losses,
+    /// lost retransmissions included, are found by transmission time with a
+    /// reordering window, a tail loss probe replaces most tail RTOs, and
+    /// SACK recovery sends by Proportional Rate Reduction (RFC 6937).
+    /// `false` = RFC 6675 (DupThresh / IsLost) with cwnd - pipe sending.
+    /// On by default, as in Linux.
+    pub rack: bool,
     /// Challenge ACKs (RFC 5961) allowed per second on one connection
     /// (Linux `tcp_challenge_ack_limit`: 1000).
     pub challenge_ack_limit: u32,
@@ -157,6 +164,7 @@ impl Default for Config {
             time_wait: Duration::from_secs(60),
             dupack_threshold: 3,
             limited_transmit: true,
+            rack: true,
             challenge_ack_limit: 1000,
             consistent_segmentation: false,
             hollywood: HollywoodConfig::default(),

@@ -32,6 +32,7 @@ pub mod hollywood;
 pub mod isn;
 #[cfg(test)]
 mod pair;
+mod rack;
 mod recv_buf;
 pub mod rtt;
 mod sack;

@@ -51,16 +51,18 @@ impl Sent {
     pub fn end(&self) -> SeqNumber {
         self.seq + self.seq_len()
     }
-    /// Contributions to (sacked, lost, retransmitted) byte counters.
-    fn contrib(&self) -> (usize, usize, usize) {
+    /// Contributions to the (sacked, lost, retransmitted) byte counters
+    /// and the SACKed-segment counter.
+    fn contrib(&self) -> (usize, usize, usize, usize) {
         let l = self.seq_len();
         if self.sacked {
-            (l, 0, 0)
+            (l, 0, 0, 1)
         } else {
             (
                 0,
                 if self.lost { l } else { 0 },
                 if self.retrans { l } else { 0 },
+                0,
             )
         }
     }
@@ -87,6 +89,8 @@ pub(crate) struct RtxQueue {
     sacked_bytes: usize,
     lost_bytes: usize,
     retrans_bytes: usize,
+    /// Segments SACKed (RACK.segs_sacked, RFC 8985 §6.2 step 4).
+    sacked_segs: usize,
     /// Merged SACKed ranges above the cumulative ACK.
     sacked_set: Vec<(SeqNumber, SeqNumber)>,
     /// End of the highest SACKed segment (RFC 6675 HighACK-side marker).
@@ -138,15 +142,23 @@ impl RtxQueue {
     }
 
     /// Bytes SACKed.
-    #[cfg(test)]
     pub(crate) fn sacked_bytes(&self) -> usize {
         self.sacked_bytes
     }
 
+    /// Segments SACKed.
+    pub(crate) fn sacked_segments(&self) -> usize {
+        self.sacked_segs
+    }
+
     /// Bytes marked lost and not SACKed.
-    #[cfg(test)]
     pub(crate) fn lost_bytes(&self) -> usize {
         self.lost_bytes
+    }
+
+    /// The highest outstanding segment.
+    pub(crate) fn back(&self) -> Option<&Sent> {
+        self.segs.back()
     }
 
     /// Bytes retransmitted, outstanding and not SACKed.
@@ -175,21 +187,37 @@ impl RtxQueue {
     /// Change the flags of segment `i` through `f`, keeping counters right.
     fn update(&mut self, i: usize, f: impl FnOnce(&mut Sent)) {
         let s = &mut self.segs[i];
-        let (a, b, c) = s.contrib();
+        let (a, b, c, d) = s.contrib();
         f(s);
-        let (x, y, z) = s.contrib();
+        let (x, y, z, w) = s.contrib();
         self.sacked_bytes = self.sacked_bytes - a + x;
         self.lost_bytes = self.lost_bytes - b + y;
         self.retrans_bytes = self.retrans_bytes - c + z;
+        self.sacked_segs = self.sacked_segs - d + w;
     }
 
     /// Remove everything below `una` (the new cumulative ACK). A segment
     /// acknowledged in part is trimmed at the front.
+    #[cfg(test)]
     pub(crate) fn ack_to(&mut self, una: SeqNumber) -> Acked {
+        self.ack_to_with(una, |_| {})
+    }
+
+    /// [`RtxQueue::ack_to`], calling `delivered` for every segment the ACK
+    /// newly delivers (wholly acknowledged and not SACKed before), before
+    /// it is removed (RFC 8985 §6.2 steps 2-3 look at each one).
+    pub(crate) fn ack_to_with(
+        &mut self,
+        una: SeqNumber,
+        mut delivered: impl FnMut(&Sent),
+    ) -> Acked {
         let mut out = Acked::default();
         while let Some(s) = self.segs.front() {
             if s.end() <= una {
                 let s = *s;
+                if !s.sacked {
+                    delivered(&s);
+                }
                 self.update(0, |s| {
                     s.sacked = false;
                     s.lost = false;
@@ -236,7 +264,19 @@ impl RtxQueue {
 
     /// Apply one (validated, non-duplicate) SACK block `[left, right)`.
     /// Returns the sequence-space bytes newly marked SACKed.
+    #[cfg(test)]
     pub(crate) fn sack(&mut self, left: SeqNumber, right: SeqNumber) -> usize {
+        self.sack_with(left, right, |_| {})
+    }
+
+    /// [`RtxQueue::sack`], calling `delivered` for every segment newly
+    /// marked SACKed.
+    pub(crate) fn sack_with(
+        &mut self,
+        left: SeqNumber,
+        right: SeqNumber,
+        mut delivered: impl FnMut(&Sent),
+    ) -> usize {
         if left >= right {
             return 0;
         }
@@ -276,6 +316,7 @@ impl RtxQueue {
                 let s = self.segs[k];
                 if !s.sacked && s.seq >= ml && s.end() <= mr {
                     newly += s.seq_len();
+                    delivered(&s);
                     self.update(k, |s| s.sacked = true);
                     let end = s.end();
                     self.high_sacked = Some(self.high_sacked.map_or(end, |h| h.max(end)));
@@ -329,6 +370,18 @@ impl RtxQueue {
     /// `IsLost` for the oldest outstanding segment.
     pub(crate) fn front_lost(&self) -> bool {
         self.segs.front().is_some_and(|s| s.lost && !s.sacked)
+    }
+
+    /// Segment `i` is lost (RACK, RFC 8985 §6.2 step 5 / §6.3): marked
+    /// lost, and a retransmission of it no longer counts as in flight (it
+    /// was lost too), so that it is sent again.
+    pub(crate) fn mark_lost_again(&mut self, i: usize) {
+        if i < self.segs.len() && !self.segs[i].sacked {
+            self.update(i, |s| {
+                s.lost = true;
+                s.retrans = false;
+            });
+        }
     }
 
     /// Mark segment `i` lost (fast retransmit of the first segment).

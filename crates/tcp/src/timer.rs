@@ -18,12 +18,22 @@ pub(crate) enum Timer {
     Keepalive = 3,
     /// TIME-WAIT 2*MSL (RFC 9293 §3.10.7.4).
     TimeWait = 4,
+    /// RACK reordering timer (RFC 8985 §6.2 step 5): a segment sent before
+    /// a delivered one becomes lost once its reordering window has passed.
+    Reorder = 5,
+    /// Tail loss probe timeout, PTO (RFC 8985 §7.2).
+    Tlp = 6,
 }
 
 impl Timer {
-    /// All timers, in the order they are serviced when due together.
-    pub(crate) const ALL: [Timer; 5] = [
+    /// All timers, in the order they are serviced when due together. The
+    /// RACK timers go before the RTO: when the PTO is capped at the RTO
+    /// deadline, the probe is sent and re-arms the RTO instead (RFC 8985
+    /// §8: the three timers are mutually exclusive).
+    pub(crate) const ALL: [Timer; 7] = [
         Timer::TimeWait,
+        Timer::Reorder,
+        Timer::Tlp,
         Timer::Retransmit,
         Timer::Persist,
         Timer::DelayedAck,
@@ -34,7 +44,7 @@ impl Timer {
 /// Deadline per timer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct TimerTable {
-    data: [Option<Instant>; 5],
+    data: [Option<Instant>; 7],
 }
 
 impl TimerTable {
@@ -50,6 +60,10 @@ impl TimerTable {
     pub(crate) fn is_set(&self, timer: Timer) -> bool {
         self.data[timer as usize].is_some()
     }
+    /// Deadline of `timer`, if armed.
+    pub(crate) fn deadline(&self, timer: Timer) -> Option<Instant> {
+        self.data[timer as usize]
+    }
     /// `timer` is armed and due at `now`.
     pub(crate) fn is_expired(&self, timer: Timer, now: Instant) -> bool {
         self.data[timer as usize].is_some_and(|t| t <= now)
@@ -60,7 +74,7 @@ impl TimerTable {
     }
     /// Disarm everything.
     pub(crate) fn clear(&mut self) {
-        self.data = [None; 5];
+        self.data = [None; 7];
     }
 }
 
@@ -79,7 +93,10 @@ mod tests {
         assert!(!t.is_expired(Timer::Keepalive, Instant::from_nanos(10)));
         t.stop(Timer::DelayedAck);
         assert_eq!(t.next(), Some(Instant::from_nanos(30)));
+        t.set(Timer::Tlp, Instant::from_nanos(5));
+        assert_eq!(t.next(), Some(Instant::from_nanos(5)));
         t.clear();
         assert!(!t.is_set(Timer::Keepalive));
+        assert_eq!(t.next(), None);
     }
 }

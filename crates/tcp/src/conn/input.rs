@@ -191,7 +191,7 @@ impl Connection {
                         self.ts_recent = None;
                     } else {
                         self.stats.paws_rejected += 1;
-                        self.ack.now = true;
+                        self.oow_ack(now, seg_len);
                         return;
                     }
                 }
@@ -207,8 +207,9 @@ impl Connection {
                 // RFC 5961 §4.2: any SYN in a synchronized state.
                 self.challenge_ack(now);
             } else {
-                // "<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>".
-                self.ack.now = true;
+                // "<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>", rate limited for
+                // pure segments against ACK storms.
+                self.oow_ack(now, seg_len);
             }
             let data_seq = seg.seq + f.syn() as usize;
             let data_end = data_seq + payload.len();

@@ -22,6 +22,7 @@
 use crate::cc::CongestionControl;
 use crate::config::Config;
 use crate::hollywood::{ExpiredMessage, MessageMeta, MessageTable, MetaError};
+use crate::rack::{Prr, Rack};
 use crate::recv_buf::RecvBuffer;
 use crate::rtt::RttEstimator;
 use crate::sack::RtxQueue;
@@ -189,6 +190,13 @@ pub struct ConnectionStats {
     pub keepalives_sent: u64,
     /// RTT samples taken.
     pub rtt_samples: u64,
+    /// Tail loss probes sent (RFC 8985 §7.3).
+    pub tlp_probes: u64,
+    /// Losses repaired by a retransmitted loss probe (RFC 8985 §7.4).
+    pub tlp_recoveries: u64,
+    /// Retransmissions found lost by RACK (RFC 8985 §6.2), each resent
+    /// without waiting for the RTO.
+    pub lost_retransmissions: u64,
 }
 
 /// The result of option negotiation on the handshake.
@@ -290,6 +298,10 @@ const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 /// Challenge-ACK accounting window (RFC 5961 §7: rate-limit per interval).
 const CHALLENGE_WINDOW: Duration = Duration::from_secs(1);
 
+/// Fewest time between two ACKs answering out-of-window pure segments
+/// (Linux `net.ipv4.tcp_invalid_ratelimit`: 500 ms).
+const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
+
 /// One TCP connection (a TCB, RFC 9293 §3.3.1).
 pub struct Connection {
     config: Config,
@@ -369,6 +381,10 @@ pub struct Connection {
     /// partial ACK, RTO).
     pending_rtx: Option<SeqNumber>,
     retx_records: VecDeque<RetxRecord>,
+    /// RACK-TLP state (RFC 8985), used when `config.rack` and SACK.
+    rack: Rack,
+    /// Proportional Rate Reduction during SACK recovery (RFC 6937).
+    prr: Prr,
     episode: Episode,
 
     // --- ACK generation
@@ -382,6 +398,9 @@ pub struct Connection {
     window_update: bool,
     challenge_start: Instant,
     challenge_count: u32,
+    /// When we last answered an out-of-window pure segment (ACK-storm
+    /// mitigation, see `oow_ack`).
+    last_oow_ack: Option<Instant>,
 
     // --- control segments, probes
     /// A RST to send: `(seq, ack)`.
@@ -583,6 +602,8 @@ impl Connection {
             heard_since_rto: false,
             pending_rtx: None,
             retx_records: VecDeque::new(),
+            rack: Rack::default(),
+            prr: Prr::default(),
             episode: Episode::default(),
             ack: AckState {
                 quickack,
@@ -593,6 +614,7 @@ impl Connection {
             window_update: false,
             challenge_start: now,
             challenge_count: 0,
+            last_oow_ack: None,
             rst_out: None,
             probe: None,
             force_send: false,
@@ -970,6 +992,9 @@ impl Connection {
                 }
             }
             Timer::Keepalive => self.on_keepalive(now),
+            // RFC 8985 §6.2 step 5 / §7.3.
+            Timer::Reorder => self.on_reorder_timeout(now),
+            Timer::Tlp => self.on_pto(now),
         }
     }
 
@@ -1076,6 +1101,8 @@ impl Connection {
                     Timer::Persist,
                     Timer::DelayedAck,
                     Timer::Keepalive,
+                    Timer::Reorder,
+                    Timer::Tlp,
                 ] {
                     self.timers.stop(t);
                 }
@@ -1141,6 +1168,8 @@ impl Connection {
             }
             _ => self.timers.stop(Timer::Keepalive),
         }
+        // RACK reordering timer and tail loss probe (RFC 8985 §8).
+        self.arm_rack_timers(now);
     }
 
     // ------------------------------------------------------------------
@@ -1231,6 +1260,28 @@ impl Connection {
         } else {
             self.stats.challenge_acks_suppressed += 1;
         }
+    }
+
+    /// RFC 9293 §3.10.7.4 (and RFC 7323 §5.3 for PAWS) answers an
+    /// unacceptable segment with `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`.
+    /// Two endpoints whose sequence spaces came apart (a blind injection, a
+    /// middlebox) would then answer each other's ACKs forever, in zero
+    /// time: an ACK storm. Segments that carry no data, SYN or FIN (`len`
+    /// = 0 sequence space) are therefore answered at most once per
+    /// `OOW_ACK_INTERVAL` (as Linux's `tcp_oow_rate_limited`); data
+    /// segments are always answered, so a retransmission is never left
+    /// without an ACK.
+    fn oow_ack(&mut self, now: Instant, seg_len: usize) {
+        if seg_len == 0 {
+            if self
+                .last_oow_ack
+                .is_some_and(|t| now.saturating_duration_since(t) < OOW_ACK_INTERVAL)
+            {
+                return;
+            }
+            self.last_oow_ack = Some(now);
+        }
+        self.ack.now = true;
     }
 
     /// Our timestamp clock: milliseconds plus the connection's offset

@@ -21,6 +21,8 @@ impl Connection {
         let repr = self.next_segment(now, payload);
         if let Some(r) = &repr {
             self.after_send(r, payload.len());
+            // PRR's prr_out (RFC 6937 §3.1).
+            self.on_segment_sent(r, payload.len());
         }
         self.arm_timers(now);
         repr
@@ -97,14 +99,17 @@ impl Connection {
     /// RFC 5681 §3.1 after an RTO).
     fn next_data_segment(&mut self, now: Instant, payload: &mut Vec<u8>) -> Option<TcpRepr> {
         let smss = self.neg.smss;
-        let avail = self.cwnd_limit().saturating_sub(self.pipe());
+        let avail = self.send_allowance();
         let mut rule3 = None;
         if let Some(i) = self.loss_candidate() {
             let s = *self.rtxq.get(i)?;
             let sack_recovery = matches!(self.recovery, Recovery::Sack { .. });
             // NextSeg considers only sequence numbers below HighACK
-            // (the highest SACKed) during SACK recovery.
-            let below_high = !sack_recovery || self.rtxq.high_sacked().is_some_and(|h| s.seq < h);
+            // (the highest SACKed) during SACK recovery; RACK marks losses
+            // by time, anywhere (RFC 8985 §6.2).
+            let below_high = !sack_recovery
+                || self.rack_active()
+                || self.rtxq.high_sacked().is_some_and(|h| s.seq < h);
             if s.lost && below_high {
                 // Rule (1): the first lost, not yet retransmitted segment.
                 if avail >= s.seq_len().clamp(1, smss) {
@@ -112,7 +117,10 @@ impl Connection {
                 }
                 return None;
             }
-            if sack_recovery && below_high {
+            // With RACK-TLP only segments deemed lost are retransmitted
+            // (RFC 8985 §9.3); the reordering timer and TLP take the place
+            // of rule (3).
+            if sack_recovery && below_high && !self.rack_active() {
                 rule3 = Some(i);
             }
         }

@@ -2,10 +2,13 @@
 //! RFC 6298 (RTO), RFC 7323 §4 (RTTM), RFC 5681 (fast retransmit / fast
 //! recovery), RFC 6582 (NewReno), RFC 6675 (SACK-based recovery), RFC 3042
 //! (limited transmit), RFC 2883 / RFC 3708 (D-SACK, spurious retransmission
-//! detection). Congestion-window arithmetic itself belongs to the
+//! detection), and with SACK and `Config::rack` RFC 8985 (RACK-TLP loss
+//! detection) with RFC 6937 (PRR) sending during SACK recovery.
+//! Congestion-window arithmetic itself belongs to the
 //! [`CongestionControl`](crate::CongestionControl) in use.
 
 use super::{Connection, Episode, Event, Recovery, RetxRecord, RETX_RECORDS};
+use crate::rack::{AckInfo, Rack};
 use crate::sack::Acked;
 use crate::time::Instant;
 use crate::timer::Timer;
@@ -21,7 +24,9 @@ impl Connection {
         // RFC 9293 §3.8.6.1: the peer answers, so probing may go on.
         self.persist_probes = 0;
         let prior_flight = self.flight_size();
+        let prior_sacked = self.rtxq.sacked_bytes();
         let old_wnd = self.snd_wnd;
+        self.rack.last_dsack = None;
 
         // Window update: if SND.WL1 < SEG.SEQ or (SND.WL1 = SEG.SEQ and
         // SND.WL2 =< SEG.ACK), set SND.WND = SEG.WND (scaled, RFC 7323 §2.3).
@@ -75,15 +80,38 @@ impl Connection {
         if is_dup {
             self.stats.dup_acks_received += 1;
         }
+        if self.rack_active() {
+            // RFC 8985 §7.4: what the ACK says about an outstanding probe,
+            // then §6.2 step 5: losses by transmission time.
+            self.rack.commit();
+            let pure_dup = acked == 0 && sacked == 0 && payload_len == 0 && wnd == old_wnd;
+            self.tlp_on_ack(now, seg, pure_dup, prior_flight);
+            self.rack_detect(now);
+        }
+        let was_open = self.recovery == Recovery::Open;
         self.update_recovery(now, acked, is_dup, prior_flight);
+        if self.prr.active && matches!(self.recovery, Recovery::Sack { .. }) {
+            // RFC 6937 §3.1: DeliveredData = change in SND.UNA + change in
+            // SACKed bytes.
+            let delivered = (acked + self.rtxq.sacked_bytes()).saturating_sub(prior_sacked);
+            self.prr.on_ack(delivered, self.pipe(), self.neg.smss);
+            if was_open {
+                // RFC 6937 §3: the fast retransmit goes on entry.
+                self.prr.sndcnt = self.prr.sndcnt.max(self.neg.smss);
+            }
+        }
     }
 
     /// SND.UNA moves to `seg.ack`.
     fn advance_una(&mut self, now: Instant, seg: &TcpRepr, acked: usize) {
         let ack = seg.ack;
-        let a = self.rtxq.ack_to(ack);
+        let info = self.ack_info(now, seg);
+        let rack = &mut self.rack;
+        let a = self.rtxq.ack_to_with(ack, |s| rack.on_delivered(&info, s));
         self.snd_buf.ack_to(ack);
         self.snd_una = ack;
+        // Hollywood (thesis §4.2.1): metadata of acknowledged messages goes.
+        self.messages.on_ack(ack);
         self.stats.bytes_acked += acked as u64;
         self.take_rtt_sample(now, seg, &a);
         if self.recovery == Recovery::Open && self.recover < self.snd_una - 1 {
@@ -142,6 +170,13 @@ impl Connection {
     /// Apply the SACK option; returns sequence-space bytes newly SACKed.
     fn process_sacks(&mut self, now: Instant, seg: &TcpRepr) -> usize {
         let blocks = seg.options.sacks();
+        // The timestamp echo of a SACK speaks for the last in-order segment
+        // (RFC 7323 §4.3 updates TS.Recent only at RCV.NXT), not for the
+        // segments it SACKs: RACK judges those by min_RTT alone.
+        let info = AckInfo {
+            tsecr: None,
+            ..self.ack_info(now, seg)
+        };
         let mut newly = 0;
         for (k, b) in blocks.iter().enumerate() {
             // RFC 2883 §4: the first block is a D-SACK if it lies below the
@@ -151,7 +186,11 @@ impl Connection {
                     .get(1)
                     .is_some_and(|s| s.left <= b.left && b.right <= s.right);
                 if b.left < seg.ack || inside_second {
+                    self.rack.last_dsack = Some((b.left, b.right));
                     self.on_dsack(now, *b);
+                    // Hollywood: a rewrite that landed on bytes the receiver
+                    // already had did not deliver its replacement.
+                    self.messages.on_dsack(b.left, b.right);
                     continue;
                 }
             }
@@ -160,10 +199,15 @@ impl Connection {
             if b.left >= b.right || b.right > self.snd_nxt || b.right <= self.snd_una {
                 continue;
             }
-            newly += self.rtxq.sack(b.left.max(self.snd_una), b.right);
+            let rack = &mut self.rack;
+            newly += self.rtxq.sack_with(b.left.max(self.snd_una), b.right, |s| {
+                rack.on_delivered(&info, s)
+            });
+            self.messages.on_sack(b.left.max(self.snd_una), b.right);
         }
-        if newly > 0 {
-            // RFC 6675 §4 IsLost via the scoreboard.
+        if newly > 0 && !self.rack_active() {
+            // RFC 6675 §4 IsLost via the scoreboard (RACK marks losses by
+            // time instead, RFC 8985 §6.2).
             self.rtxq
                 .update_lost(self.config.dupack_threshold.max(1), self.neg.smss);
         }
@@ -176,6 +220,10 @@ impl Connection {
     /// its congestion response.
     fn on_dsack(&mut self, now: Instant, b: SackBlock) {
         self.stats.dsacks_received += 1;
+        if self.rack_active() {
+            // RFC 8985 §6.2 step 4: D-SACKs widen the reordering window.
+            self.rack.on_dsack(self.snd_una, self.snd_nxt);
+        }
         let Some(pos) = self
             .retx_records
             .iter()
@@ -242,19 +290,30 @@ impl Connection {
                     let rtt = self.rtt.srtt().unwrap_or(self.config.initial_rto);
                     self.cc.on_ack(now, acked, prior_flight, rtt);
                 }
+                // RFC 6582 §3.2 step 2 / RFC 6675 §5.1: no new recovery
+                // until the cumulative ACK covers more than "the highest
+                // sequence number transmitted" at the last entry, i.e.
+                // reaches `recover` (kept one past it, = HighData).
+                let may_enter = self.snd_una >= self.recover;
                 if is_dup {
                     self.dupacks += 1;
-                    // RFC 6582 §3.2 step 2 / RFC 6675 §5.1: no new recovery
-                    // until the cumulative ACK covers more than `recover`.
-                    let may_enter = self.snd_una > self.recover;
                     // RFC 5681 §3.2 step 2 (DupThresh duplicate ACKs); with
                     // SACK also RFC 6675 §5 step (2): IsLost(HighACK + 1).
                     let lost = self.dupacks >= thresh || (self.neg.sack && self.rtxq.front_lost());
-                    if may_enter && lost {
+                    if may_enter && lost && !self.rack_active() {
                         self.enter_recovery(now);
                     }
                     // Otherwise RFC 3042 limited transmit may send new data
                     // (see `cwnd_limit`).
+                }
+                // RFC 8985: with RACK-TLP, fast recovery starts as soon as
+                // RACK deems a segment lost (not on a DupThresh count).
+                if self.rack_active()
+                    && self.recovery == Recovery::Open
+                    && may_enter
+                    && self.rtxq.lost_bytes() > 0
+                {
+                    self.enter_recovery(now);
                 }
             }
             Recovery::Sack { .. } => {
@@ -303,6 +362,19 @@ impl Connection {
         self.cc.on_congestion_event(now, flight);
         self.stats.fast_retransmits += 1;
         self.new_episode();
+        if self.rack_active() {
+            // RFC 8985 + RFC 6675 §5 (4.1-4.2): RACK already marked the
+            // lost segments; NextSeg resends them as PRR (RFC 6937 §3.1)
+            // allows, the first one at once.
+            self.stats.sack_recoveries += 1;
+            self.recovery = Recovery::Sack {
+                high_rxt: self.snd_una,
+            };
+            self.rack.clear_tlp();
+            self.prr
+                .start(now, flight, self.cc.ssthresh(), self.neg.smss);
+            return;
+        }
         if self.neg.sack {
             self.stats.sack_recoveries += 1;
             self.recovery = Recovery::Sack {
@@ -323,6 +395,10 @@ impl Connection {
         self.recovery = Recovery::Open;
         self.dupacks = 0;
         self.cc.on_recovery_end(now, self.flight_size());
+        if self.prr.active {
+            self.prr.active = false;
+            self.rack.on_recovery_end();
+        }
     }
 
     /// RFC 6675 §4 SetPipe (from the scoreboard counters); during NewReno
@@ -347,6 +423,243 @@ impl Connection {
             cwnd + self.dupacks as usize * self.neg.smss
         } else {
             cwnd
+        }
+    }
+
+    /// Bytes that may be sent now (new data or retransmissions through
+    /// NextSeg): the PRR allowance during RACK/SACK recovery (RFC 6937
+    /// §3.1), else cwnd (with limited transmit) minus the pipe. A pending
+    /// new-data loss probe may go whatever cwnd says (RFC 8985 §7.3).
+    pub(super) fn send_allowance(&self) -> usize {
+        let avail = if self.prr.active && matches!(self.recovery, Recovery::Sack { .. }) {
+            self.prr.sndcnt
+        } else {
+            self.cwnd_limit().saturating_sub(self.pipe())
+        };
+        if self.rack.tlp_new_from.is_some() {
+            avail.max(self.neg.smss)
+        } else {
+            avail
+        }
+    }
+
+    /// A segment went out: PRR counts the data and FIN (prr_out).
+    pub(super) fn on_segment_sent(&mut self, r: &TcpRepr, payload_len: usize) {
+        if self.prr.active && !r.flags.syn() && !r.flags.rst() {
+            let len = payload_len + r.flags.fin() as usize;
+            if len > 0 {
+                self.prr.on_sent(len);
+            }
+        }
+    }
+
+    /// RACK-TLP (RFC 8985) is in use: configured, and SACK negotiated
+    /// (RFC 8985 §4: RACK-TLP requires SACK).
+    pub(super) fn rack_active(&self) -> bool {
+        self.config.rack && self.neg.sack
+    }
+
+    /// The ACK context RACK needs for each segment it delivers.
+    fn ack_info(&self, now: Instant, seg: &TcpRepr) -> AckInfo {
+        AckInfo {
+            now,
+            tsecr: if self.neg.timestamps {
+                seg.options.timestamp.map(|t| t.tsecr)
+            } else {
+                None
+            },
+            ts_offset: self.ts_offset,
+            min_rtt: self.rtt.min_rtt(),
+        }
+    }
+
+    /// RACK.reo_wnd for the current state (RFC 8985 §6.2 step 4).
+    fn reo_wnd(&self) -> std::time::Duration {
+        self.rack.reo_wnd(
+            self.recovery != Recovery::Open,
+            self.rtxq.sacked_segments(),
+            self.config.dupack_threshold.max(1),
+            self.rtt.min_rtt(),
+            self.rtt.srtt(),
+        )
+    }
+
+    /// RACK_detect_loss_and_arm_timer (RFC 8985 §6.2 step 5): mark losses,
+    /// (re)arm or stop the reordering timer, send NextSeg back to the
+    /// lowest newly lost segment. A lost retransmission is a further
+    /// congestion signal (RFC 5681 §4.3: "the loss of a retransmission
+    /// [...] cwnd (and ssthresh) MUST be lowered twice"; RFC 8985 §9.3
+    /// leaves that response to congestion control): during SACK recovery
+    /// the window is reduced once more, at most once per reduction (only
+    /// retransmissions sent since the latest one count). Returns the bytes
+    /// newly marked lost.
+    fn rack_detect(&mut self, now: Instant) -> usize {
+        let reo = self.reo_wnd();
+        let d = self.rack.detect_loss(&mut self.rtxq, now, reo);
+        match d.timer {
+            Some(t) => self.timers.set(Timer::Reorder, t),
+            None => self.timers.stop(Timer::Reorder),
+        }
+        if let Some(first) = d.first_lost {
+            match &mut self.recovery {
+                Recovery::Sack { high_rxt } => *high_rxt = (*high_rxt).min(first),
+                Recovery::Loss { cursor } => *cursor = (*cursor).min(first),
+                _ => {}
+            }
+        }
+        if d.lost_retransmissions > 0 {
+            self.stats.lost_retransmissions += u64::from(d.lost_retransmissions);
+            let again = matches!(self.recovery, Recovery::Sack { .. })
+                && self.prr.active
+                && self
+                    .prr
+                    .reduced_at
+                    .zip(d.latest_lost_retransmission)
+                    .is_some_and(|(reduced, sent)| sent >= reduced);
+            if again {
+                let w = self.cc.cwnd().min(self.flight_size());
+                self.cc.on_congestion_event(now, w);
+                // A new round: recovery now lasts until what is out now is
+                // acknowledged, and PRR spreads the new reduction over what
+                // is actually in flight.
+                self.recover = self.snd_nxt;
+                let pipe = self.pipe();
+                self.prr.start(now, pipe, self.cc.ssthresh(), 0);
+            }
+        }
+        d.newly_lost
+    }
+
+    /// The RACK reordering timer fired (RFC 8985 §6.2 step 5): segments
+    /// whose window has passed are lost; fast recovery starts if it had
+    /// not (the retransmission then goes at once, RFC 6937 §3).
+    pub(super) fn on_reorder_timeout(&mut self, now: Instant) {
+        if !self.rack_active() || self.flight_size() == 0 || !self.can_send_data_state() {
+            return;
+        }
+        let newly = self.rack_detect(now);
+        if newly > 0 && self.recovery == Recovery::Open && self.snd_una >= self.recover {
+            self.enter_recovery(now);
+        }
+    }
+
+    /// The loss probe timer fired (RFC 8985 §7.3): send one probe even if
+    /// cwnd is full — new data if there is some and the peer's window
+    /// takes it, else a retransmission of the highest outstanding segment —
+    /// then arm the RTO (not the PTO).
+    pub(super) fn on_pto(&mut self, now: Instant) {
+        if !self.rack_active()
+            || self.recovery != Recovery::Open
+            || self.rack.tlp_end.is_some()
+            || self.rack.tlp_new_from.is_some()
+            || self.flight_size() == 0
+            || !self.can_send_data_state()
+            || self.snd_wnd == 0
+        {
+            return;
+        }
+        self.stats.tlp_probes += 1;
+        let forced = self.force_send;
+        self.force_send = true;
+        let usable = (self.snd_una + self.snd_wnd).diff(self.snd_nxt) > 0;
+        if usable && self.has_unsent() && !self.sws_blocked() {
+            // The probe is new data; TLP.end_seq is set once it is out.
+            self.rack.tlp_new_from = Some(self.snd_nxt);
+            self.rack.tlp_retrans = None;
+        } else if let Some(last) = self.rtxq.back().copied() {
+            self.force_send = forced;
+            self.pending_rtx = Some(last.seq);
+            self.rack.tlp_retrans = Some((last.seq, last.end()));
+            self.rack.tlp_end = Some(self.snd_nxt);
+            // The probe is not a congestion response: a D-SACK for it must
+            // not undo an earlier episode's reduction (RFC 3708).
+            self.new_episode();
+            self.episode.undone = true;
+        } else {
+            self.force_send = forced;
+            return;
+        }
+        self.timers.set(Timer::Retransmit, now + self.rtt.rto());
+    }
+
+    /// RFC 8985 §7.4: an ACK while a loss probe is outstanding. A
+    /// retransmitted probe whose ACK goes beyond TLP.end_seq without a
+    /// D-SACK for it repaired a loss: respond as fast recovery would (one
+    /// window reduction, at once complete); a D-SACK for it or a pure
+    /// duplicate ACK at TLP.end_seq (no data, SACK or window change) means
+    /// the original arrived too.
+    fn tlp_on_ack(&mut self, now: Instant, seg: &TcpRepr, pure_dup: bool, prior_flight: usize) {
+        let Some(end) = self.rack.tlp_end else {
+            return;
+        };
+        if seg.ack < end {
+            return;
+        }
+        match self.rack.tlp_retrans {
+            None => self.rack.clear_tlp(),
+            Some((l, r))
+                if self
+                    .rack
+                    .last_dsack
+                    .is_some_and(|(dl, dr)| dl < r && l < dr) =>
+            {
+                self.rack.clear_tlp();
+            }
+            Some(_) if seg.ack > end => {
+                if self.recovery == Recovery::Open {
+                    self.cc.on_congestion_event(now, prior_flight);
+                    self.cc.on_recovery_end(now, self.flight_size());
+                    self.stats.tlp_recoveries += 1;
+                }
+                self.rack.clear_tlp();
+            }
+            Some(_) if pure_dup => self.rack.clear_tlp(),
+            Some(_) => {}
+        }
+    }
+
+    /// Arm or stop the RACK reordering timer and the PTO (RFC 8985 §7.2,
+    /// §8); called from `arm_timers`. The PTO runs while the connection is
+    /// open (not recovering), nothing is SACKed and no probe is
+    /// outstanding; it is restarted whenever new data is sent or
+    /// acknowledged, at 2*SRTT (plus the delayed-ACK allowance for a lone
+    /// segment), and never later than the RTO.
+    pub(super) fn arm_rack_timers(&mut self, now: Instant) {
+        let live = self.rack_active()
+            && self.can_send_data_state()
+            && self.flight_size() > 0
+            && !self.in_persist();
+        if !live {
+            self.timers.stop(Timer::Reorder);
+            self.timers.stop(Timer::Tlp);
+            self.rack.tlp_new_from = None;
+            return;
+        }
+        if let Some(from) = self.rack.tlp_new_from {
+            if self.snd_nxt != from {
+                // The new-data probe went out: TLP.end_seq = SND.NXT.
+                self.rack.tlp_end = Some(self.snd_nxt);
+                self.rack.tlp_new_from = None;
+            }
+        }
+        let moved = self.snd_una != self.rack.pto_una || self.snd_nxt != self.rack.pto_nxt;
+        self.rack.pto_una = self.snd_una;
+        self.rack.pto_nxt = self.snd_nxt;
+        let may_probe = self.recovery == Recovery::Open
+            && self.rack.tlp_end.is_none()
+            && self.rack.tlp_new_from.is_none()
+            && self.rtxq.sacked_bytes() == 0;
+        if !may_probe {
+            self.timers.stop(Timer::Tlp);
+            return;
+        }
+        if moved || !self.timers.is_set(Timer::Tlp) {
+            let pto = Rack::pto(self.rtt.srtt(), self.flight_size() <= self.neg.smss);
+            let mut at = now + pto;
+            if let Some(rto) = self.timers.deadline(Timer::Retransmit) {
+                at = at.min(rto);
+            }
+            self.timers.set(Timer::Tlp, at);
         }
     }
 
@@ -379,8 +692,21 @@ impl Connection {
         }
         // RFC 6675 §5.1 / RFC 5681 §3.1: everything un-SACKed is lost and is
         // resent as the window allows; RecoveryPoint (RFC 6582 `recover`) =
-        // HighData; any fast recovery ends.
-        self.rtxq.mark_all_lost();
+        // HighData; any fast recovery ends. With RACK (RFC 8985 §6.3):
+        // the first segment, and the others whose time is up.
+        if self.rack_active() {
+            let reo = self.reo_wnd();
+            self.rack.mark_losses_on_rto(&mut self.rtxq, now, reo);
+            self.rack.clear_tlp();
+            self.timers.stop(Timer::Reorder);
+            self.timers.stop(Timer::Tlp);
+            if self.prr.active {
+                self.prr.active = false;
+                self.rack.on_recovery_end();
+            }
+        } else {
+            self.rtxq.mark_all_lost();
+        }
         self.recover = self.snd_nxt;
         self.recovery = Recovery::Loss {
             cursor: self.snd_una,

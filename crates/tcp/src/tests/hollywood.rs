@@ -85,14 +85,6 @@ impl Run {
         }
     }
 
-    /// Send `n` messages of `len` bytes every 20 ms, draining the receiver.
-    fn stream(&mut self, n: u32, len: usize, lifetime_ms: u64, dep: impl Fn(u32) -> Option<u32>) {
-        for id in 0..n {
-            self.send(id, len, lifetime_ms, dep(id));
-            self.run(20 * MS);
-        }
-    }
-
     fn run(&mut self, d: Duration) {
         let end = self.p.now + d;
         while self.p.now < end {
@@ -267,12 +259,15 @@ fn tail_loss_without_candidate_retransmits_original_after_rto() {
         r.run(20 * MS);
     }
     // The last message is lost; nothing follows, so no duplicate ACKs: the
-    // RTO path. It is expired by then and there is no other message.
+    // RTO path (with RACK-TLP the loss probe, capped at the RTO deadline
+    // for a lone segment, takes the RTO's place, RFC 8985 §7.2). It is
+    // expired by then and there is no other message.
     let target = Rc::new(RefCell::new(Some(r.p.ca(r.ha).snd_nxt())));
     drop_first_at(&mut r.p, target);
     r.send(3, 100, 80, None);
     r.run(2000 * MS);
-    assert!(r.p.ca(r.ha).stats().rto_events >= 1);
+    let st = r.p.ca(r.ha).stats().clone();
+    assert!(st.rto_events + st.tlp_probes >= 1, "{st:?}");
     assert_eq!(r.versions_at(r.slots[3]), vec![&frame(3, 100)]);
     assert!(r.p.ca(r.ha).hollywood_stats().ir_no_candidate >= 1);
 }
@@ -313,16 +308,18 @@ fn rto_path_replaces_expired_message() {
 #[test]
 fn dsack_reports_spurious_rewrite() {
     let mut r = Run::new(7);
-    // Delay (do not drop) message 2 by 150 ms: duplicate ACKs trigger a fast
-    // retransmission, which replaces the expired message; then the original
-    // arrives first and the receiver reports the replacement as a D-SACK.
+    // Delay (do not drop) message 2 by 100 ms: loss detection (RACK's
+    // reordering timer 125 ms after sending, or three duplicate ACKs 160 ms
+    // after) triggers a fast retransmission, which replaces the expired
+    // message; then the original arrives first (150 ms after sending) and
+    // the receiver reports the replacement as a D-SACK.
     let target = Rc::new(RefCell::new(None));
     let t2 = target.clone();
     let done = Rc::new(RefCell::new(false));
     r.p.ab.verdict = Some(Box::new(move |pi| {
         if !*done.borrow() && Some(pi.tcp.seq) == *t2.borrow() && pi.len > 0 {
             *done.borrow_mut() = true;
-            return Verdict::Delay(150 * MS);
+            return Verdict::Delay(100 * MS);
         }
         Verdict::Pass
     }));

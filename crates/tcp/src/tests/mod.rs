@@ -4,7 +4,10 @@
 mod close;
 mod endpoint;
 mod flow;
+mod handshake;
+mod hollywood;
 mod prop;
+mod rack;
 mod recovery;
 mod rfc5961;
 mod timers;

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 #[test]
 fn rto_backs_off_exponentially_from_min_rto_and_caps() {
+    // RACK off: no loss probe ahead of the first RTO (tests::rack).
     let cfg = Config {
         max_rto: Duration::from_secs(3),
+        rack: false,
         ..Config::default()
     };
     let mut p = Pair::new(cfg.clone(), cfg, 41);
@@ -44,6 +46,7 @@ fn rto_backs_off_exponentially_from_min_rto_and_caps() {
 fn connection_times_out_after_max_retransmissions() {
     let cfg = Config {
         max_retransmissions: 4,
+        rack: false,
         ..Config::default()
     };
     let mut p = Pair::new(cfg.clone(), cfg, 42);
@@ -61,9 +64,10 @@ fn connection_times_out_after_max_retransmissions() {
 
 /// Drop the a→b data packets whose index (first transmissions counted on
 /// the link) is in `drop`; with `lose_retx`, also the first retransmission
-/// of the first dropped segment.
-fn run_with_drops(
+/// of the first dropped segment. RACK-TLP as `rack` says.
+pub(super) fn run_with_drops(
     sack: bool,
+    rack: bool,
     drop: &'static [u64],
     lose_retx: bool,
     size: usize,
@@ -71,6 +75,7 @@ fn run_with_drops(
 ) -> ConnectionStats {
     let cfg = Config {
         sack,
+        rack,
         ..Config::default()
     };
     let mut p = Pair::new(cfg.clone(), cfg, seed);
@@ -107,12 +112,12 @@ fn run_with_drops(
 
 #[test]
 fn single_loss_is_repaired_by_fast_retransmit() {
-    for sack in [true, false] {
-        let s = run_with_drops(sack, &[20], false, 200_000, 43);
+    for (sack, rack) in [(true, true), (true, false), (false, true)] {
+        let s = run_with_drops(sack, rack, &[20], false, 200_000, 43);
         assert_eq!(
             (s.fast_retransmits, s.rto_events, s.retransmitted_segments),
             (1, 0, 1),
-            "sack={sack}"
+            "sack={sack} rack={rack}"
         );
         assert_eq!(s.sack_recoveries, sack as u64);
         assert_eq!(s.newreno_recoveries, !sack as u64);
@@ -122,12 +127,13 @@ fn single_loss_is_repaired_by_fast_retransmit() {
 #[test]
 fn sack_retransmits_less_than_newreno_with_several_losses_per_window() {
     // Several losses in one window, and the retransmission of the first
-    // one is lost too, so both variants end in an RTO: NewReno then has no
-    // choice but to resend everything outstanding (go-back-N), SACK only
-    // the holes (RFC 6675 §5.1).
+    // one is lost too, so without RACK both variants end in an RTO:
+    // NewReno then has no choice but to resend everything outstanding
+    // (go-back-N), SACK only the holes (RFC 6675 §5.1). (tests::rack: with
+    // RACK-TLP the lost retransmission is found without the RTO.)
     const DROPS: &[u64] = &[40, 43, 46, 49, 52, 55];
-    let sack = run_with_drops(true, DROPS, true, 600_000, 44);
-    let reno = run_with_drops(false, DROPS, true, 600_000, 44);
+    let sack = run_with_drops(true, false, DROPS, true, 600_000, 44);
+    let reno = run_with_drops(false, false, DROPS, true, 600_000, 44);
     assert!(sack.sack_recoveries > 0 && reno.newreno_recoveries > 0);
     assert!(sack.rto_events > 0 && reno.rto_events > 0);
     assert!(
@@ -205,4 +211,53 @@ fn dsack_reports_spurious_retransmission_and_undoes() {
     assert_eq!(s.spurious_retransmissions, 1);
     assert_eq!(s.spurious_recoveries, 1);
     assert_eq!(p.cb(hb).stats().dsack_blocks_sent, 1);
+}
+
+/// Regression (found with RACK on the 1%-loss bulk runs): the first new
+/// segment sent after a fast retransmit starts exactly at the recovery
+/// point. If it is lost too, the ACK that ends recovery stops at
+/// `recover`, and the next loss recovery must start there (RFC 6582 §3.2
+/// step 2: the cumulative ACK "covers more than" the highest sequence
+/// number transmitted before), not wait for the RTO.
+#[test]
+fn loss_right_at_the_recovery_point_starts_a_new_recovery() {
+    for (sack, rack) in [(true, true), (true, false), (false, false)] {
+        let cfg = Config {
+            sack,
+            rack,
+            ..Config::default()
+        };
+        let mut p = Pair::new(cfg.clone(), cfg, 47);
+        p.ab.rate_bps = Some(20_000_000);
+        let (ha, hb) = p.connect();
+        let mut n = 0u64;
+        let mut high = None;
+        let mut recovery_point = None;
+        let mut second_dropped = false;
+        p.ab.verdict = Some(Box::new(move |i| {
+            if i.len == 0 {
+                return Verdict::Pass;
+            }
+            let end = i.tcp.seq + i.len;
+            if high.is_some_and(|h| i.tcp.seq < h) {
+                // The fast retransmit: new data continues from here.
+                recovery_point.get_or_insert(high.unwrap());
+                return Verdict::Pass;
+            }
+            high = Some(end);
+            n += 1;
+            if n == 30 || (!second_dropped && Some(i.tcp.seq) == recovery_point) {
+                second_dropped |= n != 30;
+                return Verdict::Drop;
+            }
+            Verdict::Pass
+        }));
+        let data = Pair::data(400_000, 8);
+        assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(30)), data);
+        p.check_segmentation(Dir::AtoB);
+        let s = p.ca(ha).stats().clone();
+        assert_eq!(s.rto_events, 0, "sack={sack} rack={rack}: {s:?}");
+        assert_eq!(s.fast_retransmits, 2, "sack={sack} rack={rack}: {s:?}");
+        assert_eq!(s.retransmitted_segments, 2);
+    }
 }

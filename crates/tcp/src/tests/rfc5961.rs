@@ -159,3 +159,50 @@ fn challenge_ack_flood_is_rate_limited() {
     assert_eq!(s.challenge_acks_suppressed, 500);
     assert_eq!(p.b.state_of(hb), Some(State::Established));
 }
+
+/// Inject a segment "from the server" into the client.
+fn inject_into_client(p: &mut Pair, ha: ConnHandle, seq: SeqNumber, ack: SeqNumber, data: &[u8]) {
+    let client = p.ca(ha).local();
+    let tcp = TcpRepr {
+        src_port: p.b_addr.port(),
+        dst_port: client.port(),
+        seq,
+        ack,
+        flags: TcpFlags::ACK | TcpFlags::PSH,
+        window: 65_535,
+        urgent: 0,
+        options: TcpOptions::default(),
+    };
+    let pkt = hollywood_wire::build_tcp_ip(p.b_addr, client, &tcp, data);
+    p.a.handle_packet(p.now, &pkt);
+}
+
+/// Fuzz regression (engine_segments): blind data injected into both ends
+/// moves each RCV.NXT beyond the other's SND.NXT. Every ACK is then
+/// unacceptable to the other side, which answers with an ACK (RFC 9293
+/// §3.10.7.4, RFC 5961 §5.2), and so on: an endless ACK storm. Pure
+/// out-of-window segments are answered at most once per 500 ms.
+#[test]
+fn desynchronized_peers_do_not_ack_storm() {
+    let (mut p, ha, hb) = pair();
+    let (b_nxt, b_una) = (p.cb(hb).rcv_nxt(), p.cb(hb).snd_una());
+    inject(
+        &mut p,
+        ha,
+        b_nxt,
+        Some(b_una),
+        TcpFlags::PSH,
+        b"forged to b",
+    );
+    let (a_nxt, a_una) = (p.ca(ha).rcv_nxt(), p.ca(ha).snd_una());
+    inject_into_client(&mut p, ha, a_nxt, a_una, b"forged to a");
+    assert_eq!(p.cb(hb).rcv_nxt(), b_nxt + 11);
+    assert_eq!(p.ca(ha).rcv_nxt(), a_nxt + 11);
+    let mark = p.trace.len();
+    // 20 ms RTT: a storm would exchange about 100 ACKs per second each way.
+    p.run_for(Duration::from_secs(2));
+    let n = p.trace.len() - mark;
+    assert!(n <= 12, "{n} segments exchanged in 2 s");
+    assert!(n >= 2, "the injections are acknowledged");
+    assert_eq!(p.a.state_of(ha), Some(State::Established));
+}

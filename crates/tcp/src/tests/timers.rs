@@ -60,3 +60,31 @@ fn keepalive_declares_a_dead_peer() {
     assert_eq!(probes, 3);
     assert_eq!(p.a.connection_count(), 0);
 }
+
+/// Fuzz regression (engine_segments): a keep-alive timer serviced late
+/// (the caller slept past several intervals) sends one probe and waits a
+/// full interval for the answer, instead of firing every overdue probe at
+/// once and declaring the peer dead in the same instant.
+#[test]
+fn late_keepalive_timer_still_spaces_probes() {
+    let mut p = Pair::new(ka_cfg(), Config::default(), 53);
+    let (ha, _hb) = p.connect();
+    p.ba.loss = 1.0;
+    // Service the timer 20 s late: past idle + 3 intervals.
+    let late = p.now + Duration::from_secs(30);
+    p.now = late;
+    p.a.handle_timeout(late);
+    let mut probes = 0;
+    while p.a.poll_transmit(late).is_some() {
+        probes += 1;
+    }
+    assert_eq!(probes, 1);
+    assert_eq!(p.a.state_of(ha), Some(State::Established));
+    let next = p.a.poll_timeout().expect("keep-alive armed");
+    assert_eq!(next - late, Duration::from_secs(1));
+    // Still no answer: the connection dies after the remaining probes.
+    p.run_for(Duration::from_secs(10));
+    assert_eq!(p.a.connection_count(), 0);
+    assert!(event_time(&p.a_events, ha, Event::TimedOut)
+        .is_some_and(|t| t - late == Duration::from_secs(3)));
+}
