@@ -1,32 +1,9 @@
 //! `hollywood analyze` end to end: the binary's JSON for thesis Table 5.1 and
 //! eq. (5.4)–(5.7), the plot files, and bad input.
 
-use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn hollywood(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hollywood"))
-        .args(args)
-        .output()
-        .expect("run hollywood")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = hollywood(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
-
-fn f(v: &Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} missing in {v}"))
-}
+mod common;
+use common::*;
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hollywood-cli-{name}-{}", std::process::id()));

@@ -4,36 +4,8 @@
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn hollywood(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hollywood"))
-        .args(args)
-        .output()
-        .expect("run hollywood")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = hollywood(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
-
-fn u(v: &Value, key: &str) -> u64 {
-    v[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{key} missing in {v}"))
-}
-
-fn f(v: &Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} missing in {v}"))
-}
+mod common;
+use common::*;
 
 fn collateral(v: &Value) -> u64 {
     u(v, "collateral_lost")

@@ -1,0 +1,39 @@
+//! Helpers shared by the CLI's end-to-end tests: run the built `hollywood`
+//! binary and read its JSON.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+/// Run `hollywood` with `args`.
+pub fn hollywood(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hollywood"))
+        .args(args)
+        .output()
+        .expect("run hollywood")
+}
+
+/// Run `hollywood` with `args`, require success, parse stdout as JSON.
+pub fn json(args: &[&str]) -> Value {
+    let out = hollywood(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// A float field of `v`.
+pub fn f(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// An integer field of `v`.
+pub fn u(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
