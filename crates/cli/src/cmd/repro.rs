@@ -115,7 +115,15 @@ struct PlanFile {
     transports: Vec<String>,
     #[serde(default = "default_zoom")]
     zoom: u32,
+    /// RACK-TLP loss detection (RFC 8985) in the TCP engine; `false` leaves
+    /// three-duplicate-ACK / RFC 6675 recovery, the model of thesis eq. 5.2.
+    #[serde(default = "yes")]
+    rack: bool,
     scenario: Vec<ScenarioFile>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn one() -> u64 {
@@ -254,6 +262,10 @@ impl Plan {
                 count: file.messages,
                 size: file.size as usize,
                 interval,
+                base: hollywood_tcp::Config {
+                    rack: file.rack,
+                    ..hollywood_tcp::Config::default()
+                },
                 ..VoipScenario::default()
             };
             scenarios.push((s.clone(), sc));
@@ -1143,6 +1155,15 @@ fn differences(r: &mut String, s: &Summary) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn rack_switch_reaches_the_engine_config() {
+        let on = Plan::parse(CH5_PLAN, Some(1)).expect("built-in plan");
+        assert!(on.scenarios.iter().all(|(_, sc)| sc.base.rack));
+        let dupack = include_str!("../../../../scenarios/ch5-dupack.toml");
+        let off = Plan::parse(dupack, Some(1)).expect("dupack plan");
+        assert!(off.scenarios.iter().all(|(_, sc)| !sc.base.rack));
+    }
 
     #[test]
     fn builtin_plan_parses() {
