@@ -1,0 +1,26 @@
+//! The real-packet lab (issue 5): the Hollywood engine, Linux TCP and real
+//! middleboxes on real packets, in network namespaces on one machine.
+//!
+//! Design notes and the topology are in `docs/LAB.md`.
+//!
+//! - [`netem`]: a user-space link emulator (TUN-based) with the simulator's
+//!   own link model (`hollywood_sim::LinkModel`): rate, delay, jitter,
+//!   queue, loss, schedules and Mahimahi traces, per direction.
+//! - [`topology`]: two- and three-host labs (namespaces, veths, addresses,
+//!   routes, the emulator), idempotent and torn down on drop.
+//! - [`capture`]: tshark captures on the path and their wire audit.
+//! - [`interop`], [`middlebox`], [`calibrate`], [`bench`]: the experiments.
+//!
+//! Everything that touches the network needs Linux and root.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+// An adapter crate: real clocks, threads and processes live here.
+#![allow(clippy::disallowed_methods)]
+
+pub mod bench;
+pub mod calibrate;
+pub mod capture;
+pub mod interop;
+pub mod middlebox;
+pub mod netem;
+pub mod topology;
