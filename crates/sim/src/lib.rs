@@ -11,6 +11,10 @@
 //!   ([`LinkConfig`]: rate, delay, drop-tail queue, [`LossModel`], [`Jitter`],
 //!   reordering, duplication, MTU), scheduled link changes, packet rules
 //!   ([`Verdict`]), trace hooks ([`TraceEvent`]) and pcap capture.
+//! - [`LinkModel`]: one link's queue, transmitter and impairments as a
+//!   standalone sans-IO object (the simulator runs one per link, the
+//!   real-packet emulator `hollywood_lab::netem` one per direction), with
+//!   Mahimahi rate traces ([`RateTrace`]) and scheduled [`LinkChange`]s.
 //! - [`Source`]/[`Sink`]: scripted packet sender and recorder.
 //! - [`Router`]: a static IPv4/IPv6 router node for multi-host topologies.
 //! - [`TcpHost`]: a node running a [`hollywood_tcp::Endpoint`] plus an
@@ -51,8 +55,9 @@ pub use apps::{BulkReceiver, BulkSender, ReceiverReport, SenderReport};
 pub use error::SimError;
 pub use hollywood_tcp::Instant;
 pub use link::{
-    DropCounts, DropReason, GilbertElliott, Jitter, JitterDistribution, LinkConfig, LinkEnds,
-    LinkId, LinkStats, LossModel, Reorder, DEFAULT_QUEUE_BYTES,
+    DropCounts, DropReason, GilbertElliott, Jitter, JitterDistribution, LinkChange, LinkConfig,
+    LinkEnds, LinkId, LinkModel, LinkStats, LossModel, RateTrace, Reorder, TraceParseError,
+    DEFAULT_QUEUE_BYTES,
 };
 pub use middlebox::{Middlebox, MiddleboxConfig, MiddleboxKind, MiddleboxStats};
 pub use node::{Node, NodeId};

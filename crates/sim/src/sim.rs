@@ -432,7 +432,7 @@ impl Simulator {
 
     /// Current parameters of a link.
     pub fn link_config(&self, id: LinkId) -> Result<&LinkConfig, SimError> {
-        Ok(&self.link(id)?.config)
+        Ok(self.link(id)?.config())
     }
 
     /// Where a link starts and ends.
@@ -456,7 +456,7 @@ impl Simulator {
     /// Replace a link's parameters now (applies to packets offered from now on).
     pub fn set_link_config(&mut self, id: LinkId, config: LinkConfig) -> Result<(), SimError> {
         config.validate()?;
-        self.link_state_mut(id)?.config = config;
+        *self.link_state_mut(id)?.config_mut() = config;
         Ok(())
     }
 
@@ -476,6 +476,19 @@ impl Simulator {
         self.link_changes.push(Some((id, Box::new(patch))));
         self.push(at, EventKind::LinkChange { id: n });
         Ok(())
+    }
+
+    /// At virtual time `at`, apply `change` to a link's parameters (the
+    /// same [`LinkChange`](crate::LinkChange) the real-packet emulator's
+    /// schedules use).
+    pub fn schedule_link_change(
+        &mut self,
+        id: LinkId,
+        at: Instant,
+        change: crate::LinkChange,
+    ) -> Result<(), SimError> {
+        change.validate()?;
+        self.schedule_link(id, at, move |c| change.apply(c))
     }
 
     /// At virtual time `at`, replace a link's parameters with `config`.
@@ -667,10 +680,10 @@ impl Simulator {
             EventKind::LinkChange { id } => {
                 if let Some((link, patch)) = self.link_changes[id].take() {
                     let link = &mut self.links[link.0];
-                    let mut cfg = link.config.clone();
+                    let mut cfg = link.config().clone();
                     patch(&mut cfg);
                     cfg.validate()?;
-                    link.config = cfg;
+                    *link.config_mut() = cfg;
                 }
             }
             EventKind::Action { id } => {
