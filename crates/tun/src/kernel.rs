@@ -1,0 +1,408 @@
+//! The intermediary layer over an ordinary kernel TCP socket (thesis §4.4,
+//! "neither side modified" / "only the other side modified").
+//!
+//! [`KernelStream`] frames messages with the same `hollywood_msg::Framer`
+//! as the engine's [`crate::stack::Stream`] and writes them to a tokio
+//! `TcpStream` with `TCP_NODELAY` (thesis §4.2: Nagle off, so each message
+//! leaves at once); the receiver feeds whatever the socket returns to
+//! `Deframer::push_stream`. So a Hollywood application talks to a
+//! kernel-only peer in either direction, and the engine's receiver
+//! deframes whatever a kernel sender wrote (thesis §4.4: "the TCP
+//! Hollywood intermediary layer can also be deployed as part of an
+//! application, irrespective of the state of deployment of the kernel TCP
+//! extensions").
+//!
+//! **Lifetimes at a kernel sender.** The kernel cannot replace bytes it
+//! holds, so a lifetime only matters until the frame is written: a
+//! message whose lifetime passes while `send_message` waits for socket
+//! buffer space, before its first byte is written, is dropped at the
+//! sender and reported as expired (`ExpiryReason::ExpiredBeforeSend` with
+//! `by` = the message's own id, since nothing takes its place; counted in
+//! [`MessageStats::expired_before_send`]); its id is still returned. Once
+//! any byte of a frame is in the kernel's buffer the whole frame is written
+//! and delivered reliably. Ordered messages are never dropped (their
+//! successor names them as its predecessor; as at the engine, they are not
+//! replaceable). Dependencies are checked with
+//! the engine's rules (thesis §4.2) but have no further effect.
+//!
+//! Messages arrive in order and reliably (thesis §4.4): no inconsistent
+//! retransmissions, no out-of-order delivery.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), hollywood_tun::message::StreamError> {
+//! use hollywood_tun::kernel::KernelStream;
+//! use hollywood_tun::message::{MessageStream, SendMessage};
+//!
+//! let mut s = KernelStream::connect("10.77.1.2:5000".parse().unwrap()).await?;
+//! s.send_message(SendMessage::new(&b"hello"[..]).substream(3)).await?;
+//! s.close().await?;
+//! while let Some(m) = s.recv_message().await? {
+//!     println!("{} bytes on sub-stream {}", m.payload.len(), m.substream);
+//! }
+//! # Ok(()) }
+//! ```
+
+use crate::message::{
+    ExpiredLog, MessageFramer, MessageStats, MessageStream, ReceivedMessage, SendMessage,
+    StreamError,
+};
+use crate::netns::NetNs;
+use hollywood_msg::{Deframer, DeframerConfig, Framer, FramerConfig};
+use hollywood_tcp::{ExpiredMessage, ExpiryReason};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+/// Default timeout of [`KernelStream::connect`].
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Framer and deframer settings of a kernel stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// The message framer (first id, largest payload).
+    pub framer: FramerConfig,
+    /// The message deframer (bounds, ordered sub-stream waiting).
+    pub deframer: DeframerConfig,
+}
+
+/// The message layer over a kernel TCP connection.
+#[derive(Debug)]
+pub struct KernelStream {
+    tx: KernelSender,
+    rx: KernelReceiver,
+}
+
+/// The sending half of a [`KernelStream`].
+#[derive(Debug)]
+pub struct KernelSender {
+    w: OwnedWriteHalf,
+    framer: MessageFramer,
+    stats: MessageStats,
+    expired: ExpiredLog,
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+/// The receiving half of a [`KernelStream`].
+#[derive(Debug)]
+pub struct KernelReceiver {
+    r: OwnedReadHalf,
+    deframer: Deframer,
+    /// Time zero of the deframer's clock.
+    epoch: tokio::time::Instant,
+    buf: Vec<u8>,
+    received: u64,
+    eof: bool,
+}
+
+impl KernelStream {
+    /// Connect to `remote` from the current network namespace (timeout
+    /// [`CONNECT_TIMEOUT`]).
+    pub async fn connect(remote: SocketAddr) -> Result<KernelStream, StreamError> {
+        let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(remote))
+            .await
+            .map_err(|_| StreamError::ConnectTimeout(CONNECT_TIMEOUT))??;
+        KernelStream::from_tcp(s)
+    }
+
+    /// Connect to `remote` with a socket of namespace `ns` (the socket is
+    /// created on a thread inside `ns` and then driven by the calling
+    /// runtime).
+    pub async fn connect_in(ns: &NetNs, remote: SocketAddr) -> Result<KernelStream, StreamError> {
+        let v4 = remote.is_ipv4();
+        let socket = ns
+            .run(move || {
+                if v4 {
+                    TcpSocket::new_v4()
+                } else {
+                    TcpSocket::new_v6()
+                }
+            })
+            .map_err(|e| StreamError::Io(std::io::Error::other(e)))??;
+        let s = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(remote))
+            .await
+            .map_err(|_| StreamError::ConnectTimeout(CONNECT_TIMEOUT))??;
+        KernelStream::from_tcp(s)
+    }
+
+    /// Wrap a connected socket (sets `TCP_NODELAY`).
+    pub fn from_tcp(stream: TcpStream) -> Result<KernelStream, StreamError> {
+        KernelStream::with_options(stream, KernelOptions::default())
+    }
+
+    /// Wrap a connected socket with explicit framer/deframer settings.
+    pub fn with_options(
+        stream: TcpStream,
+        options: KernelOptions,
+    ) -> Result<KernelStream, StreamError> {
+        stream.set_nodelay(true)?;
+        let (r, w) = stream.into_split();
+        Ok(KernelStream {
+            tx: KernelSender {
+                w,
+                framer: MessageFramer::new(Framer::new(options.framer)),
+                stats: MessageStats::default(),
+                expired: ExpiredLog::default(),
+                buf: Vec::new(),
+                closed: false,
+            },
+            rx: KernelReceiver {
+                r,
+                deframer: Deframer::new(options.deframer),
+                epoch: tokio::time::Instant::now(),
+                buf: vec![0; 64 << 10],
+                received: 0,
+                eof: false,
+            },
+        })
+    }
+
+    /// The halves, for use from two tasks.
+    pub fn split(self) -> (KernelSender, KernelReceiver) {
+        (self.tx, self.rx)
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> Result<SocketAddr, StreamError> {
+        Ok(self.tx.w.peer_addr()?)
+    }
+
+    /// Reset the connection: close it with `SO_LINGER` 0, so the kernel
+    /// sends a RST instead of a FIN and discards unsent data.
+    pub fn abort(self) -> Result<(), StreamError> {
+        let stream = self
+            .rx
+            .r
+            .reunite(self.tx.w)
+            .map_err(|e| StreamError::Io(std::io::Error::other(e.to_string())))?;
+        stream.set_zero_linger()?;
+        drop(stream);
+        Ok(())
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> Result<SocketAddr, StreamError> {
+        Ok(self.tx.w.local_addr()?)
+    }
+}
+
+impl KernelSender {
+    /// Frame `m` and write it; returns its id. See the module docs for what
+    /// a lifetime means here. Not cancellation safe once writing started:
+    /// a cancelled call may leave part of a frame in the stream, which the
+    /// receiver discards (counted as a CRC or COBS error), never delivers.
+    pub async fn send_message(&mut self, m: SendMessage) -> Result<u32, StreamError> {
+        let called = tokio::time::Instant::now();
+        if self.closed {
+            return Err(StreamError::Closed);
+        }
+        self.buf.clear();
+        let id = self.framer.frame(&m, &mut self.buf)?;
+        self.stats.messages_sent += 1;
+        self.stats.framed_bytes_sent += self.buf.len() as u64;
+        // Ordered messages are never dropped (as at the engine, where
+        // `replaceable = !ordered`): the next ordered message names this
+        // one as its predecessor, and the receiver would hold the rest of
+        // the sub-stream waiting for it.
+        let deadline = m.lifetime.filter(|_| !m.ordered).map(|l| called + l);
+        let mut written = 0;
+        while written < self.buf.len() {
+            match deadline {
+                Some(d) if written == 0 => {
+                    if tokio::time::Instant::now() >= d {
+                        // Lifetime over before the first byte left: drop it
+                        // here (it would arrive too late anyway).
+                        self.expired.push(
+                            ExpiredMessage {
+                                id,
+                                reason: ExpiryReason::ExpiredBeforeSend { by: id },
+                            },
+                            &mut self.stats,
+                        );
+                        return Ok(id);
+                    }
+                    tokio::select! {
+                        biased;
+                        r = self.w.writable() => r?,
+                        // Re-checked at the top of the loop.
+                        () = tokio::time::sleep_until(d) => continue,
+                    }
+                }
+                _ => self.w.writable().await?,
+            }
+            match self.w.try_write(&self.buf[written..]) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(id)
+    }
+
+    /// Shut down the sending direction (FIN after everything written).
+    pub async fn close(&mut self) -> Result<(), StreamError> {
+        if !self.closed {
+            self.closed = true;
+            tokio::io::AsyncWriteExt::shutdown(&mut self.w).await?;
+        }
+        Ok(())
+    }
+
+    /// Sender counters.
+    pub fn stats(&self) -> MessageStats {
+        self.stats
+    }
+
+    /// Messages dropped because their lifetime passed before they were
+    /// written, oldest first.
+    pub fn take_expired(&mut self) -> Vec<ExpiredMessage> {
+        self.expired.take()
+    }
+}
+
+impl KernelReceiver {
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn message(&mut self, m: hollywood_msg::Message) -> ReceivedMessage {
+        self.received += 1;
+        ReceivedMessage {
+            id: m.id,
+            substream: m.substream,
+            payload: m.payload,
+            ordered: m.ordered,
+            arrival: self.epoch + Duration::from_nanos(m.arrival_ns),
+        }
+    }
+
+    /// The next message; `Ok(None)` after the peer's FIN once everything
+    /// was delivered. Cancellation safe.
+    pub async fn recv_message(&mut self) -> Result<Option<ReceivedMessage>, StreamError> {
+        loop {
+            if let Some(m) = self.deframer.poll_message() {
+                return Ok(Some(self.message(m)));
+            }
+            if self.eof {
+                return Ok(None);
+            }
+            // Ordered sub-streams may wait for a predecessor with a time
+            // bound (`DeframerConfig::ordered_max_wait_ns`).
+            let timer = self
+                .deframer
+                .poll_timeout()
+                .map(|t| self.epoch + Duration::from_nanos(t));
+            let read = tokio::select! {
+                r = self.r.read(&mut self.buf) => Some(r),
+                () = async {
+                    match timer {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                } => None,
+            };
+            let now = self.now_ns();
+            match read {
+                Some(Ok(0)) => self.eof = true,
+                Some(Ok(n)) => self.deframer.push_stream(&self.buf[..n], now),
+                Some(Err(e)) => return Err(e.into()),
+                None => self.deframer.handle_timeout(now),
+            }
+        }
+    }
+
+    /// Receiver counters (`deframer` and `messages_received`).
+    pub fn stats(&self) -> MessageStats {
+        MessageStats {
+            messages_received: self.received,
+            deframer: self.deframer.stats(),
+            ..MessageStats::default()
+        }
+    }
+}
+
+impl MessageStream for KernelStream {
+    fn send_message(
+        &mut self,
+        m: SendMessage,
+    ) -> impl Future<Output = Result<u32, StreamError>> + Send {
+        self.tx.send_message(m)
+    }
+
+    fn recv_message(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<ReceivedMessage>, StreamError>> + Send {
+        self.rx.recv_message()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), StreamError>> + Send {
+        self.tx.close()
+    }
+
+    fn message_stats(&self) -> MessageStats {
+        let r = self.rx.stats();
+        MessageStats {
+            messages_received: r.messages_received,
+            deframer: r.deframer,
+            ..self.tx.stats()
+        }
+    }
+
+    fn take_expired(&mut self) -> Vec<ExpiredMessage> {
+        self.tx.take_expired()
+    }
+}
+
+/// A kernel TCP listener handing out [`KernelStream`]s.
+#[derive(Debug)]
+pub struct KernelListener {
+    listener: TcpListener,
+    options: KernelOptions,
+}
+
+impl KernelListener {
+    /// Listen on `addr` in the current network namespace.
+    pub async fn bind(addr: SocketAddr) -> Result<KernelListener, StreamError> {
+        Ok(KernelListener {
+            listener: TcpListener::bind(addr).await?,
+            options: KernelOptions::default(),
+        })
+    }
+
+    /// Listen on `addr` with a socket of namespace `ns`. Call within a
+    /// tokio runtime.
+    pub fn bind_in(ns: &NetNs, addr: SocketAddr) -> Result<KernelListener, StreamError> {
+        let std_listener = ns
+            .run(move || -> std::io::Result<std::net::TcpListener> {
+                let l = std::net::TcpListener::bind(addr)?;
+                l.set_nonblocking(true)?;
+                Ok(l)
+            })
+            .map_err(|e| StreamError::Io(std::io::Error::other(e)))??;
+        Ok(KernelListener {
+            listener: TcpListener::from_std(std_listener)?,
+            options: KernelOptions::default(),
+        })
+    }
+
+    /// Use `options` for the streams accepted from now on.
+    #[must_use]
+    pub fn with_options(mut self, options: KernelOptions) -> KernelListener {
+        self.options = options;
+        self
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> Result<SocketAddr, StreamError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// The next connection.
+    pub async fn accept(&self) -> Result<(KernelStream, SocketAddr), StreamError> {
+        let (s, peer) = self.listener.accept().await?;
+        Ok((KernelStream::with_options(s, self.options)?, peer))
+    }
+}
