@@ -1,1 +1,1087 @@
-//! (being written: see docs/LAB.md)
+//! `hollywood bench`: the engine over TUN against Linux TCP on the same
+//! veth, in the same run (issue 5 item 8).
+//!
+//! Topology (built here, no emulator; torn down on drop, also on panic):
+//!
+//! ```text
+//!  ns hwb-PID-Na                                          ns hwb-PID-Nb
+//!  engine 10.89.1.2 ─ TUN hwbtun0 10.89.1.1/24
+//!                     kernel A forwards
+//!                     hwb-a 10.89.2.1/24  ◄──── veth ────►  hwb-b 10.89.2.2/24
+//!  kernel TCP (iperf3 client, echo client)                  sinks, echo server, iperf3 -s
+//! ```
+//!
+//! - **Throughput**: kernel TCP A→B with `iperf3 -J` (receiver's rate);
+//!   the engine (in A, over the TUN) → a kernel sink in B; a kernel sender
+//!   in B → the engine. Same veth, same duration. Every byte the engine
+//!   sends or receives is checked against the sender's pattern.
+//! - **Echo**: 160-byte messages, one outstanding, N round trips (after a
+//!   warm-up), kernel client in A ↔ kernel echo server in B versus engine
+//!   client in A ↔ the same kind of server; p50 / p99 / mean. Both clients
+//!   disable Nagle. Each echo is checked byte for byte.
+//!
+//! The engine runs with TUN offloads off and/or on
+//! ([`hollywood_tun::TunConfig::offload`]) so one run shows both, and each
+//! engine result carries its ratio to the kernel result of the same run.
+
+use hollywood_tcp::{Config, ConnHandle, EndpointEvent, Event};
+use hollywood_tun::{HostStats, NetNs, NsThread, TunConfig, TunDevice, TunHost, VethPair};
+use serde::Serialize;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::ops::ControlFlow;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The engine's address (behind the TUN device in A).
+pub const ENGINE: Ipv4Addr = Ipv4Addr::new(10, 89, 1, 2);
+/// Kernel A's address on the TUN device.
+pub const TUN_KERNEL: Ipv4Addr = Ipv4Addr::new(10, 89, 1, 1);
+/// Kernel A's address on the veth.
+pub const A: Ipv4Addr = Ipv4Addr::new(10, 89, 2, 1);
+/// Kernel B's address on the veth.
+pub const B: Ipv4Addr = Ipv4Addr::new(10, 89, 2, 2);
+/// Size of an echo message.
+pub const MESSAGE_BYTES: usize = 160;
+/// Untimed round trips before the timed ones.
+pub const ECHO_WARMUP: usize = 200;
+/// Length of the repeating byte pattern of the throughput runs: a prime,
+/// so that a segment delivered at the wrong offset never matches.
+const PATTERN_LEN: usize = 65_521;
+/// Socket timeouts on the kernel side (a broken engine cannot hang us).
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Errors of a benchmark run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Namespaces, veths and TUN devices need root.
+    #[error("hollywood bench needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) to create network namespaces and TUN devices; run it as root")]
+    NotRoot,
+    /// Setting up namespaces or the TUN device, or driving the engine.
+    #[error("{0}")]
+    Tun(#[from] hollywood_tun::Error),
+    /// A system call or process failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was attempted.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A transfer did not complete correctly (wrong bytes, reset, timeout,
+    /// iperf3 failure...).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Result alias of this module.
+pub type Result<T> = std::result::Result<T, BenchError>;
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> BenchError {
+    let what = what.into();
+    move |source| BenchError::Io { what, source }
+}
+
+/// Which benchmarks to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// Bulk throughput only.
+    Throughput,
+    /// Message echo round trips only.
+    Echo,
+    /// Both.
+    All,
+}
+
+/// Which TUN offload settings to run the engine with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadModes {
+    /// Plain TUN (one system call per packet).
+    Off,
+    /// `IFF_VNET_HDR` + checksum/TSO offloads.
+    On,
+    /// Both, off first.
+    Both,
+}
+
+impl OffloadModes {
+    fn list(self) -> &'static [bool] {
+        match self {
+            OffloadModes::Off => &[false],
+            OffloadModes::On => &[true],
+            OffloadModes::Both => &[false, true],
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Which benchmarks.
+    pub which: Which,
+    /// Length of each throughput run (whole seconds: iperf3's `-t`).
+    pub seconds: u64,
+    /// Timed echo round trips per client.
+    pub round_trips: usize,
+    /// Engine offload settings.
+    pub offload: OffloadModes,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            which: Which::All,
+            seconds: 5,
+            round_trips: 20_000,
+            offload: OffloadModes::Both,
+        }
+    }
+}
+
+/// Everything one `hollywood bench` run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// Where it ran.
+    pub machine: Machine,
+    /// Seconds per throughput run.
+    pub seconds: u64,
+    /// Throughput results, if run.
+    pub throughput: Option<ThroughputReport>,
+    /// Echo results, if run.
+    pub echo: Option<EchoReport>,
+}
+
+/// The machine the numbers come from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// `uname -r`.
+    pub kernel: String,
+    /// CPU model name.
+    pub cpu: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// MTU of the veth and the TUN device.
+    pub mtu: u32,
+}
+
+/// Bulk transfer results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputReport {
+    /// Kernel TCP A→B over the veth (iperf3); the baseline of
+    /// `engine_to_kernel`.
+    pub kernel: KernelThroughput,
+    /// Kernel TCP B→A over the veth (`iperf3 -R`); the baseline of
+    /// `kernel_to_engine`.
+    pub kernel_reverse: KernelThroughput,
+    /// Engine in A → kernel sink in B, per offload setting.
+    pub engine_to_kernel: Vec<EngineThroughput>,
+    /// Kernel sender in B → engine in A, per offload setting.
+    pub kernel_to_engine: Vec<EngineThroughput>,
+}
+
+/// iperf3's view of kernel TCP.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelThroughput {
+    /// Receiver's rate, Gbit/s (10^9).
+    pub gbps: f64,
+    /// Bytes the receiver got.
+    pub bytes: u64,
+    /// Sender retransmissions.
+    pub retransmits: u64,
+}
+
+/// One engine bulk transfer.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineThroughput {
+    /// TUN offloads on.
+    pub offload: bool,
+    /// Receiver's rate, Gbit/s: bytes over the time from first byte to EOF.
+    pub gbps: f64,
+    /// Bytes received (all checked against the sender's pattern).
+    pub bytes: u64,
+    /// Seconds from first byte to EOF at the receiver.
+    pub seconds: f64,
+    /// Engine / kernel (iperf3, same direction) of this run.
+    pub ratio_vs_kernel: f64,
+    /// Engine segments sent / received (from the TUN host's counters).
+    pub packets_out: u64,
+    /// Packets given to the engine.
+    pub packets_in: u64,
+    /// TUN writes (super-packets count once).
+    pub frames_out: u64,
+    /// TUN reads (super-packets count once).
+    pub frames_in: u64,
+    /// Segments that went out merged into super-packets.
+    pub segments_merged: u64,
+    /// Received frames dropped for unusable offload requests.
+    pub offload_errors: u64,
+    /// Engine retransmissions.
+    pub retransmitted_segments: u64,
+}
+
+/// Echo round-trip statistics, microseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Timed round trips.
+    pub round_trips: usize,
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+    /// Fastest.
+    pub min_us: f64,
+    /// Slowest.
+    pub max_us: f64,
+}
+
+impl Latency {
+    fn from_ns(mut v: Vec<u64>) -> Latency {
+        v.sort_unstable();
+        let n = v.len().max(1);
+        let at = |q: usize| v.get((n * q / 100).min(n - 1)).copied().unwrap_or(0) as f64 / 1e3;
+        Latency {
+            round_trips: v.len(),
+            p50_us: at(50),
+            p99_us: at(99),
+            mean_us: v.iter().sum::<u64>() as f64 / n as f64 / 1e3,
+            min_us: v.first().copied().unwrap_or(0) as f64 / 1e3,
+            max_us: v.last().copied().unwrap_or(0) as f64 / 1e3,
+        }
+    }
+}
+
+/// Echo results.
+#[derive(Debug, Clone, Serialize)]
+pub struct EchoReport {
+    /// Bytes per message.
+    pub message_bytes: usize,
+    /// Kernel client ↔ kernel echo server.
+    pub kernel: Latency,
+    /// Engine client ↔ kernel echo server, per offload setting.
+    pub engine: Vec<EngineEcho>,
+}
+
+/// One engine echo run.
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineEcho {
+    /// TUN offloads on.
+    pub offload: bool,
+    /// Round-trip statistics.
+    pub latency: Latency,
+    /// Engine p50 / kernel p50 of this run.
+    pub ratio_p50: f64,
+    /// Engine p99 / kernel p99 of this run.
+    pub ratio_p99: f64,
+}
+
+// ---------------------------------------------------------------------
+// Topology
+// ---------------------------------------------------------------------
+
+/// The two namespaces and the veth. Field order is drop order.
+struct Net {
+    _veth: VethPair,
+    b: NetNs,
+    a: NetNs,
+}
+
+static NET_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl Net {
+    fn up() -> Result<Net> {
+        let removed = NetNs::remove_stale("hwb")?;
+        if !removed.is_empty() {
+            eprintln!("hollywood bench: removed stale namespaces {removed:?}");
+        }
+        let n = NET_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let a = NetNs::create(&format!("hwb-{pid}-{n}a"))?;
+        let b = NetNs::create(&format!("hwb-{pid}-{n}b"))?;
+        let veth = VethPair::create(&a, "hwb-a", &b, "hwb-b")?;
+        a.add_addr("hwb-a", A.into(), 24)?;
+        b.add_addr("hwb-b", B.into(), 24)?;
+        b.add_route("default", Some(A.into()), None)?;
+        a.set_sysctl("net.ipv4.ip_forward", "1")?;
+        Ok(Net { _veth: veth, b, a })
+    }
+
+    /// The engine's TUN device in A. Call inside a tokio runtime.
+    fn tun(&self, offload: bool) -> Result<TunDevice> {
+        Ok(TunDevice::create(
+            &self.a,
+            &TunConfig {
+                name: "hwbtun0".into(),
+                mtu: 1500,
+                addrs: vec![(IpAddr::V4(TUN_KERNEL), 24)],
+                offload,
+            },
+        )?)
+    }
+}
+
+/// Run the benchmarks. Needs root.
+pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
+    if !hollywood_tun::is_root() {
+        return Err(BenchError::NotRoot);
+    }
+    if opts.seconds == 0 || opts.round_trips == 0 {
+        return Err(BenchError::Failed(
+            "--seconds and --round-trips must be at least 1".into(),
+        ));
+    }
+    let net = Net::up()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io_err("start tokio runtime"))?;
+    let throughput = match opts.which {
+        Which::Throughput | Which::All => Some(throughput(&net, &runtime, opts)?),
+        Which::Echo => None,
+    };
+    let echo = match opts.which {
+        Which::Echo | Which::All => Some(echo(&net, &runtime, opts)?),
+        Which::Throughput => None,
+    };
+    Ok(BenchReport {
+        machine: machine(),
+        seconds: opts.seconds,
+        throughput,
+        echo,
+    })
+}
+
+fn machine() -> Machine {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_default();
+    Machine {
+        kernel,
+        cpu,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        mtu: 1500,
+    }
+}
+
+// ---------------------------------------------------------------------
+// Byte pattern
+// ---------------------------------------------------------------------
+
+/// The repeating pattern: stream byte `i` is `pattern()[i % PATTERN_LEN]`.
+fn pattern() -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..PATTERN_LEN)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Check `got` against the pattern at stream offset `offset`.
+fn check_pattern(pat: &[u8], offset: u64, got: &[u8]) -> std::result::Result<(), String> {
+    let mut pos = (offset % PATTERN_LEN as u64) as usize;
+    let mut rest = got;
+    while !rest.is_empty() {
+        let n = rest.len().min(PATTERN_LEN - pos);
+        if rest[..n] != pat[pos..pos + n] {
+            let i = rest[..n]
+                .iter()
+                .zip(&pat[pos..pos + n])
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            return Err(format!(
+                "byte {} of the stream is wrong",
+                offset + (got.len() - rest.len() + i) as u64
+            ));
+        }
+        rest = &rest[n..];
+        pos = 0;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------
+// Throughput
+// ---------------------------------------------------------------------
+
+fn throughput(
+    net: &Net,
+    runtime: &tokio::runtime::Runtime,
+    opts: &BenchOptions,
+) -> Result<ThroughputReport> {
+    let duration = Duration::from_secs(opts.seconds);
+    let kernel = iperf3(net, opts.seconds, false)?;
+    let kernel_reverse = iperf3(net, opts.seconds, true)?;
+    let mut engine_to_kernel = Vec::new();
+    let mut kernel_to_engine = Vec::new();
+    for (i, &offload) in opts.offload.list().iter().enumerate() {
+        let port = 5300 + 2 * i as u16;
+        let mut r = runtime.block_on(engine_send(net, offload, duration, port))?;
+        r.ratio_vs_kernel = r.gbps / kernel.gbps;
+        engine_to_kernel.push(r);
+        let mut r = runtime.block_on(engine_receive(net, offload, duration, port + 1))?;
+        r.ratio_vs_kernel = r.gbps / kernel_reverse.gbps;
+        kernel_to_engine.push(r);
+    }
+    Ok(ThroughputReport {
+        kernel,
+        kernel_reverse,
+        engine_to_kernel,
+        kernel_to_engine,
+    })
+}
+
+/// Kills a child process we started (by its pid) unless it exited.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Kernel TCP with iperf3 (one-off server in B, client in A): A→B, or
+/// B→A with `reverse` (`-R`). The receiver's rate.
+fn iperf3(net: &Net, seconds: u64, reverse: bool) -> Result<KernelThroughput> {
+    let b = net.b.name().expect("named namespace").to_owned();
+    let a = net.a.name().expect("named namespace").to_owned();
+    let port = "5299";
+    let server = Command::new("ip")
+        .args(["netns", "exec", &b, "iperf3", "-s", "-1", "-B"])
+        .arg(B.to_string())
+        .args(["-p", port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(io_err(
+            "start `iperf3 -s` in namespace B (is iperf3 installed?)",
+        ))?;
+    let _server = ChildGuard(server);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &a, "iperf3", "-J", "-c"])
+            .arg(B.to_string())
+            .args(["-p", port, "-t", &seconds.to_string()])
+            .args(reverse.then_some("-R"))
+            .output()
+            .map_err(io_err("run `iperf3 -c` in namespace A"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| BenchError::Failed(format!("iperf3 -J printed no JSON ({e}): {text}")))?;
+        if let Some(err) = json.get("error").and_then(|e| e.as_str()) {
+            // The server may not listen yet.
+            if Instant::now() < deadline && err.contains("connect") {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            return Err(BenchError::Failed(format!("iperf3: {err}")));
+        }
+        let end = &json["end"];
+        let gbps = end["sum_received"]["bits_per_second"]
+            .as_f64()
+            .ok_or_else(|| BenchError::Failed("iperf3 JSON lacks end.sum_received".into()))?
+            / 1e9;
+        return Ok(KernelThroughput {
+            gbps,
+            bytes: end["sum_received"]["bytes"].as_u64().unwrap_or(0),
+            retransmits: end["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+        });
+    }
+}
+
+/// What a receiver measured.
+#[derive(Debug, Default)]
+struct Received {
+    bytes: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl Received {
+    fn seconds(&self) -> f64 {
+        match (self.first, self.last) {
+            (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        }
+    }
+
+    fn gbps(&self) -> f64 {
+        let s = self.seconds();
+        if s > 0.0 {
+            self.bytes as f64 * 8.0 / s / 1e9
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A kernel listener in `ns` that accepts one connection, reads it to EOF
+/// checking the pattern, and reports. Returns once it is listening.
+fn kernel_sink(ns: &NetNs, addr: SocketAddr) -> Result<NsThread<io::Result<Received>>> {
+    let (tx, rx) = mpsc::channel();
+    let thread = ns.spawn("hwb-sink", move || -> io::Result<Received> {
+        let listener = TcpListener::bind(addr);
+        let _ = tx.send(listener.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        let (mut s, _) = accept_with_timeout(&listener?)?;
+        s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
+        let pat = pattern();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut r = Received::default();
+        loop {
+            let n = s.read(&mut buf)?;
+            let now = Instant::now();
+            if n == 0 {
+                return Ok(r);
+            }
+            check_pattern(&pat, r.bytes, &buf[..n]).map_err(io::Error::other)?;
+            r.first.get_or_insert(now);
+            r.last = Some(now);
+            r.bytes += n as u64;
+        }
+    })?;
+    wait_ready(&rx, "kernel sink")?;
+    Ok(thread)
+}
+
+fn accept_with_timeout(l: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
+    l.set_nonblocking(true)?;
+    let deadline = Instant::now() + SOCKET_TIMEOUT;
+    loop {
+        match l.accept() {
+            Ok((s, a)) => {
+                s.set_nonblocking(false)?;
+                return Ok((s, a));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn wait_ready(rx: &mpsc::Receiver<std::result::Result<(), String>>, what: &str) -> Result<()> {
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(BenchError::Failed(format!("{what} could not bind: {e}"))),
+        Err(_) => Err(BenchError::Failed(format!("{what} did not start"))),
+    }
+}
+
+/// Join a finished kernel-side thread.
+fn join<T>(t: NsThread<io::Result<T>>, what: &str) -> Result<T> {
+    t.join()?
+        .map_err(|e| BenchError::Failed(format!("{what}: {e}")))
+}
+
+/// Fail on a reset or timeout of `handle`.
+fn check_events(
+    events: &[EndpointEvent],
+    handle: Option<ConnHandle>,
+) -> std::result::Result<(), String> {
+    for e in events {
+        if let EndpointEvent::Conn { handle: h, event } = *e {
+            if Some(h) == handle {
+                match event {
+                    Event::Reset => return Err("engine connection reset".into()),
+                    Event::TimedOut => return Err("engine connection timed out".into()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn engine_result(offload: bool, r: &Received, stats: HostStats, rtx: u64) -> EngineThroughput {
+    EngineThroughput {
+        offload,
+        gbps: r.gbps(),
+        bytes: r.bytes,
+        seconds: r.seconds(),
+        ratio_vs_kernel: 0.0,
+        packets_out: stats.packets_out,
+        packets_in: stats.packets_in,
+        frames_out: stats.frames_out,
+        frames_in: stats.frames_in,
+        segments_merged: stats.segments_merged,
+        offload_errors: stats.offload_errors,
+        retransmitted_segments: rtx,
+    }
+}
+
+/// Engine in A sends the pattern for `duration` to a kernel sink in B.
+async fn engine_send(
+    net: &Net,
+    offload: bool,
+    duration: Duration,
+    port: u16,
+) -> Result<EngineThroughput> {
+    let sink_addr = SocketAddr::new(B.into(), port);
+    let sink = kernel_sink(&net.b, sink_addr)?;
+    let mut host = TunHost::new(net.tun(offload)?, Config::default())?;
+    let handle = host.connect(SocketAddr::new(ENGINE.into(), 0), sink_addr)?;
+    let pat = pattern();
+    let mut sent: u64 = 0;
+    let mut start: Option<Instant> = None;
+    let mut closed = false;
+    let mut rtx = 0;
+    let mut sink = Some(sink);
+    let outcome = tokio::time::timeout(
+        duration + SOCKET_TIMEOUT,
+        host.drive(|step| {
+            if let Err(e) = check_events(step.events(), Some(handle)) {
+                return ControlFlow::Break(Err(e));
+            }
+            if let Some(conn) = step.endpoint().connection_mut(handle) {
+                rtx = conn.stats().retransmitted_segments;
+                if conn.state() == hollywood_tcp::State::Established && !closed {
+                    let t0 = *start.get_or_insert_with(Instant::now);
+                    loop {
+                        let pos = (sent % PATTERN_LEN as u64) as usize;
+                        match conn.send(&pat[pos..]) {
+                            Ok(n) if n > 0 => sent += n as u64,
+                            _ => break,
+                        }
+                    }
+                    if t0.elapsed() >= duration {
+                        conn.close();
+                        closed = true;
+                    }
+                }
+            }
+            if sink.as_ref().is_some_and(NsThread::is_finished) {
+                return ControlFlow::Break(Ok(sink.take()));
+            }
+            step.wake_after(Duration::from_millis(1));
+            ControlFlow::Continue(())
+        }),
+    )
+    .await;
+    let sink = match outcome {
+        Err(_) => {
+            return Err(BenchError::Failed(
+                "engine → kernel transfer timed out".into(),
+            ))
+        }
+        Ok(r) => r?.map_err(|e| BenchError::Failed(format!("engine → kernel: {e}")))?,
+    };
+    let received = join(sink.expect("sink finished"), "kernel sink")?;
+    if received.bytes != sent {
+        return Err(BenchError::Failed(format!(
+            "engine sent {sent} bytes but the kernel sink received {}",
+            received.bytes
+        )));
+    }
+    Ok(engine_result(offload, &received, host.stats(), rtx))
+}
+
+/// A kernel sender in B writes the pattern to the engine in A for
+/// `duration`; the engine checks and counts.
+async fn engine_receive(
+    net: &Net,
+    offload: bool,
+    duration: Duration,
+    port: u16,
+) -> Result<EngineThroughput> {
+    let engine_addr = SocketAddr::new(ENGINE.into(), port);
+    let mut host = TunHost::new(net.tun(offload)?, Config::default())?;
+    host.listen(engine_addr)?;
+    let sender = net.b.spawn("hwb-sender", move || -> io::Result<u64> {
+        let mut s = TcpStream::connect_timeout(&engine_addr, SOCKET_TIMEOUT)?;
+        s.set_write_timeout(Some(SOCKET_TIMEOUT))?;
+        s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
+        let pat = pattern();
+        // Whole pattern periods per write keep the stream offset trivial.
+        let chunk: Vec<u8> = pat.iter().copied().cycle().take(4 * PATTERN_LEN).collect();
+        let t0 = Instant::now();
+        let mut sent = 0u64;
+        while t0.elapsed() < duration {
+            s.write_all(&chunk)?;
+            sent += chunk.len() as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write)?;
+        // Wait for the engine's FIN so the last bytes are not reset away.
+        let mut b = [0u8; 1];
+        let _ = s.read(&mut b);
+        Ok(sent)
+    })?;
+    let pat = pattern();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut handle: Option<ConnHandle> = None;
+    let mut r = Received::default();
+    let mut eof = false;
+    let mut rtx = 0;
+    let mut sender = Some(sender);
+    let outcome = tokio::time::timeout(
+        duration + SOCKET_TIMEOUT,
+        host.drive(|step| {
+            for e in step.events() {
+                if let EndpointEvent::Accepted { handle: h, .. } = *e {
+                    handle.get_or_insert(h);
+                }
+            }
+            if let Err(e) = check_events(step.events(), handle) {
+                return ControlFlow::Break(Err(e));
+            }
+            if let Some(conn) = handle.and_then(|h| step.endpoint().connection_mut(h)) {
+                rtx = conn.stats().retransmitted_segments;
+                while !eof {
+                    match conn.recv(&mut buf) {
+                        Ok(0) => {
+                            eof = true;
+                            conn.close();
+                        }
+                        Ok(n) => {
+                            let now = Instant::now();
+                            if let Err(e) = check_pattern(&pat, r.bytes, &buf[..n]) {
+                                return ControlFlow::Break(Err(format!("engine receiver: {e}")));
+                            }
+                            r.first.get_or_insert(now);
+                            r.last = Some(now);
+                            r.bytes += n as u64;
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }
+            if eof && sender.as_ref().is_some_and(NsThread::is_finished) {
+                return ControlFlow::Break(Ok(sender.take()));
+            }
+            step.wake_after(Duration::from_millis(1));
+            ControlFlow::Continue(())
+        }),
+    )
+    .await;
+    let sender = match outcome {
+        Err(_) => {
+            return Err(BenchError::Failed(
+                "kernel → engine transfer timed out".into(),
+            ))
+        }
+        Ok(res) => res?.map_err(|e| BenchError::Failed(format!("kernel → engine: {e}")))?,
+    };
+    let sent = join(sender.expect("sender finished"), "kernel sender")?;
+    if sent != r.bytes {
+        return Err(BenchError::Failed(format!(
+            "kernel sent {sent} bytes but the engine received {}",
+            r.bytes
+        )));
+    }
+    Ok(engine_result(offload, &r, host.stats(), rtx))
+}
+
+// ---------------------------------------------------------------------
+// Echo
+// ---------------------------------------------------------------------
+
+/// Message `i` of an echo run.
+fn message(i: usize) -> [u8; MESSAGE_BYTES] {
+    let mut m = [0u8; MESSAGE_BYTES];
+    for (k, b) in m.iter_mut().enumerate() {
+        *b = (i.wrapping_mul(31) ^ k.wrapping_mul(7)) as u8;
+    }
+    m
+}
+
+/// A kernel echo server in `ns` for one connection of 160-byte messages.
+fn echo_server(ns: &NetNs, addr: SocketAddr) -> Result<NsThread<io::Result<u64>>> {
+    let (tx, rx) = mpsc::channel();
+    let thread = ns.spawn("hwb-echo", move || -> io::Result<u64> {
+        let listener = TcpListener::bind(addr);
+        let _ = tx.send(listener.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        let (mut s, _) = accept_with_timeout(&listener?)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
+        let mut m = [0u8; MESSAGE_BYTES];
+        let mut n = 0;
+        loop {
+            match s.read_exact(&mut m) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(n),
+                Err(e) => return Err(e),
+            }
+            s.write_all(&m)?;
+            n += 1;
+        }
+    })?;
+    wait_ready(&rx, "echo server")?;
+    Ok(thread)
+}
+
+fn echo(net: &Net, runtime: &tokio::runtime::Runtime, opts: &BenchOptions) -> Result<EchoReport> {
+    let total = ECHO_WARMUP + opts.round_trips;
+    // Kernel client in A.
+    let addr = SocketAddr::new(B.into(), 5400);
+    let server = echo_server(&net.b, addr)?;
+    let client = net
+        .a
+        .spawn("hwb-echo-client", move || -> io::Result<Vec<u64>> {
+            let mut s = TcpStream::connect_timeout(&addr, SOCKET_TIMEOUT)?;
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
+            let mut rtts = Vec::with_capacity(total);
+            let mut back = [0u8; MESSAGE_BYTES];
+            for i in 0..total {
+                let m = message(i);
+                let t = Instant::now();
+                s.write_all(&m)?;
+                s.read_exact(&mut back)?;
+                let rtt = t.elapsed();
+                if back != m {
+                    return Err(io::Error::other(format!("echo {i} came back different")));
+                }
+                if i >= ECHO_WARMUP {
+                    rtts.push(u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX));
+                }
+            }
+            Ok(rtts)
+        })?;
+    let kernel = Latency::from_ns(join(client, "kernel echo client")?);
+    let echoed = join(server, "kernel echo server")?;
+    if echoed != total as u64 {
+        return Err(BenchError::Failed(format!(
+            "echo server answered {echoed} of {total} messages"
+        )));
+    }
+    let mut engine = Vec::new();
+    for (i, &offload) in opts.offload.list().iter().enumerate() {
+        let addr = SocketAddr::new(B.into(), 5401 + i as u16);
+        let latency = runtime.block_on(engine_echo(net, offload, addr, total))?;
+        engine.push(EngineEcho {
+            offload,
+            ratio_p50: latency.p50_us / kernel.p50_us,
+            ratio_p99: latency.p99_us / kernel.p99_us,
+            latency,
+        });
+    }
+    Ok(EchoReport {
+        message_bytes: MESSAGE_BYTES,
+        kernel,
+        engine,
+    })
+}
+
+/// The engine client in A: `total` echoes of 160-byte messages, one
+/// outstanding; the first [`ECHO_WARMUP`] are not timed.
+async fn engine_echo(net: &Net, offload: bool, addr: SocketAddr, total: usize) -> Result<Latency> {
+    let server = echo_server(&net.b, addr)?;
+    let config = Config {
+        nagle: false,
+        ..Config::default()
+    };
+    let mut host = TunHost::new(net.tun(offload)?, config)?;
+    let handle = host.connect(SocketAddr::new(ENGINE.into(), 0), addr)?;
+    let mut rtts = Vec::with_capacity(total);
+    let mut i = 0usize;
+    let mut got = 0usize;
+    let mut back = [0u8; MESSAGE_BYTES];
+    let mut sent_at: Option<Instant> = None;
+    let mut closed = false;
+    let mut server = Some(server);
+    let outcome = tokio::time::timeout(
+        SOCKET_TIMEOUT + Duration::from_micros(total as u64 * 500),
+        host.drive(|step| {
+            if let Err(e) = check_events(step.events(), Some(handle)) {
+                return ControlFlow::Break(Err(e));
+            }
+            if let Some(conn) = step.endpoint().connection_mut(handle) {
+                if conn.state() == hollywood_tcp::State::Established && !closed {
+                    if let Some(t) = sent_at {
+                        while got < MESSAGE_BYTES {
+                            match conn.recv(&mut back[got..]) {
+                                Ok(0) => {
+                                    return ControlFlow::Break(Err("echo server closed".into()))
+                                }
+                                Ok(n) => got += n,
+                                Err(_) => break,
+                            }
+                        }
+                        if got == MESSAGE_BYTES {
+                            let rtt = t.elapsed();
+                            if back != message(i) {
+                                return ControlFlow::Break(Err(format!(
+                                    "echo {i} came back different"
+                                )));
+                            }
+                            if i >= ECHO_WARMUP {
+                                rtts.push(u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX));
+                            }
+                            i += 1;
+                            got = 0;
+                            sent_at = None;
+                        }
+                    }
+                    if sent_at.is_none() {
+                        if i == total {
+                            conn.close();
+                            closed = true;
+                        } else {
+                            match conn.send(&message(i)) {
+                                Ok(MESSAGE_BYTES) => sent_at = Some(Instant::now()),
+                                other => {
+                                    return ControlFlow::Break(Err(format!(
+                                        "engine send of echo {i}: {other:?}"
+                                    )))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if server.as_ref().is_some_and(NsThread::is_finished) {
+                return ControlFlow::Break(Ok(server.take()));
+            }
+            if closed {
+                step.wake_after(Duration::from_millis(1));
+            }
+            ControlFlow::Continue(())
+        }),
+    )
+    .await;
+    let server = match outcome {
+        Err(_) => return Err(BenchError::Failed("engine echo run timed out".into())),
+        Ok(r) => r?.map_err(|e| BenchError::Failed(format!("engine echo: {e}")))?,
+    };
+    let echoed = join(server.expect("server finished"), "kernel echo server")?;
+    if echoed != total as u64 || rtts.len() != total - ECHO_WARMUP {
+        return Err(BenchError::Failed(format!(
+            "engine echo: server answered {echoed}, client timed {} of {total}",
+            rtts.len()
+        )));
+    }
+    Ok(Latency::from_ns(rtts))
+}
+
+// ---------------------------------------------------------------------
+// Text output
+// ---------------------------------------------------------------------
+
+impl BenchReport {
+    /// A human-readable summary.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let m = &self.machine;
+        let _ = writeln!(
+            s,
+            "machine: {} ({} CPUs), Linux {}, veth/TUN MTU {}",
+            m.cpu, m.cpus, m.kernel, m.mtu
+        );
+        let off = |o: bool| if o { "offload on " } else { "offload off" };
+        if let Some(t) = &self.throughput {
+            let _ = writeln!(s, "throughput ({} s per run, same veth):", self.seconds);
+            let _ = writeln!(
+                s,
+                "  kernel TCP A→B (iperf3)          {:7.2} Gb/s  ({} retransmits)",
+                t.kernel.gbps, t.kernel.retransmits
+            );
+            let _ = writeln!(
+                s,
+                "  kernel TCP B→A (iperf3 -R)       {:7.2} Gb/s  ({} retransmits)",
+                t.kernel_reverse.gbps, t.kernel_reverse.retransmits
+            );
+            for (name, runs) in [
+                ("engine → kernel", &t.engine_to_kernel),
+                ("kernel → engine", &t.kernel_to_engine),
+            ] {
+                for r in runs.iter() {
+                    let _ = writeln!(
+                        s,
+                        "  {name} ({})  {:7.2} Gb/s  = {:.3} × kernel  ({} segments, {} TUN writes, {} TUN reads, {} retransmitted)",
+                        off(r.offload),
+                        r.gbps,
+                        r.ratio_vs_kernel,
+                        if name.starts_with("engine") { r.packets_out } else { r.packets_in },
+                        r.frames_out,
+                        r.frames_in,
+                        r.retransmitted_segments,
+                    );
+                }
+            }
+        }
+        if let Some(e) = &self.echo {
+            let _ = writeln!(
+                s,
+                "echo ({}-byte messages, one outstanding, {} round trips):",
+                e.message_bytes, e.kernel.round_trips
+            );
+            let line = |s: &mut String, name: &str, l: &Latency, ratio: Option<(f64, f64)>| {
+                let _ = write!(
+                    s,
+                    "  {name:30} p50 {:7.1} µs  p99 {:7.1} µs  mean {:7.1} µs",
+                    l.p50_us, l.p99_us, l.mean_us
+                );
+                if let Some((a, b)) = ratio {
+                    let _ = write!(s, "  = {a:.2} × / {b:.2} × kernel");
+                }
+                s.push('\n');
+            };
+            line(&mut s, "kernel ↔ kernel", &e.kernel, None);
+            for r in &e.engine {
+                line(
+                    &mut s,
+                    &format!("engine ↔ kernel ({})", off(r.offload)),
+                    &r.latency,
+                    Some((r.ratio_p50, r.ratio_p99)),
+                );
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_check_finds_misplaced_bytes() {
+        let pat = pattern();
+        let stream: Vec<u8> = pat.iter().copied().cycle().take(3 * PATTERN_LEN).collect();
+        check_pattern(&pat, 0, &stream).unwrap();
+        check_pattern(&pat, 1000, &stream[1000..70_000]).unwrap();
+        // A chunk at the wrong offset fails.
+        assert!(check_pattern(&pat, 1448, &stream[0..1448]).is_err());
+        let mut bad = stream[5..200].to_vec();
+        bad[100] ^= 1;
+        let err = check_pattern(&pat, 5, &bad).unwrap_err();
+        assert!(err.contains("byte 105"), "{err}");
+    }
+
+    #[test]
+    fn percentiles() {
+        let l = Latency::from_ns((1..=100).map(|i| i * 1000).collect());
+        assert_eq!(l.round_trips, 100);
+        assert_eq!(l.p50_us, 51.0);
+        assert_eq!(l.p99_us, 100.0);
+        assert_eq!(l.min_us, 1.0);
+        assert_eq!(l.max_us, 100.0);
+        assert!((l.mean_us - 50.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn messages_differ() {
+        assert_ne!(message(0), message(1));
+        assert_eq!(message(7), message(7));
+    }
+}

@@ -9,7 +9,12 @@
 //!   ports) from `/dev/urandom`; [`TunHost::with_seed`] takes a fixed seed;
 //! - **I/O**: packets read from the TUN device go to `handle_packet`,
 //!   `poll_transmit` output is written back, and the engine's next timer is
-//!   awaited with `sleep_until`.
+//!   awaited with `sleep_until`. On a device with offloads
+//!   ([`crate::TunConfig::offload`]) consecutive engine segments of a flow
+//!   are written as one TCP super-packet that the kernel segments, and
+//!   super-packets read are split back into ordinary segments, so the
+//!   engine sees exactly what it would without offloads
+//!   ([`crate::offload`]).
 //!
 //! The application sees the engine between steps through a closure given
 //! to [`TunHost::drive`]: it is called after every wake-up with the events
@@ -19,8 +24,9 @@
 //! closure drains a command channel and completes per-connection wakers,
 //! and [`HostWaker`] lets other tasks wake it when they queue a command.
 
-use crate::device::TunDevice;
+use crate::device::{split_frame, TunDevice, MAX_FRAME};
 use crate::error::{Error, Result};
+use crate::offload::{self, Coalescer, Push, VnetHdr, VNET_HDR_LEN};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
 use hollywood_wire::pcap;
 use rand::{Rng, SeedableRng};
@@ -55,6 +61,20 @@ pub struct HostStats {
     pub injected_drops_out: u64,
     /// Times the engine's timer fired (`handle_timeout` calls).
     pub timer_fires: u64,
+    /// Frames written to the TUN device: one per packet without offloads;
+    /// with offloads a frame may be a super-packet of several segments.
+    pub frames_out: u64,
+    /// Frames read from the TUN device: with offloads a frame may be a
+    /// super-packet that was split into several `packets_in`.
+    pub frames_in: u64,
+    /// Outgoing segments that went out merged into super-packets.
+    pub segments_merged: u64,
+    /// Received frames dropped because their offload request could not be
+    /// carried out (see [`crate::offload::OffloadError`]).
+    pub offload_errors: u64,
+    /// Super-packets the kernel refused (`EINVAL`) and that were written
+    /// as their individual segments instead.
+    pub offload_fallbacks: u64,
 }
 
 /// Random packet loss injected by the host in both directions, from a
@@ -135,7 +155,12 @@ pub struct TunHost {
     capture: Option<pcap::Writer<BufWriter<File>>>,
     stats: HostStats,
     notify: Arc<Notify>,
+    /// Receive buffer: one packet, or one frame with offloads.
     buf: Vec<u8>,
+    /// Segments of a split super-packet are built here.
+    scratch: Vec<u8>,
+    /// Merges outgoing segments into super-packets (offloads only).
+    coalescer: Option<Coalescer>,
 }
 
 /// `config` with its MSS lowered, if needed, so that a full segment fits
@@ -172,7 +197,12 @@ impl TunHost {
         let wall_epoch_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let buf = vec![0u8; (tun.mtu() as usize).max(1500) + 64];
+        let buf = if tun.offload() {
+            vec![0u8; MAX_FRAME]
+        } else {
+            vec![0u8; (tun.mtu() as usize).max(1500) + 64]
+        };
+        let coalescer = tun.offload().then(Coalescer::default);
         let ep_config = clamp_mss(config.clone(), tun.mtu());
         TunHost {
             tun,
@@ -185,6 +215,8 @@ impl TunHost {
             stats: HostStats::default(),
             notify: Arc::new(Notify::new()),
             buf,
+            scratch: Vec::new(),
+            coalescer,
         }
     }
 
@@ -290,22 +322,51 @@ impl TunHost {
         Ok(())
     }
 
-    /// Hand one received packet to the engine (unless the injector drops it).
+    /// Hand what was read into `buf` (`len` bytes: a packet, or a frame
+    /// with offloads) to the engine.
     fn deliver(&mut self, now: Instant, len: usize) -> Result<()> {
+        self.stats.frames_in += 1;
+        let mut frame = std::mem::take(&mut self.buf);
+        let result = if self.coalescer.is_some() {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let mut out = Ok(());
+            let split = split_frame(&mut frame[..len], &mut scratch, |p| {
+                if out.is_ok() {
+                    out = self.deliver_packet(now, p);
+                }
+            });
+            self.scratch = scratch;
+            if split.is_err() {
+                // Never hand the engine something we could not make sense
+                // of: TCP recovers from the loss.
+                self.stats.offload_errors += 1;
+            }
+            out
+        } else {
+            self.deliver_packet(now, &frame[..len])
+        };
+        self.buf = frame;
+        result
+    }
+
+    /// Hand one ordinary packet to the engine (unless the injector drops it).
+    fn deliver_packet(&mut self, now: Instant, packet: &[u8]) -> Result<()> {
         if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
             self.stats.injected_drops_in += 1;
             return Ok(());
         }
-        let packet = std::mem::take(&mut self.buf);
-        self.capture(now, &packet[..len])?;
-        self.endpoint.handle_packet(now, &packet[..len]);
-        self.buf = packet;
+        self.capture(now, packet)?;
+        self.endpoint.handle_packet(now, packet);
         self.stats.packets_in += 1;
-        self.stats.bytes_in += len as u64;
+        self.stats.bytes_in += packet.len() as u64;
         Ok(())
     }
 
-    /// Write everything the engine wants to send now.
+    /// Write everything the engine wants to send now. With offloads,
+    /// consecutive segments of one flow go out as one super-packet that
+    /// the kernel cuts back into the same segments (see
+    /// [`crate::offload::Coalescer`]); the capture records the engine's
+    /// segments.
     async fn flush(&mut self, now: Instant) -> Result<()> {
         while let Some(packet) = self.endpoint.poll_transmit(now) {
             if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
@@ -313,15 +374,69 @@ impl TunHost {
                 continue;
             }
             self.capture(now, &packet)?;
-            self.tun.send(&packet).await.map_err(|e| {
-                Error::io(
-                    format!("write {}-byte packet to {}", packet.len(), self.tun.name()),
-                    e,
-                )
-            })?;
             self.stats.packets_out += 1;
             self.stats.bytes_out += packet.len() as u64;
+            match &mut self.coalescer {
+                None => {
+                    write_frame(&self.tun, &packet).await?;
+                    self.stats.frames_out += 1;
+                }
+                Some(c) => {
+                    if c.push(&packet) == Push::Full {
+                        self.write_batch().await?;
+                        let c = self.coalescer.as_mut().expect("offloads on");
+                        let pushed = c.push(&packet);
+                        debug_assert_eq!(pushed, Push::Added);
+                    }
+                }
+            }
         }
+        self.write_batch().await
+    }
+
+    /// Write the coalescer's open batch, if any. Should the kernel refuse
+    /// a super-packet (`EINVAL`), its segments are written one by one
+    /// without offload instead, and counted in
+    /// [`HostStats::offload_fallbacks`].
+    async fn write_batch(&mut self) -> Result<()> {
+        let Some(c) = &mut self.coalescer else {
+            return Ok(());
+        };
+        let before = c.merged_segments();
+        if let Some(frame) = c.frame() {
+            match self.tun.send_frame(frame).await {
+                Ok(()) => self.stats.frames_out += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput && frame[1] != 0 => {
+                    self.stats.offload_fallbacks += 1;
+                    let mut segments = Vec::new();
+                    let hdr = VnetHdr::decode(frame).expect("coalescer frames have a header");
+                    let mut pkt = frame[VNET_HDR_LEN..].to_vec();
+                    offload::rx_packet(&hdr, &mut pkt, &mut self.scratch, |seg| {
+                        let mut f = vec![0u8; VNET_HDR_LEN];
+                        f.extend_from_slice(seg);
+                        segments.push(f);
+                    })
+                    .map_err(|oe| {
+                        Error::io(
+                            format!("split a refused super-packet for {}", self.tun.name()),
+                            std::io::Error::other(oe),
+                        )
+                    })?;
+                    for f in &segments {
+                        write_frame(&self.tun, f).await?;
+                        self.stats.frames_out += 1;
+                    }
+                }
+                Err(e) => {
+                    return Err(Error::io(
+                        format!("write {}-byte frame to {}", frame.len(), self.tun.name()),
+                        e,
+                    ))
+                }
+            }
+        }
+        self.stats.segments_merged += c.merged_segments() - before;
+        c.clear();
         Ok(())
     }
 
@@ -390,7 +505,7 @@ impl TunHost {
                     }
                 };
                 tokio::select! {
-                    r = self.tun.recv(&mut self.buf) => Some(r),
+                    r = self.tun.recv_frame(&mut self.buf) => Some(r),
                     () = sleep => None,
                     () = self.notify.notified() => None,
                 }
@@ -404,7 +519,7 @@ impl TunHost {
                 // engine's, and batching input here would coalesce them.
                 self.flush(now).await?;
                 for _ in 1..RX_BATCH {
-                    match self.tun.try_recv(&mut self.buf) {
+                    match self.tun.try_recv_frame(&mut self.buf) {
                         Ok(len) => {
                             let now = self.now();
                             self.deliver(now, len)?;
@@ -419,6 +534,16 @@ impl TunHost {
             }
         }
     }
+}
+
+/// Write one packet (or, with offloads, one frame) to `tun`.
+async fn write_frame(tun: &TunDevice, frame: &[u8]) -> Result<()> {
+    tun.send_frame(frame).await.map_err(|e| {
+        Error::io(
+            format!("write {}-byte packet to {}", frame.len(), tun.name()),
+            e,
+        )
+    })
 }
 
 #[cfg(test)]

@@ -7,9 +7,17 @@
 //!   running code inside a namespace — the lab in which the engine meets the
 //!   Linux kernel's TCP.
 //! - [`device`]: a TUN interface read and written as whole IP packets.
+//! - [`offload`]: the `virtio_net_hdr` of TUN offloads (checksum, TSO):
+//!   merging engine segments into super-packets, splitting received ones.
 //! - [`host`]: [`TunHost`], an `Endpoint` driven over a TUN device: real
 //!   clock mapped to engine time, OS-entropy seed, packets and timers in,
 //!   packets out, and an application closure called after every step.
+//! - [`stack`]: the async API over a `TunHost`: [`Stack`], [`Listener`],
+//!   [`Stream`] in byte-stream or message mode (thesis §7.2).
+//! - [`kernel`]: the same message layer over an ordinary kernel TCP socket
+//!   (thesis §4.4 partial deployment).
+//! - [`message`]: what both share: [`SendMessage`], [`ReceivedMessage`],
+//!   [`MessageStream`], [`StreamError`].
 //!
 //! Everything needs Linux and root (`CAP_NET_ADMIN`).
 #![deny(unsafe_code)]
@@ -21,10 +29,17 @@
 pub mod device;
 pub mod error;
 pub mod host;
+pub mod kernel;
+pub mod message;
 pub mod netns;
+pub mod offload;
+pub mod stack;
 mod sys;
 
 pub use device::{TunConfig, TunDevice};
 pub use error::{Error, Result};
 pub use host::{HostStats, HostWaker, Step, TunHost};
+pub use kernel::{KernelListener, KernelStream};
+pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, StreamError};
 pub use netns::{is_root, NetNs, NsThread, VethPair};
+pub use stack::{Listener, Stack, StackOptions, Stream, StreamStats};

@@ -46,7 +46,11 @@ const _: () = assert!(std::mem::size_of::<IfReqFlags>() == std::mem::size_of::<l
 /// The interface is created in the network namespace of the **calling
 /// thread**. Returns the descriptor and the name the kernel chose (it expands
 /// a `%d` template such as `"hwtun%d"`).
-pub(crate) fn open_tun(name: &str) -> io::Result<(OwnedFd, String)> {
+///
+/// With `vnet_hdr`, the interface is opened with `IFF_VNET_HDR` too: every
+/// packet read or written is preceded by a 10-byte `virtio_net_hdr` (see
+/// `crate::offload`).
+pub(crate) fn open_tun(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, String)> {
     if name.is_empty() || name.len() > MAX_IFNAME_LEN || name.bytes().any(|b| b == 0 || b == b'/') {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -67,7 +71,11 @@ pub(crate) fn open_tun(name: &str) -> io::Result<(OwnedFd, String)> {
     for (dst, src) in req.name.iter_mut().zip(name.bytes()) {
         *dst = src as libc::c_char;
     }
-    req.flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+    let mut flags = libc::IFF_TUN | libc::IFF_NO_PI;
+    if vnet_hdr {
+        flags |= libc::IFF_VNET_HDR;
+    }
+    req.flags = flags as libc::c_short;
 
     // SAFETY: `file` is an open descriptor for /dev/net/tun; `req` is a live,
     // fully initialised local with the layout and size of `struct ifreq`, and
@@ -126,4 +134,26 @@ pub(crate) fn register_async(file: File) -> io::Result<AsyncFd<File>> {
     let registered =
         unsafe { AsyncFd::register_with_interest(file, Interest::READABLE | Interest::WRITABLE) };
     registered.map_err(io::Error::from)
+}
+
+/// Tell the kernel which offloads the reader of a TUN device opened with
+/// `IFF_VNET_HDR` accepts (`TUNSETOFFLOAD`, a `TUN_F_*` bit set): with
+/// `TUN_F_CSUM` it may hand over packets with partial checksums, with
+/// `TUN_F_TSO4`/`TUN_F_TSO6` TCP super-packets. Fails with `EINVAL` if the
+/// kernel does not know a bit.
+pub(crate) fn set_tun_offload(fd: &impl AsRawFd, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: `fd` is an open TUN descriptor kept alive by the borrow;
+    // TUNSETOFFLOAD takes its argument by value (an unsigned long), so no
+    // memory is passed to the kernel.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETOFFLOAD as _,
+            libc::c_ulong::from(flags),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -60,8 +60,15 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 impl Lab {
     /// Build the topology and the TUN device in A. Must run inside a tokio
-    /// runtime (for the TUN fd).
+    /// runtime (for the TUN fd). The TUN device has offloads
+    /// ([`TunConfig::offload`]) when `HWT_TUN_OFFLOAD` is set, so every
+    /// test can be run both ways.
     pub fn new() -> hollywood_tun::Result<(Lab, TunDevice)> {
+        Lab::with_offload(std::env::var_os("HWT_TUN_OFFLOAD").is_some())
+    }
+
+    /// [`Lab::new`] with TUN offloads on or off.
+    pub fn with_offload(offload: bool) -> hollywood_tun::Result<(Lab, TunDevice)> {
         let removed = NetNs::remove_stale("hwt")?;
         if !removed.is_empty() {
             eprintln!("removed stale namespaces from killed runs: {removed:?}");
@@ -92,6 +99,7 @@ impl Lab {
                 name: "hwtun0".into(),
                 mtu: 1500,
                 addrs: vec![(IpAddr::V4(TUN_V4), 24), (IpAddr::V6(TUN_V6), 64)],
+                offload,
             },
         )?;
         Ok((Lab { veth, b, a }, tun))

@@ -1,0 +1,126 @@
+//! `hollywood_lab::bench` end to end (root only): a short run of both
+//! benchmarks with TUN offloads off and on. Checks that the report is
+//! complete and well-formed, that every transfer moved bytes (each byte is
+//! verified against the sender's pattern by the benchmark itself, and the
+//! byte counts of both ends must agree, or the run fails) and that the
+//! namespaces are gone afterwards. No timing assertions: the numbers
+//! depend on the machine.
+
+use hollywood_lab::bench::{self, BenchOptions, OffloadModes, Which};
+
+fn namespaces_of_this_process() -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("run ip netns list");
+    let prefix = format!("hwb-{}-", std::process::id());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bench_runs_briefly_and_reports_everything() {
+    if !hollywood_tun::is_root() {
+        eprintln!("SKIPPED: bench_runs_briefly_and_reports_everything needs root (network namespaces + TUN)");
+        return;
+    }
+    if std::process::Command::new("iperf3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: bench_runs_briefly_and_reports_everything needs iperf3 (apt-get install iperf3)");
+        return;
+    }
+    let opts = BenchOptions {
+        which: Which::All,
+        seconds: 1,
+        round_trips: 500,
+        offload: OffloadModes::Both,
+    };
+    let result = bench::run(&opts);
+    assert!(
+        namespaces_of_this_process().is_empty(),
+        "namespaces left behind: {:?}",
+        namespaces_of_this_process()
+    );
+    let report = result.expect("benchmark run");
+    eprint!("{}", report.to_text());
+
+    // The JSON form has every number, finite.
+    let json = serde_json::to_value(&report).expect("serialize");
+    let t = &json["throughput"];
+    assert!(t["kernel"]["gbps"].as_f64().unwrap() > 0.0);
+    assert!(t["kernel"]["bytes"].as_u64().unwrap() > 0);
+    assert!(t["kernel_reverse"]["gbps"].as_f64().unwrap() > 0.0);
+    assert!(t["kernel_reverse"]["bytes"].as_u64().unwrap() > 0);
+    for dir in ["engine_to_kernel", "kernel_to_engine"] {
+        let runs = t[dir].as_array().unwrap();
+        let modes: Vec<bool> = runs
+            .iter()
+            .map(|r| r["offload"].as_bool().unwrap())
+            .collect();
+        assert_eq!(modes, vec![false, true], "{dir}");
+        for r in runs {
+            assert!(r["bytes"].as_u64().unwrap() > 100_000, "{dir}: {r}");
+            let gbps = r["gbps"].as_f64().unwrap();
+            let ratio = r["ratio_vs_kernel"].as_f64().unwrap();
+            let base = if dir == "engine_to_kernel" {
+                "kernel"
+            } else {
+                "kernel_reverse"
+            };
+            let kernel = t[base]["gbps"].as_f64().unwrap();
+            assert!(gbps > 0.0 && gbps.is_finite(), "{dir}: {r}");
+            assert!(
+                (ratio - gbps / kernel).abs() < 1e-9,
+                "{dir}: ratio is engine/kernel"
+            );
+            assert_eq!(r["offload_errors"].as_u64(), Some(0), "{dir}: {r}");
+        }
+        // With offloads the engine's segments travel in fewer TUN writes
+        // (sender) or arrive in fewer TUN reads (receiver).
+        let on = &runs[1];
+        if dir == "engine_to_kernel" {
+            assert!(on["segments_merged"].as_u64().unwrap() > 0, "{on}");
+            assert!(
+                on["frames_out"].as_u64() < on["packets_out"].as_u64(),
+                "{on}"
+            );
+        } else {
+            assert!(on["frames_in"].as_u64() < on["packets_in"].as_u64(), "{on}");
+        }
+        let off = &runs[0];
+        assert_eq!(
+            off["frames_out"], off["packets_out"],
+            "no merging without offloads"
+        );
+        assert_eq!(off["segments_merged"].as_u64(), Some(0));
+    }
+    let e = &json["echo"];
+    assert_eq!(e["message_bytes"].as_u64(), Some(160));
+    let check_latency = |l: &serde_json::Value| {
+        assert_eq!(l["round_trips"].as_u64(), Some(500), "{l}");
+        let (min, p50, p99, max) = (
+            l["min_us"].as_f64().unwrap(),
+            l["p50_us"].as_f64().unwrap(),
+            l["p99_us"].as_f64().unwrap(),
+            l["max_us"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= p50 && p50 <= p99 && p99 <= max, "{l}");
+    };
+    check_latency(&e["kernel"]);
+    let engine = e["engine"].as_array().unwrap();
+    assert_eq!(engine.len(), 2);
+    for r in engine {
+        check_latency(&r["latency"]);
+        let ratio = r["ratio_p50"].as_f64().unwrap();
+        let expect =
+            r["latency"]["p50_us"].as_f64().unwrap() / e["kernel"]["p50_us"].as_f64().unwrap();
+        assert!((ratio - expect).abs() < 1e-9);
+    }
+}
