@@ -122,6 +122,38 @@ pub struct HollywoodConfig {
     /// ([`Connection::recv_segment`](crate::Connection::recv_segment)),
     /// instead of the in-order byte stream (thesis §4.3).
     pub out_of_order_delivery: bool,
+    /// **Test server switch** (thesis §5.3): every retransmission carries a
+    /// payload different from the original, of the same length and at the
+    /// same sequence numbers: each byte of the original XOR `0xFF`. The
+    /// send buffer keeps the original bytes, so every retransmission of a
+    /// segment is the complement of its first transmission and a receiver
+    /// can tell, byte by byte, which of the two it got. This is the
+    /// deployability experiment's "server that always sends inconsistent
+    /// retransmissions", not a delivery model; it corrupts the stream by
+    /// design. Off by default.
+    pub always_inconsistent: bool,
+    /// **Experimental, sender** — the sequence-gap design of seed 003 §7.2
+    /// (a deadline TCP), built only to test its deployability against TCP
+    /// Hollywood's (thesis §4.5). `Some(lifetime)`: a segment whose first
+    /// transmission is at least `lifetime` old when it would be
+    /// retransmitted is *skipped* instead: it is not resent, and the
+    /// sender announces the next sequence number the receiver should
+    /// expect (the end of the skipped segment) in the experimental option
+    /// kind 253 / ExID `0x4877` (RFC 6994; `hollywood_wire::tcp::NEXT_EXPECTED_EXID`)
+    /// on a pure ACK sent in the retransmission's place and on every later
+    /// segment where the option fits, until the cumulative ACK passes it.
+    /// `Some(Duration::ZERO)` skips every retransmission (the lab's
+    /// "always" server, like [`HollywoodConfig::always_inconsistent`]).
+    /// A segment carrying FIN is never skipped. A standard receiver ignores
+    /// the option and waits for the skipped bytes forever.
+    pub seq_gap_lifetime: Option<std::time::Duration>,
+    /// **Experimental, receiver** — seed 003 §7.2: on an acceptable segment
+    /// carrying the "next expected sequence" option with a value beyond
+    /// RCV.NXT (and within the advertised window), RCV.NXT advances to it;
+    /// the skipped bytes the receiver never got are delivered as zero bytes
+    /// (so stream offsets stay sequence offsets; with COBS framing a run of
+    /// zeros is empty frames).
+    pub seq_gap_receive: bool,
 }
 
 impl Config {
@@ -135,6 +167,7 @@ impl Config {
             hollywood: HollywoodConfig {
                 inconsistent_retransmissions,
                 out_of_order_delivery,
+                ..HollywoodConfig::default()
             },
             ..Config::default()
         }

@@ -164,6 +164,29 @@ impl RecvBuffer {
         res
     }
 
+    /// Make everything up to stream offset `target` (at most the ring's
+    /// reach) in order, filling the bytes never received with zeros
+    /// (sequence-gap receiver, seed 003 §7.2). Returns (bytes that became
+    /// readable in order, of which zero-filled).
+    pub(crate) fn fill_gaps(&mut self, target: u64) -> (usize, usize) {
+        let target = target.min(self.read_off + self.capacity as u64);
+        let start = self.nxt_off();
+        let mut zeros = 0;
+        while self.nxt_off() < target {
+            let nxt = self.nxt_off();
+            // Out-of-order ranges all start beyond RCV.NXT: the first one
+            // ends the gap at RCV.NXT.
+            let gap_end = self.ooo.first().map_or(target, |&(s, _)| s.min(target));
+            let fill = vec![0u8; (gap_end - nxt) as usize];
+            let ins = self.insert(nxt, &fill);
+            zeros += fill.len();
+            if ins.in_order == 0 {
+                break; // cannot happen: data at RCV.NXT is always taken
+            }
+        }
+        ((self.nxt_off() - start) as usize, zeros)
+    }
+
     /// Drop every in-order byte without copying (the application consumed
     /// the data another way: out-of-order delivery, thesis §4.3).
     pub(crate) fn consume_ready(&mut self) {
@@ -248,6 +271,23 @@ mod tests {
         assert_eq!((r.in_order, r.dropped), (0, 1));
         assert_eq!(read_all(&mut b), b"abcd");
         assert_eq!(b.insert(4, b"ef").in_order, 2);
+    }
+
+    #[test]
+    fn fill_gaps_zero_fills_and_releases_held_data() {
+        let mut b = RecvBuffer::new(32);
+        b.insert(0, b"ab");
+        b.insert(4, b"ef");
+        b.insert(10, b"kl");
+        // Skip to 8: the gap 2..4 and 6..8 are zero-filled, "ef" released;
+        // "kl" stays out of order.
+        assert_eq!(b.fill_gaps(8), (6, 4));
+        assert_eq!(b.nxt_off(), 8);
+        assert_eq!(b.ooo_ranges(), &[(10, 12)]);
+        // Skip into a held range: it is released whole.
+        assert_eq!(b.fill_gaps(11), (4, 2));
+        assert_eq!(read_all(&mut b), b"ab\0\0ef\0\0\0\0kl");
+        assert_eq!(b.fill_gaps(5), (0, 0), "never backwards");
     }
 
     #[test]

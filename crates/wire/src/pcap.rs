@@ -8,7 +8,8 @@
 //! are little-endian; readers detect byte order from the magic.
 //!
 //! [`Reader`] reads such files back (either byte order, micro- or nanosecond
-//! magic) for tests and tools.
+//! magic) for tests and tools; [`ip_packet`] strips the link header of
+//! captures made by tshark/tcpdump (Ethernet on a veth, Linux cooked).
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -19,6 +20,50 @@ pub const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
 pub const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
 /// Link type for raw IPv4/IPv6 packets (tcpdump.org link-layer header types).
 pub const LINKTYPE_RAW: u32 = 101;
+/// Link type for Ethernet II frames (what tshark/tcpdump write on a veth).
+pub const LINKTYPE_ETHERNET: u32 = 1;
+/// Link type for Linux "cooked" captures, v1 (`tshark -i any`).
+pub const LINKTYPE_LINUX_SLL: u32 = 113;
+/// Link type for Linux "cooked" captures, v2.
+pub const LINKTYPE_LINUX_SLL2: u32 = 276;
+/// Link type for bare IPv4 packets.
+pub const LINKTYPE_IPV4: u32 = 228;
+/// Link type for bare IPv6 packets.
+pub const LINKTYPE_IPV6: u32 = 229;
+
+/// The IP packet inside one captured frame of link type `linktype`:
+/// the frame itself for raw IP, the payload after the link header for
+/// Ethernet (with at most two 802.1Q/802.1ad tags) and Linux cooked
+/// captures (v1 and v2). `None` for other link types, non-IP frames and
+/// frames too short for their link header.
+pub fn ip_packet(linktype: u32, frame: &[u8]) -> Option<&[u8]> {
+    const ETH_IPV4: u16 = 0x0800;
+    const ETH_IPV6: u16 = 0x86dd;
+    let be16 = |b: &[u8], at: usize| -> Option<u16> {
+        Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+    };
+    fn ip(proto: u16, rest: &[u8]) -> Option<&[u8]> {
+        matches!(proto, ETH_IPV4 | ETH_IPV6).then_some(rest)
+    }
+    match linktype {
+        LINKTYPE_RAW | LINKTYPE_IPV4 | LINKTYPE_IPV6 => Some(frame),
+        LINKTYPE_ETHERNET => {
+            let mut at = 12;
+            let mut proto = be16(frame, at)?;
+            // Up to two VLAN tags (802.1Q 0x8100, 802.1ad 0x88a8).
+            for _ in 0..2 {
+                if proto == 0x8100 || proto == 0x88a8 {
+                    at += 4;
+                    proto = be16(frame, at)?;
+                }
+            }
+            ip(proto, frame.get(at + 2..)?)
+        }
+        LINKTYPE_LINUX_SLL => ip(be16(frame, 14)?, frame.get(16..)?),
+        LINKTYPE_LINUX_SLL2 => ip(be16(frame, 0)?, frame.get(20..)?),
+        _ => None,
+    }
+}
 /// Snapshot length we write: packets longer than this are truncated in the
 /// file (the record keeps the original length).
 pub const SNAPLEN: u32 = 65535;
@@ -334,6 +379,36 @@ mod tests {
             Some((3_250_000_000, vec![0xaa, 0xbb]))
         );
         assert!(r.next_packet().unwrap().is_none());
+    }
+
+    #[test]
+    fn link_headers_are_stripped() {
+        let ip4 = [0x45u8, 0, 0, 20];
+        assert_eq!(ip_packet(LINKTYPE_RAW, &ip4), Some(&ip4[..]));
+        let mut eth = vec![0u8; 12];
+        eth.extend_from_slice(&[0x08, 0x00]);
+        eth.extend_from_slice(&ip4);
+        assert_eq!(ip_packet(LINKTYPE_ETHERNET, &eth), Some(&ip4[..]));
+        let mut vlan = vec![0u8; 12];
+        vlan.extend_from_slice(&[0x81, 0x00, 0, 5, 0x86, 0xdd]);
+        vlan.extend_from_slice(&[0x60, 0, 0, 0]);
+        assert_eq!(
+            ip_packet(LINKTYPE_ETHERNET, &vlan),
+            Some(&[0x60, 0, 0, 0][..])
+        );
+        let mut arp = vec![0u8; 12];
+        arp.extend_from_slice(&[0x08, 0x06, 1, 2]);
+        assert_eq!(ip_packet(LINKTYPE_ETHERNET, &arp), None, "not IP");
+        assert_eq!(ip_packet(LINKTYPE_ETHERNET, &eth[..10]), None, "short");
+        let mut sll = vec![0u8; 14];
+        sll.extend_from_slice(&[0x08, 0x00]);
+        sll.extend_from_slice(&ip4);
+        assert_eq!(ip_packet(LINKTYPE_LINUX_SLL, &sll), Some(&ip4[..]));
+        let mut sll2 = vec![0x86, 0xdd];
+        sll2.extend_from_slice(&[0u8; 18]);
+        sll2.extend_from_slice(&ip4);
+        assert_eq!(ip_packet(LINKTYPE_LINUX_SLL2, &sll2), Some(&ip4[..]));
+        assert_eq!(ip_packet(147, &ip4), None, "unknown link type");
     }
 
     #[test]

@@ -18,7 +18,15 @@
 //! SACK-permitted alone     01 01 04 02
 //! window scale             01 03 03 ss
 //! SACK blocks              01 01 05 <2+8n> <left right>*n
+//! next expected (exp.)     fd 08 48 77 <seq>
 //! ```
+//!
+//! The last line is an *experimental* option (RFC 6994 shared experimental
+//! kind 253 with the 16-bit ExID [`NEXT_EXPECTED_EXID`] = `0x4877`, "Hw",
+//! unregistered): the sender of seed 003 §7.2's deadline TCP tells the
+//! receiver the next sequence number it should expect after skipping expired
+//! data. It exists for the deployability experiments of the middlebox lab;
+//! standard receivers ignore it (RFC 9293 §3.1, MUST-6).
 //!
 //! The header may hold at most 40 bytes of options (RFC 9293 §3.1, data
 //! offset ≤ 15); when the options above do not fit, SACK blocks are dropped
@@ -81,7 +89,16 @@ pub mod kind {
     pub const SACK: u8 = 5;
     /// Timestamps (RFC 7323 §3).
     pub const TIMESTAMPS: u8 = 8;
+    /// Shared experimental option with a 16-bit ExID (RFC 6994 §3).
+    pub const EXPERIMENTAL_253: u8 = 253;
 }
+
+/// ExID of our experimental "next expected sequence" option (RFC 6994,
+/// kind 253): ASCII "Hw". Not registered with IANA; for lab experiments only
+/// (seed 003 §7.2's sequence-gap design).
+pub const NEXT_EXPECTED_EXID: u16 = 0x4877;
+/// Length of the "next expected sequence" option: kind, length, ExID, seq.
+pub const NEXT_EXPECTED_LEN: usize = 8;
 
 /// TCP control flags as they appear in byte 13 of the header.
 #[derive(Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -204,6 +221,10 @@ pub struct TcpOptions {
     pub sack_len: u8,
     /// Timestamps (kind 8).
     pub timestamp: Option<Timestamp>,
+    /// Experimental "next expected sequence" (kind 253, ExID
+    /// [`NEXT_EXPECTED_EXID`]; seed 003 §7.2): the receiver may advance
+    /// RCV.NXT to this value because the sender skipped expired data.
+    pub next_expected: Option<SeqNumber>,
 }
 
 impl TcpOptions {
@@ -531,6 +552,9 @@ fn fixed_options_len(opts: &TcpOptions) -> usize {
     if opts.window_scale.is_some() {
         n += 4;
     }
+    if opts.next_expected.is_some() {
+        n += NEXT_EXPECTED_LEN;
+    }
     n
 }
 
@@ -595,6 +619,16 @@ fn parse_options(mut opts: &[u8]) -> Result<TcpOptions> {
                     tsval: u32::from_be_bytes([body[0], body[1], body[2], body[3]]),
                     tsecr: u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
                 });
+            }
+            // RFC 6994 §3: the first two bytes are the ExID; other
+            // experiments sharing the kind are ignored like unknown options.
+            kind::EXPERIMENTAL_253
+                if body.len() == NEXT_EXPECTED_LEN - 2
+                    && u16::from_be_bytes([body[0], body[1]]) == NEXT_EXPECTED_EXID =>
+            {
+                out.next_expected = Some(SeqNumber(u32::from_be_bytes([
+                    body[2], body[3], body[4], body[5],
+                ])));
             }
             // Unknown options with a sane length are skipped: "MUST ignore
             // without error any TCP option it does not implement" (RFC 9293
@@ -668,6 +702,16 @@ fn emit_options(opts: &TcpOptions, out: &mut [u8]) {
     }
     if let Some(ws) = opts.window_scale {
         put(&[kind::NOP, kind::WINDOW_SCALE, 3, ws]);
+    }
+    if let Some(nx) = opts.next_expected {
+        let id = NEXT_EXPECTED_EXID.to_be_bytes();
+        put(&[
+            kind::EXPERIMENTAL_253,
+            NEXT_EXPECTED_LEN as u8,
+            id[0],
+            id[1],
+        ]);
+        put(&nx.0.to_be_bytes());
     }
     let n = emitted_sacks(opts);
     if n > 0 {
@@ -1086,6 +1130,42 @@ mod tests {
         assert_eq!(r.segment_len(4), 5);
     }
 
+    #[test]
+    fn next_expected_option_round_trip_and_foreign_exids() {
+        let repr = TcpRepr {
+            flags: TcpFlags::ACK,
+            options: TcpOptions {
+                timestamp: Some(Timestamp { tsval: 1, tsecr: 2 }),
+                next_expected: Some(SeqNumber(0xdead_beef)),
+                ..TcpOptions::default()
+            },
+            ..TcpRepr::default()
+        };
+        let b = emit_vec(&repr, LO, LO, b"x");
+        assert_eq!(repr.header_len(), 20 + 12 + 8);
+        assert_eq!(
+            &b[32..40],
+            &[253, 8, 0x48, 0x77, 0xde, 0xad, 0xbe, 0xef],
+            "kind 253, length 8, ExID 0x4877, seq (RFC 6994 layout)"
+        );
+        let (r, payload) = parse(&b).unwrap();
+        assert_eq!(r, repr);
+        assert_eq!(payload, b"x");
+        // Another experiment's ExID on kind 253 is ignored, as is a
+        // wrong-length option with our ExID.
+        for opt in [
+            [253u8, 8, 0x12, 0x34, 0, 0, 0, 9],
+            [253u8, 6, 0x48, 0x77, 0, 0, 1, 1], // length 6, then NOP NOP
+        ] {
+            let mut raw = vec![0u8; 20];
+            raw[12] = 7 << 4; // data offset 7 words
+            raw[13] = TcpFlags::ACK.0;
+            raw.extend_from_slice(&opt);
+            let (r, _) = TcpRepr::parse(&raw, LO, LO, false).unwrap();
+            assert_eq!(r.options.next_expected, None, "{opt:?}");
+        }
+    }
+
     // ------------------------------------------------------- proptest ----
 
     fn arb_repr() -> impl Strategy<Value = TcpRepr> {
@@ -1095,13 +1175,15 @@ mod tests {
             any::<bool>(),
             proptest::option::of(any::<(u32, u32)>()),
             proptest::collection::vec(any::<(u32, u32)>(), 0..=4),
+            proptest::option::of(any::<u32>()),
         )
-            .prop_map(|(mss, ws, sp, ts, sacks)| {
+            .prop_map(|(mss, ws, sp, ts, sacks, nx)| {
                 let mut o = TcpOptions {
                     mss,
                     window_scale: ws,
                     sack_permitted: sp,
                     timestamp: ts.map(|(tsval, tsecr)| Timestamp { tsval, tsecr }),
+                    next_expected: nx.map(SeqNumber),
                     ..TcpOptions::default()
                 };
                 let blocks: Vec<SackBlock> = sacks

@@ -362,6 +362,11 @@ impl Connection {
             self.state,
             State::Established | State::FinWait1 | State::FinWait2
         );
+        if takes_text && self.config.hollywood.seq_gap_receive {
+            if let Some(nx) = seg.options.next_expected {
+                self.seq_gap_advance(now, nx);
+            }
+        }
         if !payload.is_empty() && takes_text {
             self.receive_data(now, data_seq, payload);
         }
@@ -402,6 +407,38 @@ impl Connection {
             // CLOSE-WAIT, CLOSING, LAST-ACK, TIME-WAIT: remain.
             _ => {}
         }
+    }
+
+    /// Sequence-gap receiver (seed 003 §7.2, experimental): "the receiver
+    /// updates its next expected sequence number to the value specified by
+    /// the special option ... only if [it] has a value greater than the
+    /// current next expected sequence number". Values beyond the window we
+    /// advertised cannot come from a correct sender and are ignored. The
+    /// bytes never received are filled with zeros; data held out of order
+    /// inside the skipped range becomes readable.
+    fn seq_gap_advance(&mut self, now: Instant, nx: SeqNumber) {
+        let nxt = self.data_nxt();
+        if self.fin_rcvd || nx <= nxt || nx > self.rcv_adv {
+            return;
+        }
+        let target = self.rcv_buf.nxt_off() + nx.diff(nxt) as u64;
+        let (in_order, zeros) = self.rcv_buf.fill_gaps(target);
+        if in_order == 0 {
+            return;
+        }
+        self.rcv_nxt += in_order;
+        self.stats.seq_gap_skipped_bytes += zeros as u64;
+        self.stats.bytes_received += (in_order - zeros) as u64;
+        let nxt_off = self.rcv_buf.nxt_off();
+        self.sack_recent.retain(|&(s, _)| s > nxt_off);
+        if !self.config.hollywood.out_of_order_delivery {
+            self.push_event(super::Event::Readable);
+        }
+        if self.pending_fin == Some(self.rcv_nxt) {
+            self.process_fin(now);
+        }
+        // Tell the sender at once that the skip arrived.
+        self.ack.now = true;
     }
 
     /// Data that passed the acceptability test: Hollywood tap, reassembly,

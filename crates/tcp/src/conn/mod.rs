@@ -197,6 +197,15 @@ pub struct ConnectionStats {
     /// Retransmissions found lost by RACK (RFC 8985 §6.2), each resent
     /// without waiting for the RTO.
     pub lost_retransmissions: u64,
+    /// Retransmissions sent with every payload byte complemented
+    /// (`HollywoodConfig::always_inconsistent`, thesis §5.3).
+    pub always_ir_segments: u64,
+    /// Retransmissions replaced by a skip (sequence-gap design, seed 003
+    /// §7.2): a pure ACK carrying the "next expected sequence" option.
+    pub seq_gap_skips: u64,
+    /// Receiver: bytes RCV.NXT jumped over because of a "next expected
+    /// sequence" option (delivered as zero bytes).
+    pub seq_gap_skipped_bytes: u64,
 }
 
 /// The result of option negotiation on the handshake.
@@ -435,6 +444,9 @@ pub struct Connection {
     ooo_bytes: usize,
     /// Out-of-order delivery counters.
     ooo_stats: OooStats,
+    /// Sequence-gap sender (seed 003 §7.2, experimental): the "next
+    /// expected sequence" announced while SND.UNA is below it.
+    seq_gap_next: Option<SeqNumber>,
 }
 
 /// A data segment as it arrived, for out-of-order delivery (thesis §4.3):
@@ -634,6 +646,7 @@ impl Connection {
             ooo: VecDeque::new(),
             ooo_bytes: 0,
             ooo_stats: OooStats::default(),
+            seq_gap_next: None,
             config,
         }
     }

@@ -256,9 +256,22 @@ impl Connection {
     /// Retransmit outstanding segment `i` with its original boundaries.
     fn retransmit(&mut self, now: Instant, i: usize, payload: &mut Vec<u8>) -> Option<TcpRepr> {
         let s = *self.rtxq.get(i)?;
+        if self.seq_gap_expired(now, &s) {
+            return Some(self.seq_gap_skip(now, i));
+        }
         let len = s.len as usize;
         self.prepare_retransmit(now, s.seq, len);
         self.snd_buf.read(s.seq, len, payload);
+        if self.config.hollywood.always_inconsistent && len > 0 {
+            // Thesis §5.3: the test server's retransmissions always differ
+            // from the original (same length, same sequence numbers); the
+            // send buffer keeps the original, so every retransmission of a
+            // segment is the same complement.
+            for b in payload.iter_mut() {
+                *b ^= 0xff;
+            }
+            self.stats.always_ir_segments += 1;
+        }
         self.rtxq.on_retransmit(i, now);
         if self.timed.is_some_and(|(end, _)| s.seq < end) {
             // RFC 6298 §3 (Karn): never time a retransmitted segment.
@@ -278,6 +291,47 @@ impl Connection {
             flags |= TcpFlags::PSH;
         }
         Some(self.data_header(now, s.seq, flags, len))
+    }
+
+    /// Sequence-gap sender (seed 003 §7.2, experimental): whether segment
+    /// `s` is past its deadline and is skipped rather than retransmitted.
+    fn seq_gap_expired(&self, now: Instant, s: &crate::sack::Sent) -> bool {
+        let Some(lifetime) = self.config.hollywood.seq_gap_lifetime else {
+            return false;
+        };
+        // A FIN cannot be skipped: the receiver must see it.
+        !s.fin && s.len > 0 && now.saturating_duration_since(s.first_sent) >= lifetime
+    }
+
+    /// Seed 003 §7.2: "the sender discards the packets associated with the
+    /// current data section" and "explicitly notifies the receiver of the
+    /// next expected sequence number ... by utilizing the TCP options".
+    /// Deadlines are relative to the first transmission, so every
+    /// outstanding byte below an expired segment is older and expired too:
+    /// the next expected sequence is the end of this segment. In place of
+    /// the retransmission a pure ACK carries the option (its sequence
+    /// number is SND.NXT, inside the receiver's window, so a receiver
+    /// processes it); the segment is marked as retransmitted so the
+    /// recovery cursor moves on, and RACK or the RTO calls here again if
+    /// the skip is not acknowledged.
+    fn seq_gap_skip(&mut self, now: Instant, i: usize) -> TcpRepr {
+        let s = *self.rtxq.get(i).expect("caller checked");
+        let end = s.end();
+        if self.seq_gap_next.is_none_or(|n| n < end) {
+            self.seq_gap_next = Some(end);
+        }
+        self.stats.seq_gap_skips += 1;
+        self.rtxq.on_retransmit(i, now);
+        if self.timed.is_some_and(|(e, _)| s.seq < e) {
+            self.timed = None;
+        }
+        match &mut self.recovery {
+            Recovery::Sack { high_rxt } => *high_rxt = (*high_rxt).max(end),
+            Recovery::Loss { cursor } => *cursor = (*cursor).max(end),
+            _ => {}
+        }
+        let seq = self.snd_nxt;
+        self.data_header(now, seq, TcpFlags::ACK, 0)
     }
 
     /// RFC 9293 §3.8.6.1: send one octet of new data (or the FIN) into
@@ -416,6 +470,22 @@ impl Connection {
                 tsecr,
             });
         }
+        // Sequence-gap sender (seed 003 §7.2): announce the next expected
+        // sequence while the receiver has not acknowledged it, on every
+        // segment where the 8-byte option fits within the MSS (a
+        // full-sized segment has no room; the skip ACK always carries it).
+        if let Some(nx) = self.seq_gap_next {
+            if nx <= self.snd_una {
+                self.seq_gap_next = None;
+            } else {
+                let ts = if self.neg.timestamps { TS_OPT_LEN } else { 0 };
+                let budget = (self.neg.peer_mss as usize).min(self.local_mss() as usize);
+                let len = hollywood_wire::tcp::NEXT_EXPECTED_LEN;
+                if payload_len == 0 || ts + len + payload_len <= budget {
+                    options.next_expected = Some(nx);
+                }
+            }
+        }
         if self.neg.sack {
             self.add_sack_blocks(&mut options, payload_len);
         }
@@ -440,9 +510,14 @@ impl Connection {
             return;
         }
         let ts = if self.neg.timestamps { TS_OPT_LEN } else { 0 };
-        let max_by_header = if self.neg.timestamps { 3 } else { 4 };
+        let nx = if o.next_expected.is_some() {
+            hollywood_wire::tcp::NEXT_EXPECTED_LEN
+        } else {
+            0
+        };
+        let max_by_header = o.sack_capacity();
         let budget = (self.neg.peer_mss as usize).min(self.local_mss() as usize);
-        let room = budget.saturating_sub(ts + payload_len);
+        let room = budget.saturating_sub(ts + nx + payload_len);
         let fit = if payload_len == 0 {
             max_by_header
         } else {

@@ -2,6 +2,7 @@
 //! topic. Connection-level unit tests (by state) live in `conn/tests.rs`.
 
 mod close;
+mod deploy;
 mod endpoint;
 mod flow;
 mod handshake;

@@ -1,0 +1,133 @@
+//! tshark captures in a namespace lab (root only): the capture is running
+//! when `Capture::start` returns, complete when `stop` returns, and gone
+//! (no tshark left) when a running capture is dropped.
+
+// A test of an adapter crate: threads are fine here.
+#![allow(clippy::disallowed_methods)]
+
+use hollywood_lab::capture::{audit_pcap, tshark_count, Capture};
+use hollywood_lab::topology::{Host, Lab, LabSpec};
+use hollywood_sim::LinkConfig;
+use hollywood_tun::NetNs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+fn root(test: &str) -> bool {
+    if hollywood_tun::is_root() {
+        let _ = NetNs::remove_stale("hwm");
+        true
+    } else {
+        eprintln!("SKIPPED: {test} needs root (network namespaces, tshark capture)");
+        false
+    }
+}
+
+fn lab(tag: &str) -> Lab {
+    let link = LinkConfig::new(0, Duration::from_millis(2));
+    Lab::up(LabSpec {
+        name: format!("hwm-{}-{tag}", std::process::id()),
+        three_hosts: false,
+        a_to_b: link.clone(),
+        b_to_a: link,
+        seed: 3,
+        hook: None,
+    })
+    .expect("lab up")
+}
+
+/// Kernel TCP from b (server, sends `n` bytes) to a (client).
+fn transfer(lab: &Lab, n: usize) -> (SocketAddr, usize) {
+    let server = SocketAddr::new(lab.addr(Host::B, false), 5555);
+    let listener = lab
+        .ns(Host::B)
+        .run(move || TcpListener::bind(server))
+        .unwrap()
+        .expect("bind in b");
+    let srv = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        s.write_all(&vec![0xa5u8; n]).expect("write");
+    });
+    let got = lab
+        .ns(Host::A)
+        .run(move || {
+            let mut c =
+                TcpStream::connect_timeout(&server, Duration::from_secs(3)).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut v = Vec::new();
+            c.read_to_end(&mut v).expect("read");
+            v.len()
+        })
+        .unwrap();
+    srv.join().unwrap();
+    (server, got)
+}
+
+#[test]
+fn capture_is_complete_and_audited() {
+    if !root("capture_is_complete_and_audited") {
+        return;
+    }
+    let lab = lab("cap");
+    let dir = std::env::temp_dir().join(format!("hwm-{}-cap", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("a.pcap");
+    let ns = lab.ns(Host::A).name().unwrap().to_string();
+    let cap = Capture::start(
+        Some(&ns),
+        &lab.iface(Host::A, Host::E),
+        &path,
+        "tcp port 5555",
+    )
+    .expect("tshark starts");
+    let n = 2_000_000;
+    let (server, got) = transfer(&lab, n);
+    assert_eq!(got, n);
+    // Stop right after the transfer: the settling wait must still get the
+    // last segments and the FIN into the file.
+    let path = cap.stop().expect("tshark stops");
+    let r = audit_pcap(&path).expect("audit");
+    let f = r
+        .flows
+        .iter()
+        .find(|f| f.src == Some(server))
+        .expect("server flow");
+    assert_eq!(f.stream_bytes, n as u64, "{f:?}");
+    assert_eq!(f.fins, 1);
+    assert_eq!(
+        (f.seq_holes, f.inconsistent_retransmissions, f.rsts),
+        (0, 0, 0)
+    );
+    // tshark reads the same file.
+    let syns = tshark_count(&path, "tcp.flags.syn == 1").expect("tshark -r");
+    assert_eq!(syns, 2, "SYN and SYN-ACK");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dropping_a_running_capture_stops_tshark() {
+    if !root("dropping_a_running_capture_stops_tshark") {
+        return;
+    }
+    let lab = lab("drop");
+    let dir = std::env::temp_dir().join(format!("hwm-{}-capdrop", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("x.pcap");
+    let ns = lab.ns(Host::A).name().unwrap().to_string();
+    let pid;
+    {
+        let cap = Capture::start(Some(&ns), &lab.iface(Host::A, Host::E), &path, "tcp")
+            .expect("tshark starts");
+        pid = cap.pid().expect("running");
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    }
+    // Drop waited for it (a zombie would still have a /proc entry).
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "tshark {pid} still running"
+    );
+    // A capture on a missing interface fails with tshark's message.
+    let e = Capture::start(Some(&ns), "no-such-if", &dir.join("y.pcap"), "tcp").unwrap_err();
+    assert!(e.to_string().contains("no-such-if"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
