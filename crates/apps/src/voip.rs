@@ -393,7 +393,7 @@ fn datagram_id(packet: &[u8]) -> Option<u32> {
 /// Compute every message's playout instant: `send_i + owd + playout` with
 /// `owd` the smallest transport delay of the call (see the module docs),
 /// written with media time `i · interval` so that it needs only arrivals.
-fn schedule(
+pub fn schedule(
     generated: &[Option<Instant>],
     arrival: &[Option<Instant>],
     first_tx_dropped: &[bool],

@@ -38,6 +38,20 @@ enum Command {
     /// Reproduce a thesis chapter's experiments (plots, tables, README).
     #[command(subcommand)]
     Repro(cmd::repro::ReproCommand),
+    /// The user-space link emulator in a lab's emulator namespace (root).
+    #[command(subcommand)]
+    Netem(cmd::netem::NetemCommand),
+    /// The namespace lab (root): up, down, exec, status, verify.
+    #[command(subcommand)]
+    Lab(cmd::lab::LabCommand),
+    /// Benchmarks on real packets (root): engine over TUN vs kernel TCP, throughput and echo latency.
+    Bench(cmd::bench::BenchArgs),
+    /// Thesis §5.3's deployability experiment through a middlebox (root): always-inconsistent server, lossy Linux client.
+    Middlebox(cmd::middlebox::MiddleboxArgs),
+    /// Partial deployments on real packets (root): engine or Linux at each end, lossy path, wire audited.
+    Interop(cmd::interop::InteropArgs),
+    /// The thesis VoIP call over the emulator (root): Linux TCP vs our engine (standard mode) vs the simulator.
+    Calibrate(cmd::calibrate::CalibrateArgs),
 }
 
 #[derive(Subcommand)]
@@ -67,6 +81,12 @@ fn main() -> ExitCode {
         Command::Analyze(args) => cmd::analyze::run(args),
         Command::Voip(args) => cmd::voip::run(args),
         Command::Repro(c) => cmd::repro::run(c),
+        Command::Netem(c) => cmd::netem::run(c),
+        Command::Lab(c) => cmd::lab::run(c),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Middlebox(args) => cmd::middlebox::run(args),
+        Command::Interop(args) => cmd::interop::run(args),
+        Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
     };

@@ -9,7 +9,8 @@
 //! - [`topology`]: two- and three-host labs (namespaces, veths, addresses,
 //!   routes, the emulator), idempotent and torn down on drop.
 //! - [`capture`]: tshark captures on the path and their wire audit.
-//! - [`interop`], [`middlebox`], [`calibrate`], [`bench`]: the experiments.
+//! - [`interop`], [`middlebox`], [`calibrate`], [`bench`]: the experiments;
+//!   [`workload`]: self-checking timed message workloads they share.
 //!
 //! Everything that touches the network needs Linux and root.
 #![deny(unsafe_code)]
@@ -24,3 +25,4 @@ pub mod interop;
 pub mod middlebox;
 pub mod netem;
 pub mod topology;
+pub mod workload;

@@ -1,7 +1,13 @@
 //! One module per command.
 pub mod analyze;
+pub mod bench;
 pub mod bulk;
+pub mod calibrate;
 pub mod demo;
+pub mod interop;
+pub mod lab;
 pub mod messages;
+pub mod middlebox;
+pub mod netem;
 pub mod repro;
 pub mod voip;

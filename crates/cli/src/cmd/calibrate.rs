@@ -1,0 +1,100 @@
+//! `hollywood calibrate`: the thesis's VoIP scenario (§5.1.2) over the
+//! emulator with Linux TCP at both ends and with our engine at both ends
+//! in standard mode, side by side with the simulator (root). See
+//! `hollywood_lab::calibrate` and docs/LAB.md "Calibration".
+
+use crate::units::parse_fraction;
+use clap::Args;
+use hollywood_lab::calibrate::{self, CalibrateSpec, CalibrationReport, Scenario};
+use std::path::PathBuf;
+
+/// Arguments of `hollywood calibrate`.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// intercontinental (70 ms RTT, 30 ms playout) | intracontinental (15 ms, 110 ms) | both
+    #[arg(long, default_value = "intercontinental")]
+    scenario: String,
+    /// Messages per call (one every 20 ms; 3000 = one minute).
+    #[arg(long, default_value_t = 3000)]
+    messages: u32,
+    /// Random loss on the downlink (thesis: 0.1%).
+    #[arg(long, default_value = "0.1%", value_parser = parse_fraction)]
+    loss: f64,
+    /// Emulator and simulator seed (the same in every run).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Congestion control of the Linux sockets (the namespaces'
+    /// net.ipv4.tcp_congestion_control); "system" = the machine's default.
+    /// Default cubic, the engine's algorithm.
+    #[arg(long, default_value = "cubic")]
+    kernel_cc: String,
+    /// Leave out the simulator column.
+    #[arg(long)]
+    no_sim: bool,
+    /// One JSON object (a list with --scenario both).
+    #[arg(long)]
+    json: bool,
+    /// Keep the captures here (calibrate-<scenario>-<kernel|engine>.pcap).
+    #[arg(long)]
+    pcap_dir: Option<PathBuf>,
+    /// Per-message CSV (scenario, transport, id, send, arrival, playout, delay, outcome).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+/// Run the command.
+pub fn run(a: CalibrateArgs) -> Result<(), String> {
+    if !hollywood_tun::is_root() {
+        return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
+    }
+    let scenarios = match a.scenario.as_str() {
+        "both" => vec![Scenario::Intercontinental, Scenario::Intracontinental],
+        s => vec![Scenario::parse(s).ok_or_else(|| {
+            format!("unknown scenario '{s}': use intercontinental, intracontinental or both")
+        })?],
+    };
+    if a.messages == 0 {
+        return Err("--messages must be at least 1".into());
+    }
+    let mut reports: Vec<CalibrationReport> = Vec::new();
+    for (i, sc) in scenarios.into_iter().enumerate() {
+        let lab = format!(
+            "{}-{}-c{i}",
+            hollywood_lab::interop::LAB_PREFIX,
+            std::process::id()
+        );
+        let mut spec = CalibrateSpec::new(sc, &lab);
+        spec.messages = a.messages;
+        spec.loss = a.loss;
+        spec.seed = a.seed;
+        spec.simulate = !a.no_sim;
+        spec.pcap_dir = a.pcap_dir.clone();
+        spec.kernel_cc = (a.kernel_cc != "system").then(|| a.kernel_cc.clone());
+        if !a.json {
+            eprintln!(
+                "running {}: kernel, then engine ({} messages, {:.0} s each)…",
+                sc.name(),
+                a.messages,
+                f64::from(a.messages) * 0.02
+            );
+        }
+        reports.push(calibrate::run(&spec).map_err(|e| format!("{}: {e}", sc.name()))?);
+    }
+    if let Some(p) = &a.csv {
+        CalibrationReport::write_csv_file(&reports, p)
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    if a.json {
+        let out = if reports.len() == 1 {
+            serde_json::to_string_pretty(&reports[0])
+        } else {
+            serde_json::to_string_pretty(&reports)
+        };
+        println!("{}", out.map_err(|e| e.to_string())?);
+    } else {
+        for r in &reports {
+            print!("{}", r.to_text());
+        }
+    }
+    Ok(())
+}

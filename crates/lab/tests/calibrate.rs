@@ -1,0 +1,68 @@
+//! Calibration against Linux on real packets (root only): a short VoIP
+//! call (300 messages, 6 s) of the intracontinental scenario with Linux at
+//! both ends and with our engine at both ends, plus the simulator column.
+//! Checks that both transports deliver every message intact and that the
+//! report is complete and consistent. No timing-ratio assertion: the
+//! 20 % goal is checked and reported by `hollywood calibrate` on full
+//! calls (machines are noisy).
+// A test of an adapter: real threads and clocks.
+#![allow(clippy::disallowed_methods)]
+
+use hollywood_lab::calibrate::{self, CalibrateSpec, Scenario};
+use hollywood_lab::interop::LAB_PREFIX;
+
+#[test]
+fn short_call_delivers_everything_on_both_transports() {
+    if !hollywood_tun::is_root() {
+        eprintln!("SKIPPED: calibrate needs root (network namespaces, TUN devices, tshark)");
+        return;
+    }
+    let lab = format!("{LAB_PREFIX}-{}-cal", std::process::id());
+    let mut spec = CalibrateSpec::new(Scenario::Intracontinental, &lab);
+    spec.messages = 300;
+    // 1 % so that a few losses happen even in a short call.
+    spec.loss = 0.01;
+    spec.seed = 3;
+    let r = calibrate::run(&spec).unwrap_or_else(|e| panic!("calibrate: {e}"));
+    eprintln!("{}", r.to_text());
+    let sim = r.simulator.as_ref().expect("simulator column");
+    for c in [&r.kernel, &r.engine, sim] {
+        let t = &c.transport;
+        assert_eq!(c.error, None, "{t}");
+        assert_eq!(c.messages, 300, "{t}");
+        assert_eq!(c.delivered, 300, "{t}: TCP delivers everything");
+        assert_eq!(c.never_arrived, 0, "{t}");
+        assert_eq!(c.played + c.late, c.delivered, "{t}");
+        assert_eq!(
+            (c.corrupt, c.duplicates, c.seq_holes, c.resets),
+            (0, 0, 0, 0),
+            "{t}"
+        );
+        // One-way propagation is 7.5 ms; nothing arrives faster.
+        assert!(c.delay_p50_ms >= 7.5, "{t}: {c:?}");
+        assert!(c.delay_p50_ms <= c.delay_p90_ms, "{t}");
+        assert!(c.delay_p90_ms <= c.delay_p99_ms, "{t}");
+        assert!(c.delay_p99_ms <= c.delay_max_ms, "{t}");
+        assert!(c.duration_s >= 5.9, "{t}: 300 messages take 6 s");
+    }
+    // The loss really happened in the lab and was repaired.
+    for c in [&r.kernel, &r.engine] {
+        assert!(c.dropped > 0, "{}: no loss drawn: {c:?}", c.transport);
+        assert!(c.retransmissions_on_wire > 0, "{}", c.transport);
+    }
+    assert!(r.engine.srtt_ms.is_some() && r.kernel.srtt_ms.is_none());
+    assert_eq!(r.ratios.len(), 5);
+    for q in &r.ratios {
+        if let Some(x) = q.ratio {
+            assert!(x.is_finite() && x >= 0.0, "{q:?}");
+            assert_eq!(q.within_20pct, (x - 1.0).abs() <= 0.2, "{q:?}");
+        }
+    }
+    let mut csv = Vec::new();
+    r.write_csv(&mut csv, true).unwrap();
+    let text = String::from_utf8(csv).unwrap();
+    // Header + 300 rows per column.
+    assert_eq!(text.lines().count(), 1 + 3 * 300);
+    assert!(!hollywood_lab::topology::Lab::exists(&format!("{lab}-k")));
+    assert!(!hollywood_lab::topology::Lab::exists(&format!("{lab}-e")));
+}
