@@ -214,7 +214,12 @@ fn throughput_matches_configured_rate() {
 
     // Kernel TCP (CUBIC): goodput = rate × 1448/1500 (MSS with timestamps).
     let j = lab
-        .iperf3(Host::A, Host::B, 5202, &["-t", "4", "--get-server-output"])
+        .iperf3(
+            Host::A,
+            Host::B,
+            5202,
+            &["-C", "cubic", "-t", "4", "--get-server-output"],
+        )
         .unwrap();
     let tcp = iperf3_steady_rate(&j, 2).unwrap();
     let expect_tcp = rate as f64 * 1448.0 / 1500.0;

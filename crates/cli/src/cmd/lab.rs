@@ -693,7 +693,9 @@ fn verify(a: VerifyArgs) -> Result<(), String> {
             Host::A,
             Host::B,
             5202,
-            &["-t", &tcp_secs, "--get-server-output"],
+            // CUBIC asked for by name: a namespace's default is the host's
+            // (BBR on some machines, including this project's VMs).
+            &["-C", "cubic", "-t", &tcp_secs, "--get-server-output"],
         )
         .map_err(|e| e.to_string())?;
     let tcp = iperf3_steady_rate(&j, 2).map_err(|e| e.to_string())?;
