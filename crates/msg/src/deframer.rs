@@ -434,6 +434,22 @@ impl Deframer {
         }
     }
 
+    /// The byte stream ended (the peer's FIN was delivered): no missing
+    /// predecessor can arrive any more, so every ordered message still
+    /// waiting for one is released now, in chain order, skipping the gaps
+    /// (counted in `ordered_skipped`), instead of being lost with the
+    /// stream. Bytes of frames that never completed stay undelivered.
+    /// Idempotent; later input is still accepted.
+    pub fn finish(&mut self) {
+        let Sink {
+            ordered,
+            queue,
+            stats,
+            ..
+        } = &mut self.sink;
+        ordered.expire(u64::MAX, 0, queue, stats);
+    }
+
     fn unwrap_seq(&mut self, seq: u32) -> u64 {
         match self.seq_ref {
             None => {

@@ -287,6 +287,12 @@ impl KernelReceiver {
                 return Ok(Some(self.message(m)));
             }
             if self.eof {
+                // Release ordered messages still waiting for a predecessor
+                // that can no longer arrive, then report the end.
+                self.deframer.finish();
+                if let Some(m) = self.deframer.poll_message() {
+                    return Ok(Some(self.message(m)));
+                }
                 return Ok(None);
             }
             // Ordered sub-streams may wait for a predecessor with a time

@@ -1677,6 +1677,12 @@ impl Driver {
             wake_tx = true;
             wake_rx = true;
         }
+        if st.eof && mode == Mode::Messages {
+            // End of stream: ordered messages still waiting for a
+            // predecessor that can no longer arrive are released, not lost.
+            entry.deframer.finish();
+            wake_rx |= pull_messages(&mut entry.deframer, st, epoch);
+        }
         if wake_tx {
             if let Some(w) = st.tx_waker.take() {
                 w.wake();

@@ -476,6 +476,33 @@ fn ordered_timeout_skips_a_lost_message() {
 }
 
 #[test]
+fn finish_releases_ordered_messages_waiting_for_a_lost_predecessor() {
+    // No time bound: without `finish` the chain after the gap would wait
+    // for ever (and be lost with the stream).
+    let mut fr = Framer::default();
+    let segs: Vec<Vec<u8>> = (0..4u8)
+        .map(|i| {
+            let mut w = Vec::new();
+            fr.frame(3, true, &[i + 1], &mut w).unwrap();
+            w
+        })
+        .collect();
+    let mut d = Deframer::new(DeframerConfig::default());
+    d.push_segment(ISN, &segs[0], 0);
+    // Message 1 never arrives; 2 and 3 come after the gap.
+    let s2 = ISN + (segs[0].len() + segs[1].len()) as u32;
+    d.push_segment(s2, &segs[2], 10);
+    d.push_segment(s2 + segs[2].len() as u32, &segs[3], 20);
+    assert_eq!(ids(&mut d), vec![0]);
+    assert_eq!(d.poll_timeout(), None, "no time bound configured");
+    d.finish();
+    assert_eq!(ids(&mut d), vec![2, 3], "released in chain order");
+    assert_eq!(d.stats().ordered_skipped, 1, "one gap skipped");
+    d.finish();
+    assert!(d.poll_message().is_none(), "idempotent");
+}
+
+#[test]
 fn one_mebibyte_message_in_mss_segments() {
     let big = payload(5, crate::frame::DEFAULT_MAX_PAYLOAD);
     let f = frame(5, &big);
