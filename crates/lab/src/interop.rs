@@ -36,6 +36,7 @@ use crate::capture::{self, Capture, FlowAudit};
 use crate::netem::NetemStats;
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{self, Tally};
+use hollywood_apps::DelayPercentiles;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::{Config, ExpiryReason};
 use hollywood_tun::kernel::KernelStream;
@@ -691,16 +692,13 @@ fn socket_cc(s: &tokio::net::TcpStream) -> Option<String> {
 }
 
 impl PairRun {
-    /// Transport delays (ms) of the delivered messages, ascending.
+    /// Transport delays (ms) of the delivered messages, by message id.
     pub fn delays_ms(&self) -> Vec<f64> {
-        let mut v: Vec<f64> = self
-            .sent_at
+        self.sent_at
             .iter()
             .zip(&self.arrival)
             .filter_map(|(s, a)| Some(workload::ms(a.as_ref()?.saturating_sub(*s.as_ref()?))))
-            .collect();
-        v.sort_by(f64::total_cmp);
-        v
+            .collect()
     }
 
     /// Messages delivered after a message with a higher id (as
@@ -921,7 +919,7 @@ pub struct InteropReport {
 impl InteropReport {
     /// Summarise a run.
     pub fn of(run: &PairRun) -> InteropReport {
-        let delays = run.delays_ms();
+        let delays = DelayPercentiles::of(run.delays_ms());
         let expired: HashSet<u32> = run.sender.expired_ids.iter().copied().collect();
         let undelivered = run.undelivered();
         let (ooo, ooo_via_replacement) = run.out_of_order();
@@ -963,9 +961,9 @@ impl InteropReport {
             resets_on_wire: run.resets_on_wire,
             dropped_by_emulator: run.netem.a_to_b.dropped_loss,
             packets_a_to_b: run.netem.a_to_b.packets_in,
-            delay_p50_ms: workload::percentile(&delays, 0.5),
-            delay_p99_ms: workload::percentile(&delays, 0.99),
-            delay_max_ms: delays.last().copied().unwrap_or(0.0),
+            delay_p50_ms: delays.p50,
+            delay_p99_ms: delays.p99,
+            delay_max_ms: delays.max,
             duration_s: run.duration.as_secs_f64(),
             error: run.error.clone(),
             pcap: run.pcap.clone(),

@@ -105,15 +105,6 @@ impl Tally {
     }
 }
 
-/// Nearest-rank percentile of an ascending-sorted sample.
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 /// Milliseconds as a float.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -169,14 +160,5 @@ mod tests {
         t.record(&payload(3, 16));
         t.record(&payload(4, 16));
         assert!(t.complete());
-    }
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.5), 50.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-        assert_eq!(percentile(&v, 1.0), 100.0);
-        assert_eq!(percentile(&[], 0.5), 0.0);
     }
 }

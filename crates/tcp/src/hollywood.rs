@@ -205,6 +205,29 @@ pub struct MessageTable {
 /// How many acknowledged rewritten slots are remembered for D-SACK matching.
 const RECENT_REWRITES: usize = 256;
 
+/// The dependency rules of thesis §4.2 for message `id` declaring
+/// `depends_on`, given the latest dependency declared before on the
+/// connection: a message may only depend on an earlier message, and
+/// dependencies are non-decreasing (32-bit serial order). Shared by the
+/// engine's message table and by senders that frame messages without the
+/// engine (the message layer over a kernel socket).
+pub fn check_dependency(
+    id: u32,
+    depends_on: Option<u32>,
+    latest_dependency: Option<u32>,
+) -> Result<(), MetaError> {
+    let Some(d) = depends_on else {
+        return Ok(());
+    };
+    if d == id || id_before(id, d) {
+        return Err(MetaError::ForwardDependency);
+    }
+    if latest_dependency.is_some_and(|prev| id_before(d, prev)) {
+        return Err(MetaError::DecreasingDependency);
+    }
+    Ok(())
+}
+
 /// Serial-number comparison of message ids (RFC 1982 style, 32 bits).
 fn id_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
@@ -241,17 +264,7 @@ impl MessageTable {
         if frame_len == 0 {
             return Err(MetaError::Empty);
         }
-        if let Some(d) = meta.depends_on {
-            if d == meta.id || id_before(meta.id, d) {
-                return Err(MetaError::ForwardDependency);
-            }
-            if let Some(prev) = self.latest_dependency {
-                if id_before(d, prev) {
-                    return Err(MetaError::DecreasingDependency);
-                }
-            }
-        }
-        Ok(())
+        check_dependency(meta.id, meta.depends_on, self.latest_dependency)
     }
 
     /// Record a message whose framed bytes were queued at `seq` (its slot).

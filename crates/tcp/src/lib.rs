@@ -49,7 +49,9 @@ pub use conn::{
     State,
 };
 pub use endpoint::{ConnHandle, Endpoint, EndpointEvent, EndpointStats};
-pub use hollywood::{ExpiredMessage, ExpiryReason, HollywoodStats, MessageMeta, MetaError};
+pub use hollywood::{
+    check_dependency, ExpiredMessage, ExpiryReason, HollywoodStats, MessageMeta, MetaError,
+};
 pub use time::Instant;
 
 /// Errors returned by application commands.

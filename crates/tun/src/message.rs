@@ -11,7 +11,7 @@
 //! of a connection may be either back end.
 
 use hollywood_msg::{frame, DeframerStats, Framer, SendError};
-use hollywood_tcp::{ExpiredMessage, MetaError};
+use hollywood_tcp::{check_dependency, ExpiredMessage, MetaError};
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -266,11 +266,6 @@ pub(crate) struct MessageFramer {
     latest_dependency: Option<u32>,
 }
 
-/// `a` comes before `b` in 32-bit serial-number order (RFC 1982).
-fn id_before(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
 impl MessageFramer {
     pub(crate) fn new(framer: Framer) -> MessageFramer {
         MessageFramer {
@@ -316,16 +311,8 @@ impl MessageFramer {
                 max,
             }));
         }
-        if let Some(d) = m.depends_on {
-            let id = self.framer.next_id();
-            if d == id || id_before(id, d) {
-                return Err(StreamError::Meta(MetaError::ForwardDependency));
-            }
-            if self.latest_dependency.is_some_and(|p| id_before(d, p)) {
-                return Err(StreamError::Meta(MetaError::DecreasingDependency));
-            }
-        }
-        Ok(())
+        check_dependency(self.framer.next_id(), m.depends_on, self.latest_dependency)
+            .map_err(StreamError::Meta)
     }
 
     /// Check and frame `m`, appending the frame to `out`; returns the id.
