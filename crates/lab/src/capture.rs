@@ -42,6 +42,12 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// retired when tshark stops are lost. Measured: stopping right after the
 /// traffic lost the last ~10 % of a 600 kB transfer.
 pub const SETTLE: Duration = Duration::from_millis(1300);
+/// Kernel capture buffer (tshark `-B`, MiB). tshark's default of 2 MiB
+/// holds less than a 2 MB burst at veth speed: when dumpcap is not
+/// scheduled in time the ring fills and the *tail* of the burst (and the
+/// FIN) is dropped, which once made a loaded test run see a transfer end
+/// 27 kB early. [`Capture::stop`] fails when tshark reports any drop.
+pub const CAPTURE_BUFFER_MIB: &str = "64";
 /// Longest wait for the file to settle.
 pub const SETTLE_MAX: Duration = Duration::from_secs(6);
 /// Stream bytes per flow direction whose first-seen value is remembered
@@ -114,7 +120,19 @@ impl Capture {
             args.extend(["ip", "netns", "exec", ns]);
         }
         args.extend([
-            "tshark", "-n", "-i", iface, "-w", &path_s, "-F", "pcap", "-f", filter, "-q",
+            "tshark",
+            "-n",
+            "-i",
+            iface,
+            "-w",
+            &path_s,
+            "-F",
+            "pcap",
+            "-f",
+            filter,
+            "-q",
+            "-B",
+            CAPTURE_BUFFER_MIB,
         ]);
         let mut child = Command::new(args[0])
             .args(&args[1..])
@@ -233,6 +251,15 @@ impl Capture {
                 Ok(Some(_)) => {
                     std::thread::sleep(Duration::from_millis(20));
                     self.drain_stderr();
+                    let dropped = reported_drops(&self.log);
+                    if dropped > 0 {
+                        return Err(Error::Tool(format!(
+                            "the capture on {} dropped {dropped} packets (kernel buffer full): \
+                             its audit would be incomplete: {}",
+                            self.iface,
+                            self.log.trim()
+                        )));
+                    }
                     break;
                 }
                 Ok(None) if Instant::now() < deadline => {
@@ -280,6 +307,15 @@ impl Drop for Capture {
             let _ = child.wait();
         }
     }
+}
+
+/// Packets tshark reported as dropped when it stopped: its
+/// "N packets dropped from IFACE" lines (no line when nothing was dropped).
+fn reported_drops(log: &str) -> u64 {
+    log.lines()
+        .filter(|l| l.contains("dropped"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Wait until none of `paths` has grown for [`SETTLE`] (at most
@@ -656,6 +692,20 @@ pub fn audit_reader<R: std::io::Read>(r: R) -> std::result::Result<CaptureReport
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drops_reported_by_tshark_are_counted() {
+        assert_eq!(
+            reported_drops("Capturing on 'veth-e'\n1365 packets captured\n"),
+            0
+        );
+        assert_eq!(
+            reported_drops(
+                "Capturing on 'veth-e'\n1340 packets captured\n25 packets dropped from veth-e\n"
+            ),
+            25
+        );
+    }
     use hollywood_sim::{BulkReceiver, BulkSender, LinkConfig, Pattern, SharedBuffer, SimBuilder};
     use hollywood_sim::{LossModel, TcpHost};
     use hollywood_tcp::{Config, ConnectionStats, HollywoodConfig};
