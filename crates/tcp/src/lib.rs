@@ -42,7 +42,7 @@ mod tests;
 pub mod time;
 mod timer;
 
-pub use cc::{CcAlgorithm, CongestionControl};
+pub use cc::{CcAlgorithm, CongestionControl, DeliveryEvent, LostSegment, RateSample};
 pub use config::{Config, DelayedAckConfig, HollywoodConfig, KeepaliveConfig};
 pub use conn::{
     ArrivedSegment, Connection, ConnectionStats, Event, Negotiated, OooStats, SendMessageError,

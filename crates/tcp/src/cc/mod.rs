@@ -54,6 +54,29 @@ pub enum CcAlgorithm {
 }
 
 impl CcAlgorithm {
+    /// Every algorithm, in the order tables list them.
+    pub const ALL: [CcAlgorithm; 2] = [CcAlgorithm::NewReno, CcAlgorithm::Cubic];
+
+    /// Command-line and JSON name (`newreno`, `cubic`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CcAlgorithm::NewReno => "newreno",
+            CcAlgorithm::Cubic => "cubic",
+        }
+    }
+
+    /// Parse a command-line name.
+    pub fn parse(s: &str) -> Result<CcAlgorithm, String> {
+        let s = if s == "reno" { "newreno" } else { s };
+        CcAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = CcAlgorithm::ALL.iter().map(|a| a.name()).collect();
+                format!("unknown congestion control '{s}': use {}", names.join(", "))
+            })
+    }
+
     /// Build a controller for a connection with sender MSS `smss` and an
     /// initial window of `initial_cwnd_segments` (RFC 6928: 10).
     pub fn build(self, smss: usize, initial_cwnd_segments: usize) -> Box<dyn CongestionControl> {
@@ -62,6 +85,94 @@ impl CcAlgorithm {
             CcAlgorithm::Cubic => Box::new(Cubic::new(smss, initial_cwnd_segments)),
         }
     }
+}
+
+/// A delivery-rate sample (draft-ietf-ccwg-bbr-01 §4.5.2, after
+/// draft-cheng-iccrg-delivery-rate-estimation): how much was delivered over
+/// which interval, measured from the most recently sent packet that this
+/// ACK delivered (cumulatively ACKed or newly SACKed). The engine builds it
+/// from per-segment send state; a controller reads it in
+/// [`CongestionControl::on_delivery`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateSample {
+    /// `rs.delivered`: bytes delivered between the send of that packet's
+    /// predecessor state (`prior_delivered`) and now.
+    pub delivered: u64,
+    /// `rs.interval`: the longer of the send and the ACK elapsed times
+    /// (a sample is only produced when this is at least the minimum RTT,
+    /// as the draft requires).
+    pub interval: Duration,
+    /// `rs.prior_delivered`: `C.delivered` when that packet was sent (BBR
+    /// counts round trips with it).
+    pub prior_delivered: u64,
+    /// `rs.is_app_limited`: the packet was sent while the sender had no
+    /// more data to send (the rate is then a lower bound).
+    pub is_app_limited: bool,
+    /// `rs.tx_in_flight`: bytes in flight when that packet was sent,
+    /// itself included.
+    pub tx_in_flight: u64,
+    /// `rs.lost`: bytes newly marked lost between that packet's send and
+    /// now (`C.lost - P.lost`).
+    pub lost: u64,
+    /// `rs.newly_acked`: bytes this ACK delivered.
+    pub newly_acked: u64,
+    /// `rs.newly_lost`: bytes this ACK's loss detection marked lost.
+    pub newly_lost: u64,
+    /// RTT of that packet when it was never retransmitted (Karn), else
+    /// `None`.
+    pub rtt: Option<Duration>,
+}
+
+impl RateSample {
+    /// `rs.delivery_rate` in bytes per second.
+    pub fn delivery_rate(&self) -> f64 {
+        if self.interval.is_zero() {
+            return 0.0;
+        }
+        self.delivered as f64 / self.interval.as_secs_f64()
+    }
+}
+
+/// What an ACK told the sender, for model-based controllers (BBR): passed
+/// to [`CongestionControl::on_delivery`] once per ACK that acknowledged or
+/// SACKed data or marked some lost, after loss detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryEvent {
+    /// Arrival time of the ACK.
+    pub now: Instant,
+    /// `C.delivered` after this ACK: all bytes ever delivered.
+    pub delivered: u64,
+    /// `C.lost` after this ACK: all bytes ever marked lost.
+    pub lost: u64,
+    /// Bytes in flight after this ACK (RFC 6675 pipe: sent, not SACKed,
+    /// not marked lost, plus retransmissions outstanding).
+    pub inflight: u64,
+    /// The rate sample, if this ACK delivered data.
+    pub rate: Option<RateSample>,
+    /// Smallest RTT seen on the connection (RFC 8985 / RFC 6298 samples).
+    pub min_rtt: Option<Duration>,
+    /// Smoothed RTT.
+    pub srtt: Option<Duration>,
+    /// The engine is in loss recovery (fast recovery or after an RTO).
+    pub in_recovery: bool,
+}
+
+/// A segment newly deemed lost, with its send-time state (for BBRv3's
+/// per-loss inflight check, draft-ietf-ccwg-bbr-01 §5.5.10.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostSegment {
+    /// When the loss was detected.
+    pub now: Instant,
+    /// Sequence-space length of the segment.
+    pub len: u64,
+    /// Bytes in flight when it was (last) sent, itself included.
+    pub tx_in_flight: u64,
+    /// `C.lost` when it was sent.
+    pub lost_at_send: u64,
+    /// `C.delivered` when it was sent.
+    pub delivered_at_send: u64,
+    /// Sent while application limited.
+    pub is_app_limited: bool,
 }
 
 /// A congestion controller. All sizes are bytes.
@@ -102,6 +213,40 @@ pub trait CongestionControl: core::fmt::Debug + Send {
     /// RFC 5681 §3.1).
     fn in_slow_start(&self) -> bool {
         self.cwnd() < self.ssthresh()
+    }
+    /// Every ACK that delivered data or let the engine mark segments lost,
+    /// after loss detection, in or out of recovery (BBR's per-ACK model
+    /// update, draft-ietf-ccwg-bbr-01 §5.2 `BBRUpdateOnACK`). Default:
+    /// nothing (loss-based algorithms use `on_ack`).
+    fn on_delivery(&mut self, _ev: &DeliveryEvent) {}
+    /// One segment was newly deemed lost (RACK, RFC 6675 `IsLost`, or an
+    /// RTO), before the `on_delivery` of the same ACK (draft-ietf-ccwg-bbr-01
+    /// §5.5.10.2 `BBRHandleLostPacket`). Default: nothing.
+    fn on_segment_lost(&mut self, _seg: &LostSegment) {}
+    /// A data segment of `len` bytes is about to be sent with
+    /// `inflight_before` bytes in flight; `app_limited` says the sender
+    /// had nothing more to send (draft-ietf-ccwg-bbr-01 §5.4.4
+    /// `BBRHandleRestartFromIdle` runs when a flight starts from idle).
+    fn on_send(&mut self, _now: Instant, _inflight_before: u64, _len: usize, _app_limited: bool) {}
+    /// The rate (bytes per second) at which the engine paces data
+    /// segments, if the algorithm sets one (BBR always does). `None`: the
+    /// engine's default pacing (`Config::pacing`, from cwnd and SRTT) or
+    /// none.
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+    /// The largest burst (bytes) the pacer may release at once, if the
+    /// algorithm chooses it (draft-ietf-ccwg-bbr-01 §5.6.3
+    /// `BBR.send_quantum`). `None`: the engine's default.
+    fn send_quantum(&self) -> Option<usize> {
+        None
+    }
+    /// `true` if the algorithm sets cwnd itself during loss recovery (BBR's
+    /// packet conservation, draft-ietf-ccwg-bbr-01 §5.6.4.4): the engine
+    /// then allows cwnd - pipe instead of PRR (RFC 6937) or NewReno
+    /// inflation, as Linux does for `cong_control` algorithms.
+    fn owns_recovery_window(&self) -> bool {
+        false
     }
 }
 
