@@ -244,6 +244,7 @@ impl MessageSender {
             lifetime: self.cfg.lifetime.map(|l| l.saturating_sub(now - generated)),
             depends_on: None,
             replaceable: true,
+            substream: self.cfg.substream,
         }
     }
 

@@ -632,11 +632,9 @@ async fn exchange(
         let mut seen = HashSet::new();
         let mut replacements = HashSet::new();
         for e in &expired {
-            // A kernel sender reports `ExpiredBeforeSend { by: own id }`
-            // (the frame was dropped, nothing took its place).
             let by = match e.reason {
-                ExpiryReason::Replaced { by } => by,
-                ExpiryReason::ExpiredBeforeSend { by } => Some(by).filter(|&b| b != e.id),
+                ExpiryReason::Replaced { by } | ExpiryReason::ExpiredBeforeSend { by } => by,
+                ExpiryReason::NotSent | ExpiryReason::Displaced => None,
             };
             if let Some(&r) = by.and_then(|b| ids.get(&b)) {
                 replacements.insert(r);
@@ -647,8 +645,10 @@ async fn exchange(
             }
             out.side.expired_ids.push(i);
             match e.reason {
-                ExpiryReason::Replaced { .. } => out.side.replaced += 1,
-                ExpiryReason::ExpiredBeforeSend { .. } => out.side.expired_before_send += 1,
+                ExpiryReason::Replaced { .. } | ExpiryReason::Displaced => out.side.replaced += 1,
+                ExpiryReason::ExpiredBeforeSend { .. } | ExpiryReason::NotSent => {
+                    out.side.expired_before_send += 1
+                }
             }
         }
         out.side.expired_ids.sort_unstable();

@@ -55,6 +55,8 @@ pub(crate) struct Trace {
     pub tcp: TcpRepr,
     pub len: usize,
     pub dropped: bool,
+    /// The payload bytes.
+    pub payload: Vec<u8>,
 }
 
 type VerdictFn = Box<dyn FnMut(&PacketInfo) -> Verdict>;
@@ -193,6 +195,7 @@ impl Pair {
             tcp: info.tcp,
             len: info.len,
             dropped: drop,
+            payload: parsed.payload.to_vec(),
         });
         if drop {
             link.dropped += 1;

@@ -167,10 +167,8 @@ impl Rack {
     /// RTT of the most recently sent segment this ACK delivered, and
     /// RACK.xmit_ts / RACK.end_seq advance to it if it was sent after the
     /// current RACK segment.
-    pub(crate) fn commit(&mut self) {
-        let Some((t, e, rtt)) = self.latest.take() else {
-            return;
-        };
+    pub(crate) fn commit(&mut self) -> Option<Duration> {
+        let (t, e, rtt) = self.latest.take()?;
         self.rtt = rtt;
         if self
             .xmit_ts
@@ -179,6 +177,7 @@ impl Rack {
             self.xmit_ts = Some(t);
             self.end_seq = e;
         }
+        Some(rtt)
     }
 
     /// RFC 8985 §6.2 step 4, D-SACK part: a D-SACK arrived; widen the

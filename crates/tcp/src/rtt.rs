@@ -15,6 +15,7 @@
 //! All arithmetic is integer nanoseconds, so the results are exact and
 //! reproducible across platforms.
 
+use crate::time::Instant;
 use std::time::Duration;
 
 /// Clock granularity G in `RTO = SRTT + max(G, K*RTTVAR)` (RFC 6298 §2).
@@ -313,5 +314,130 @@ mod tests {
         e.on_sample(Duration::MAX);
         assert_eq!(e.rto(), ms(60_000));
         assert_eq!(e.min_rtt(), Some(Duration::ZERO));
+    }
+}
+
+/// A running minimum over a sliding time window, in constant memory: the
+/// three-sample estimator of Nichols' windowed min/max filter (as used by
+/// BBR and Linux `win_minmax`). It keeps the best sample, the best sample
+/// of the later part of the window and the best of the last part, so that
+/// when the best one ages out a good replacement is at hand; the result is
+/// the exact minimum of the window up to a quarter-window of staleness.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WindowedMin {
+    /// (time, value): best, second best (later), third best (latest).
+    s: [(Instant, Duration); 3],
+    /// A sample was taken.
+    set: bool,
+}
+
+impl WindowedMin {
+    /// An empty filter.
+    pub fn new() -> WindowedMin {
+        WindowedMin::default()
+    }
+
+    /// The minimum of the window, if any sample was taken.
+    pub fn get(&self) -> Option<Duration> {
+        self.set.then_some(self.s[0].1)
+    }
+
+    /// Feed sample `v` taken at `t` (times must not go backwards) with a
+    /// window of `win`; returns the new minimum.
+    pub fn update(&mut self, win: Duration, t: Instant, v: Duration) -> Duration {
+        let sample = (t, v);
+        if !self.set || v <= self.s[0].1 || t.saturating_duration_since(self.s[2].0) > win {
+            // A new best, or nothing in the window is recent enough.
+            self.s = [sample; 3];
+            self.set = true;
+            return v;
+        }
+        if v <= self.s[1].1 {
+            self.s[1] = sample;
+            self.s[2] = sample;
+        } else if v <= self.s[2].1 {
+            self.s[2] = sample;
+        }
+        let dt = t.saturating_duration_since(self.s[0].0);
+        if dt > win {
+            // The best aged out: promote the others.
+            self.s[0] = self.s[1];
+            self.s[1] = self.s[2];
+            self.s[2] = sample;
+            if t.saturating_duration_since(self.s[0].0) > win {
+                self.s[0] = self.s[1];
+                self.s[1] = self.s[2];
+                self.s[2] = sample;
+            }
+        } else if self.s[1].0 == self.s[0].0 && dt > win / 4 {
+            // A quarter of the window passed with no second choice: take
+            // this sample as the best of the rest.
+            self.s[1] = sample;
+            self.s[2] = sample;
+        } else if self.s[2].0 == self.s[1].0 && dt > win / 2 {
+            self.s[2] = sample;
+        }
+        self.s[0].1
+    }
+}
+
+#[cfg(test)]
+mod windowed_min_tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn tracks_the_minimum_and_forgets_old_samples() {
+        let win = ms(1000);
+        let mut f = WindowedMin::new();
+        assert_eq!(f.get(), None);
+        assert_eq!(f.update(win, at(0), ms(100)), ms(100));
+        assert_eq!(f.update(win, at(10), ms(70)), ms(70));
+        // Larger samples do not raise it inside the window.
+        for t in (20..900).step_by(20) {
+            assert_eq!(f.update(win, at(t), ms(110)), ms(70));
+        }
+        // After the window the minimum rises to what was seen since.
+        let m = f.update(win, at(1500), ms(120));
+        assert_eq!(m, ms(110));
+        assert_eq!(f.update(win, at(3000), ms(130)), ms(130));
+    }
+
+    #[test]
+    fn equals_the_true_window_minimum_within_a_quarter_window() {
+        // Pseudo-random samples; compare with a brute-force minimum over
+        // windows of [win, win*5/4] (the estimator may hold a sample up to
+        // a quarter window longer).
+        let win = ms(400);
+        let mut f = WindowedMin::new();
+        let mut x: u64 = 7;
+        let mut hist: Vec<(u64, u64)> = Vec::new();
+        for t in 0..5000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = 50 + (x >> 33) % 100;
+            hist.push((t, v));
+            let m = f.update(win, at(t), ms(v)).as_millis() as u64;
+            let lo = hist
+                .iter()
+                .filter(|(s, _)| t - s <= 400 + 100)
+                .map(|(_, v)| *v)
+                .min()
+                .unwrap();
+            let hi = hist
+                .iter()
+                .filter(|(s, _)| t - s <= 400)
+                .map(|(_, v)| *v)
+                .min()
+                .unwrap();
+            assert!(lo <= m && m <= hi, "t={t}: {m} not in [{lo}, {hi}]");
+        }
     }
 }

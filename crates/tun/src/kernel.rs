@@ -16,14 +16,22 @@
 //! holds, so a lifetime only matters until the frame is written: a
 //! message whose lifetime passes while `send_message` waits for socket
 //! buffer space, before its first byte is written, is dropped at the
-//! sender and reported as expired (`ExpiryReason::ExpiredBeforeSend` with
-//! `by` = the message's own id, since nothing takes its place; counted in
-//! [`MessageStats::expired_before_send`]); its id is still returned. Once
-//! any byte of a frame is in the kernel's buffer the whole frame is written
-//! and delivered reliably. Ordered messages are never dropped (their
-//! successor names them as its predecessor; as at the engine, they are not
-//! replaceable). Dependencies are checked with
-//! the engine's rules (thesis §4.2) but have no further effect.
+//! sender and reported as expired (`ExpiryReason::NotSent`, counted in
+//! [`MessageStats::not_sent`]); its id is still returned. This is the
+//! engine's "expiry before sequence numbers" rule (docs/HOLLYWOOD.md) in
+//! the intermediary layer; it goes beyond thesis §4.4 (which has a
+//! standard sender deliver every message) and has no wire-visible effect.
+//! With [`KernelOptions::notsent_lowat`] the kernel keeps only that many
+//! unsent bytes (Linux `TCP_NOTSENT_LOWAT`), so messages wait here, where
+//! they can still expire, rather than in the socket buffer, where they
+//! cannot. Once any byte of a frame is in the kernel's buffer the whole
+//! frame is written and delivered reliably. Ordered messages are never
+//! dropped (their successor names them as its predecessor; as at the
+//! engine, they are not replaceable). Dependencies are checked with the
+//! engine's rules (thesis §4.2, per sub-stream); the dependency override
+//! never applies here: the sender holds one message at a time, so no later
+//! message can have declared a dependency on the one that is waiting (at
+//! the engine, later messages queue behind it and protect it).
 //!
 //! Messages arrive in order and reliably (thesis §4.4): no inconsistent
 //! retransmissions, no out-of-order delivery.
@@ -66,6 +74,13 @@ pub struct KernelOptions {
     pub framer: FramerConfig,
     /// The message deframer (bounds, ordered sub-stream waiting).
     pub deframer: DeframerConfig,
+    /// Linux `TCP_NOTSENT_LOWAT` (bytes): the socket reports itself
+    /// writable only while fewer unsent bytes than this wait in the kernel,
+    /// so messages wait in `send_message`, where an expired one is dropped
+    /// before it is written, instead of in the socket buffer. `None` (the
+    /// default) leaves the kernel's default (no limit), as an ordinary
+    /// socket application runs.
+    pub notsent_lowat: Option<u32>,
 }
 
 /// The message layer over a kernel TCP connection.
@@ -139,6 +154,9 @@ impl KernelStream {
         options: KernelOptions,
     ) -> Result<KernelStream, StreamError> {
         stream.set_nodelay(true)?;
+        if let Some(lowat) = options.notsent_lowat {
+            socket2::SockRef::from(&stream).set_tcp_notsent_lowat(lowat)?;
+        }
         let (r, w) = stream.into_split();
         Ok(KernelStream {
             tx: KernelSender {
@@ -218,7 +236,7 @@ impl KernelSender {
                         self.expired.push(
                             ExpiredMessage {
                                 id,
-                                reason: ExpiryReason::ExpiredBeforeSend { by: id },
+                                reason: ExpiryReason::NotSent,
                             },
                             &mut self.stats,
                         );

@@ -110,10 +110,20 @@ pub struct MessageStats {
     /// Of those, replaced on the wire by an inconsistent retransmission
     /// (engine sender with `inconsistent_retransmissions`, thesis §4.2).
     pub replaced: u64,
-    /// Of those, never sent because the lifetime had passed first: at the
-    /// engine, a slot rewritten at its first transmission; at a kernel
-    /// sender, a frame dropped before its first byte reached the socket.
+    /// Of those, never sent because the lifetime had passed (or would have
+    /// by arrival) while the message waited for sequence numbers: at the
+    /// engine, in its message queue (thesis §4.2 liveness test applied
+    /// before sequence numbers); at a kernel sender, before its first byte
+    /// reached the socket.
+    pub not_sent: u64,
+    /// Of those, at the engine, a slot rewritten at its first transmission
+    /// (the message expired after it got sequence numbers; rare).
     pub expired_before_send: u64,
+    /// Of those, at the engine, a message that travelled in another
+    /// message's slot whose earlier content the receiver kept (D-SACK), or
+    /// that the sender withdrew when it stopped inconsistent
+    /// retransmissions.
+    pub displaced: u64,
     /// Expired reports dropped from the [`MessageStream::take_expired`]
     /// queue because it was full (counters above stay exact).
     pub expired_reports_dropped: u64,
@@ -262,15 +272,16 @@ pub trait MessageStream: Send {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MessageFramer {
     framer: Framer,
-    /// Latest dependency declared (dependencies are non-decreasing).
-    latest_dependency: Option<u32>,
+    /// Latest dependency declared per sub-stream (dependencies are
+    /// non-decreasing within a sub-stream, thesis §4.2).
+    latest_dependency: std::collections::BTreeMap<u16, u32>,
 }
 
 impl MessageFramer {
     pub(crate) fn new(framer: Framer) -> MessageFramer {
         MessageFramer {
             framer,
-            latest_dependency: None,
+            latest_dependency: std::collections::BTreeMap::new(),
         }
     }
 
@@ -311,8 +322,12 @@ impl MessageFramer {
                 max,
             }));
         }
-        check_dependency(self.framer.next_id(), m.depends_on, self.latest_dependency)
-            .map_err(StreamError::Meta)
+        check_dependency(
+            self.framer.next_id(),
+            m.depends_on,
+            self.latest_dependency.get(&m.substream).copied(),
+        )
+        .map_err(StreamError::Meta)
     }
 
     /// Check and frame `m`, appending the frame to `out`; returns the id.
@@ -322,8 +337,8 @@ impl MessageFramer {
             .framer
             .frame(m.substream, m.ordered, &m.payload, out)
             .map_err(StreamError::TooLarge)?;
-        if m.depends_on.is_some() {
-            self.latest_dependency = m.depends_on;
+        if let Some(d) = m.depends_on {
+            self.latest_dependency.insert(m.substream, d);
         }
         Ok(id)
     }
@@ -341,7 +356,9 @@ impl ExpiredLog {
         stats.expired += 1;
         match e.reason {
             hollywood_tcp::ExpiryReason::Replaced { .. } => stats.replaced += 1,
+            hollywood_tcp::ExpiryReason::NotSent => stats.not_sent += 1,
             hollywood_tcp::ExpiryReason::ExpiredBeforeSend { .. } => stats.expired_before_send += 1,
+            hollywood_tcp::ExpiryReason::Displaced => stats.displaced += 1,
         }
         if self.queue.len() >= EXPIRED_QUEUE_LIMIT {
             self.queue.pop_front();
@@ -441,15 +458,20 @@ mod tests {
         let mut stats = MessageStats::default();
         let n = EXPIRED_QUEUE_LIMIT as u32 + 10;
         for id in 0..n {
-            let reason = if id % 2 == 0 {
-                ExpiryReason::Replaced { by: Some(id + 1) }
-            } else {
-                ExpiryReason::ExpiredBeforeSend { by: id + 1 }
+            let reason = match id % 4 {
+                0 => ExpiryReason::Replaced { by: Some(id + 1) },
+                1 => ExpiryReason::ExpiredBeforeSend { by: Some(id + 1) },
+                2 => ExpiryReason::NotSent,
+                _ => ExpiryReason::Displaced,
             };
             log.push(ExpiredMessage { id, reason }, &mut stats);
         }
         assert_eq!(stats.expired, u64::from(n));
-        assert_eq!(stats.replaced + stats.expired_before_send, u64::from(n));
+        assert_eq!(
+            stats.replaced + stats.expired_before_send + stats.not_sent + stats.displaced,
+            u64::from(n)
+        );
+        assert_eq!(stats.not_sent, (0..n).filter(|i| i % 4 == 2).count() as u64);
         assert_eq!(stats.expired_reports_dropped, 10);
         let q = log.take();
         assert_eq!(q.len(), EXPIRED_QUEUE_LIMIT);

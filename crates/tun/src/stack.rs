@@ -218,6 +218,7 @@ enum TxItem {
         lifetime: Option<Duration>,
         depends_on: Option<u32>,
         replaceable: bool,
+        substream: u16,
         /// When `send_message` was called (the lifetime runs from here).
         queued: tokio::time::Instant,
     },
@@ -779,6 +780,7 @@ impl StreamSender {
             lifetime: m.lifetime,
             depends_on: m.depends_on,
             replaceable: !m.ordered,
+            substream: m.substream,
             queued: called,
         });
         Ok(id)
@@ -1429,6 +1431,8 @@ impl Driver {
                         let ConnState { expired, stats, .. } = &mut *st;
                         expired.push(x, &mut stats.messages);
                     }
+                    // Visible in `StreamStats::hollywood.rewriting_stopped`.
+                    Event::RewritingStopped => {}
                     Event::Connected | Event::Readable | Event::Writable => {}
                 }
             }
@@ -1497,6 +1501,7 @@ impl Driver {
                     lifetime,
                     depends_on,
                     replaceable,
+                    substream,
                     queued,
                 } => {
                     // The lifetime runs from `send_message`; time spent in
@@ -1508,6 +1513,7 @@ impl Driver {
                         lifetime: lifetime.map(|l| l.saturating_sub(waited)),
                         depends_on: *depends_on,
                         replaceable: *replaceable,
+                        substream: *substream,
                     };
                     match conn.send_message(now, frame, meta) {
                         Ok(()) => Ok(frame.len()),

@@ -299,7 +299,11 @@ impl EngineSide {
                     Event::Closed => self.closed_event = true,
                     Event::Reset => return Err("engine: connection reset by the kernel".into()),
                     Event::TimedOut => return Err("engine: connection timed out".into()),
-                    Event::Readable | Event::Writable | Event::PeerClosed | Event::Expired(_) => {}
+                    Event::Readable
+                    | Event::Writable
+                    | Event::PeerClosed
+                    | Event::Expired(_)
+                    | Event::RewritingStopped => {}
                 },
                 _ => {}
             }

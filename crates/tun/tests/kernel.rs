@@ -109,12 +109,10 @@ fn expired_lifetime_drops_at_the_sender() {
             dropped,
             "exactly the zero-lifetime messages were reported"
         );
-        assert!(expired
-            .iter()
-            .all(|e| e.reason == ExpiryReason::ExpiredBeforeSend { by: e.id }));
+        assert!(expired.iter().all(|e| e.reason == ExpiryReason::NotSent));
         let stats = a.message_stats();
         assert_eq!(stats.expired, dropped.len() as u64);
-        assert_eq!(stats.expired_before_send, dropped.len() as u64);
+        assert_eq!(stats.not_sent, dropped.len() as u64);
         assert_eq!(stats.messages_sent, u64::from(N));
         let mut got = Vec::new();
         while let Some(m) = b.recv_message().await.expect("recv") {

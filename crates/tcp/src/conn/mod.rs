@@ -120,6 +120,13 @@ pub enum Event {
     /// A message will not reach the receiver as itself (TCP Hollywood
     /// sender, thesis §4.2; RFC 9622 §9.3.2.2 *Expired*).
     Expired(ExpiredMessage),
+    /// The TCP Hollywood sender stopped sending inconsistent
+    /// retransmissions on this connection: a rewritten range stayed
+    /// unacknowledged through several retransmissions, as behind a
+    /// middlebox that drops retransmissions whose payload differs (thesis
+    /// §4.5). The original bytes are being resent; messages keep expiring
+    /// in the message queue, and retransmissions are consistent from now on.
+    RewritingStopped,
 }
 
 /// Per-connection counters. All fields are public and only ever grow.
@@ -301,6 +308,14 @@ struct Episode {
 /// Most retransmissions remembered for D-SACK matching.
 const RETX_RECORDS: usize = 256;
 
+/// Window of the recent minimum RTT behind the one-way delay estimate.
+pub const RECENT_RTT_WINDOW: Duration = Duration::from_secs(1);
+
+/// Part of an RTT sample above the minimum RTT that the one-way delay
+/// estimate attributes to the receiver's delayed ACKs rather than to a
+/// queue: Linux's (and this engine's default) delayed-ACK timeout, 40 ms.
+pub const ACK_DELAY_ALLOWANCE: Duration = Duration::from_millis(40);
+
 /// PAWS: a TS.Recent older than this is invalid (RFC 7323 §5.5: 24 days).
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 
@@ -373,6 +388,10 @@ pub struct Connection {
     // --- congestion control, RTT
     cc: Box<dyn CongestionControl>,
     rtt: RttEstimator,
+    /// Minimum RTT over the last [`RECENT_RTT_WINDOW`], per ACK from the
+    /// most recently sent segment it delivered: the current path delay
+    /// without most of the receiver's ACK delay (see `one_way_delay`).
+    recent_rtt: crate::rtt::WindowedMin,
     /// Without timestamps: the one timed segment `(end, sent)` (RFC 6298 §3).
     timed: Option<(SeqNumber, Instant)>,
 
@@ -606,6 +625,7 @@ impl Connection {
             rcv_mss: 536.min(mss),
             cc,
             rtt,
+            recent_rtt: crate::rtt::WindowedMin::new(),
             timed: None,
             recovery: Recovery::Open,
             recover: iss,
@@ -713,6 +733,28 @@ impl Connection {
     pub fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt()
     }
+    /// The estimate of the forward one-way delay used by the TCP Hollywood
+    /// liveness test (a message sent now arrives at `now + one_way_delay`):
+    /// half the connection's minimum RTT (propagation) plus the queueing
+    /// that persisted over the last second — the minimum RTT of the last
+    /// second above the connection's minimum, less [`ACK_DELAY_ALLOWANCE`]
+    /// for the receiver's delayed ACKs — all of it counted on the forward
+    /// path, where a sender's queue builds.
+    ///
+    /// Thesis §4.2 uses SRTT/2. On a thin stream every RTT sample carries
+    /// the receiver's delayed-ACK wait (with 160-byte messages every 20 ms
+    /// the delayed-ACK timer fires for every ACK: +20 ms on a 70 ms path),
+    /// so SRTT/2 drops messages that would arrive in time; and behind a
+    /// forward queue it credits half of the queue to the ACK path
+    /// (docs/HOLLYWOOD.md). Zero before the first RTT sample.
+    pub fn one_way_delay(&self) -> Duration {
+        let Some(min) = self.rtt.min_rtt() else {
+            return Duration::ZERO;
+        };
+        let recent = self.recent_rtt.get().unwrap_or(min).max(min);
+        let queueing = (recent - min).saturating_sub(ACK_DELAY_ALLOWANCE);
+        min / 2 + queueing
+    }
     /// The current retransmission timeout, backoff included.
     pub fn rto(&self) -> Duration {
         self.rtt.rto()
@@ -754,13 +796,26 @@ impl Connection {
     pub fn bytes_in_flight(&self) -> usize {
         self.flight_size()
     }
-    /// Bytes queued by `send` and not yet acknowledged.
+    /// Bytes queued by `send` or `send_message` and not yet acknowledged
+    /// (the send buffer plus the Hollywood message queue).
     pub fn send_buffered(&self) -> usize {
-        self.snd_buf.len()
+        self.snd_buf.len() + self.messages.queued_bytes()
     }
-    /// Free send-buffer space.
+    /// Free send-buffer space (shared by the send buffer and the Hollywood
+    /// message queue).
     pub fn send_capacity(&self) -> usize {
-        self.snd_buf.free()
+        self.send_free()
+    }
+    /// Messages waiting in the Hollywood message queue, without sequence
+    /// numbers yet (thesis §4.2 sender with inconsistent retransmissions).
+    pub fn queued_messages(&self) -> usize {
+        self.messages.queued_messages()
+    }
+    /// Free space shared by the send buffer and the message queue.
+    pub(crate) fn send_free(&self) -> usize {
+        self.snd_buf
+            .free()
+            .saturating_sub(self.messages.queued_bytes())
     }
     /// In-order bytes ready for `recv`.
     pub fn recv_ready(&self) -> usize {
@@ -810,6 +865,11 @@ impl Connection {
         if self.fin_queued {
             return Err(Error::InvalidState);
         }
+        if self.messages.queued_messages() > 0 {
+            // Bytes written now would overtake the queued messages.
+            self.writable_wanted = true;
+            return Err(Error::WouldBlock);
+        }
         let n = self.snd_buf.write(data);
         if n < data.len() {
             self.writable_wanted = true;
@@ -849,31 +909,101 @@ impl Connection {
     /// `hollywood_msg`) with its metadata (thesis §4.2). All or nothing: the
     /// whole frame is queued or nothing is. With consistent segmentation the
     /// frame starts a new segment and is sent in one segment when it fits
-    /// the MSS. The metadata is used only when inconsistent retransmissions
-    /// are on; it never goes on the wire.
+    /// the MSS. The metadata never goes on the wire.
+    ///
+    /// With inconsistent retransmissions on (the TCP Hollywood sender) the
+    /// message waits in a message queue outside the sequence space and gets
+    /// sequence numbers only when it is about to be transmitted; if its
+    /// lifetime (which starts now) passes first, it is dropped there and
+    /// reported with `Event::Expired` (`ExpiryReason::NotSent`). Standard
+    /// senders write it to the send buffer at once and ignore the metadata.
     pub fn send_message(
         &mut self,
         now: Instant,
         frame: &[u8],
         meta: MessageMeta,
     ) -> Result<(), SendMessageError> {
+        if !self.config.hollywood.inconsistent_retransmissions {
+            if frame.is_empty() {
+                return Err(SendMessageError::Meta(MetaError::Empty));
+            }
+            if self.snd_buf.free() < frame.len() {
+                self.writable_wanted = true;
+                return Err(SendMessageError::WouldBlock);
+            }
+            return match self.send(frame) {
+                Ok(n) if n == frame.len() => Ok(()),
+                Ok(_) | Err(Error::WouldBlock) => Err(SendMessageError::WouldBlock),
+                Err(e) => Err(SendMessageError::State(e)),
+            };
+        }
         self.messages
             .check(&meta, frame.len())
             .map_err(SendMessageError::Meta)?;
-        if self.snd_buf.free() < frame.len() {
+        if let Some(e) = self.error {
+            return Err(SendMessageError::State(e));
+        }
+        match self.state {
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
+            State::Closed => return Err(SendMessageError::State(Error::Closed)),
+            _ => return Err(SendMessageError::State(Error::InvalidState)),
+        }
+        if self.fin_queued {
+            return Err(SendMessageError::State(Error::InvalidState));
+        }
+        if self.send_free() < frame.len() {
             self.writable_wanted = true;
             return Err(SendMessageError::WouldBlock);
         }
-        let seq = self.snd_buf.end_seq();
-        match self.send(frame) {
-            Ok(n) if n == frame.len() => {}
-            Ok(_) | Err(Error::WouldBlock) => return Err(SendMessageError::WouldBlock),
-            Err(e) => return Err(SendMessageError::State(e)),
-        }
-        if self.config.hollywood.inconsistent_retransmissions {
-            self.messages.push(now, seq, frame, meta);
-        }
+        self.messages.enqueue(now, frame.to_vec(), meta);
         Ok(())
+    }
+
+    /// Give the head of the Hollywood message queue its sequence numbers if
+    /// it can be transmitted now (`avail` bytes of congestion window, the
+    /// peer's window, or a forced send), dropping expired messages from the
+    /// head first (thesis §4.2 liveness test, applied before sequence
+    /// numbers). At most one message per call: nothing unsent ever waits in
+    /// the send buffer.
+    pub(crate) fn refill(&mut self, now: Instant, avail: usize, force: bool) {
+        if self.messages.queued_messages() == 0
+            || self.snd_buf.end_seq() != self.snd_nxt
+            || self.fin_queued && self.fin_sent
+        {
+            return;
+        }
+        let owd = self.one_way_delay();
+        let before = self.messages.queued_bytes();
+        if let Some(len) = self.messages.head_len(now, owd) {
+            let first = len.min(self.neg.smss);
+            let wnd_end = self.snd_una + self.snd_wnd;
+            let usable = wnd_end.diff(self.snd_nxt).max(0) as usize;
+            if force || ((first <= usable || self.force_send) && first <= avail) {
+                let seq = self.snd_buf.end_seq();
+                if let Some(frame) = self.messages.take_head(seq) {
+                    let n = self.snd_buf.write(&frame);
+                    debug_assert_eq!(n, frame.len(), "queue accounting keeps room");
+                }
+            }
+        }
+        self.drain_message_events();
+        if self.messages.queued_bytes() < before
+            && self.writable_wanted
+            && !self.fin_queued
+            && self.send_free() > 0
+        {
+            self.writable_wanted = false;
+            self.push_event(Event::Writable);
+        }
+    }
+
+    /// Length of the next record new data would come from: the unsent part
+    /// of the send buffer, else the head of the message queue.
+    pub(crate) fn next_record_hint(&self) -> Option<usize> {
+        if self.snd_buf.end_seq() != self.snd_nxt {
+            return None;
+        }
+        self.messages.head_len_peek()
     }
 
     /// Next data segment as it arrived (out-of-order delivery, thesis §4.3;
@@ -945,6 +1075,7 @@ impl Connection {
             | State::FinWait2
             | State::CloseWait => {
                 self.rst_out = Some((self.snd_nxt, None));
+                self.abandon_messages();
                 self.set_closed();
             }
             State::Closed => {}
@@ -1078,9 +1209,11 @@ impl Connection {
         )
     }
 
-    /// Unsent data or an unsent FIN.
+    /// Unsent data (in the send buffer or the message queue) or an unsent FIN.
     fn has_unsent(&self) -> bool {
-        (self.state.is_synchronized() && self.snd_buf.end_seq() != self.snd_nxt && !self.fin_sent)
+        (self.state.is_synchronized()
+            && (self.snd_buf.end_seq() != self.snd_nxt || self.messages.queued_messages() > 0)
+            && !self.fin_sent)
             || (self.fin_queued && !self.fin_sent)
     }
 
@@ -1227,6 +1360,7 @@ impl Connection {
     /// The connection died (reset or timeout).
     fn fail(&mut self, err: Error) {
         self.error = Some(err);
+        self.abandon_messages();
         self.push_event(match err {
             Error::Reset => Event::Reset,
             _ => Event::TimedOut,
@@ -1313,9 +1447,8 @@ impl Connection {
     fn prepare_first_transmit(&mut self, now: Instant, seq: SeqNumber, len: usize) {
         self.stats.data_bytes_first_sent += len as u64;
         if self.config.hollywood.inconsistent_retransmissions && !self.messages.is_empty() {
-            let rewrites = self
-                .messages
-                .on_first_transmit(now, self.rtt.srtt(), seq, len);
+            let owd = self.one_way_delay();
+            let rewrites = self.messages.on_first_transmit(now, owd, seq, len);
             self.apply_rewrites(rewrites);
         }
     }
@@ -1326,12 +1459,32 @@ impl Connection {
     /// original bytes stay (standard retransmission) and nothing is lost.
     fn apply_rewrites(&mut self, rewrites: Vec<crate::hollywood::Rewrite>) {
         for r in rewrites {
+            if r.keep_original {
+                let mut old = Vec::with_capacity(r.bytes.len());
+                self.snd_buf.read(r.seq, r.bytes.len(), &mut old);
+                self.messages.set_original(r.seq, old);
+            }
             let ok = self.snd_buf.rewrite(r.seq, &r.bytes).is_ok();
             debug_assert!(ok, "rewrite outside the send buffer");
         }
+        self.drain_message_events();
+    }
+
+    /// Hand the message table's Expired reports (and a middlebox fallback)
+    /// to the application.
+    fn drain_message_events(&mut self) {
         while let Some(e) = self.messages.poll_expired() {
             self.push_event(Event::Expired(e));
         }
+        if self.messages.take_fallback() {
+            self.push_event(Event::RewritingStopped);
+        }
+    }
+
+    /// The connection failed or was aborted: queued messages never went out.
+    fn abandon_messages(&mut self) {
+        self.messages.abandon();
+        self.drain_message_events();
     }
 
     /// Every retransmission (fast retransmit, NewReno partial ACK, SACK
@@ -1343,9 +1496,11 @@ impl Connection {
         self.stats.retransmitted_segments += 1;
         self.stats.data_bytes_retransmitted += len as u64;
         if self.config.hollywood.inconsistent_retransmissions && !self.messages.is_empty() {
-            // thesis §4.2: one-way delay estimated as SRTT/2.
-            let srtt = self.rtt.srtt().unwrap_or(self.config.initial_rto);
-            let rewrites = self.messages.on_retransmit(now, srtt, seq, len);
+            // thesis §4.2: "the estimate of one-way delay is used to
+            // determine if the message will arrive within its lifetime"
+            // (see `one_way_delay` for the estimate).
+            let owd = self.one_way_delay();
+            let rewrites = self.messages.on_retransmit(now, owd, seq, len);
             self.apply_rewrites(rewrites);
         }
     }

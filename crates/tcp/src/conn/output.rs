@@ -124,8 +124,13 @@ impl Connection {
                 rule3 = Some(i);
             }
         }
-        // Rule (2): new data.
-        if let Some((len, fin)) = self.new_segment(avail) {
+        // Rule (2): new data. A Hollywood sender's next message gets its
+        // sequence numbers now, if it can go (thesis §4.2, expiry before
+        // sequence numbers).
+        if self.config.hollywood.inconsistent_retransmissions {
+            self.refill(now, avail, false);
+        }
+        if let Some((len, fin)) = self.new_segment(avail, false) {
             return Some(self.transmit_new(now, len, fin, payload));
         }
         // Rule (3): an un-SACKed segment not yet deemed lost.
@@ -161,25 +166,36 @@ impl Connection {
     /// Whether sender SWS avoidance / Nagle holds back the unsent data
     /// while nothing is outstanding (so the override timer must run).
     pub(super) fn sws_blocked(&self) -> bool {
-        self.can_send_data_state() && self.new_segment(usize::MAX).is_none()
+        self.can_send_data_state() && self.new_segment(usize::MAX, true).is_none()
     }
 
     /// Length and FIN flag of the next new segment, if one may go now
-    /// (`avail` = cwnd - pipe).
-    fn new_segment(&self, avail: usize) -> Option<(usize, bool)> {
+    /// (`avail` = cwnd - pipe). With `queue_head`, an empty send buffer
+    /// counts the head of the Hollywood message queue as its next record
+    /// (to decide whether the sender is blocked; only bytes in the send
+    /// buffer are ever sent).
+    fn new_segment(&self, avail: usize, queue_head: bool) -> Option<(usize, bool)> {
         if self.fin_sent {
             return None;
         }
         let smss = self.neg.smss;
         let end = self.snd_buf.end_seq();
-        let unsent = end.diff(self.snd_nxt).max(0) as usize; // D
+        let mut unsent = end.diff(self.snd_nxt).max(0) as usize; // D
+        let mut head_record = None;
+        if unsent == 0 && queue_head {
+            if let Some(h) = self.next_record_hint() {
+                unsent = h;
+                head_record = Some(h);
+            }
+        }
         let wnd_end = self.snd_una + self.snd_wnd;
         let usable = wnd_end.diff(self.snd_nxt).max(0) as usize; // U
         let closing = self.fin_queued;
+        let queue_empty = self.messages.queued_messages() == 0;
         if unsent == 0 {
             // A FIN alone needs one unit of window (the persist timer
-            // probes a closed window).
-            return (closing && usable >= 1).then_some((0, true));
+            // probes a closed window); it follows every queued message.
+            return (closing && queue_empty && usable >= 1).then_some((0, true));
         }
         let len = if self.config.consistent_segmentation {
             // Thesis §4.2: a segment never spans two records; records
@@ -187,9 +203,8 @@ impl Connection {
             // a fragment waits for a window that takes it whole.
             // The override timeout (4) sends the fragment into a window too
             // small for it rather than split it.
-            let frag = self
-                .snd_buf
-                .record_remaining(self.snd_nxt)
+            let frag = head_record
+                .or_else(|| self.snd_buf.record_remaining(self.snd_nxt))
                 .unwrap_or(unsent)
                 .min(smss);
             if frag > usable && !self.force_send {
@@ -220,7 +235,7 @@ impl Connection {
         if len > avail {
             return None;
         }
-        let fin = closing && self.snd_nxt + len == end && usable > len;
+        let fin = closing && queue_empty && self.snd_nxt + len == end && usable > len;
         Some((len, fin))
     }
 
@@ -340,6 +355,11 @@ impl Connection {
         if self.fin_sent || self.flight_size() > 0 {
             return None;
         }
+        if self.config.hollywood.inconsistent_retransmissions {
+            // The probe carries the next message (thesis §4.2: records are
+            // never split), which gets its sequence numbers now.
+            self.refill(now, 0, true);
+        }
         let unsent = self.snd_buf.end_seq().diff(self.snd_nxt).max(0) as usize;
         if unsent > 0 {
             // One octet; with consistent segmentation the whole first
@@ -353,10 +373,10 @@ impl Connection {
             } else {
                 1
             };
-            let fin = self.fin_queued && unsent == len;
+            let fin = self.fin_queued && unsent == len && self.messages.queued_messages() == 0;
             self.probe_seq = Some(self.snd_nxt);
             Some(self.transmit_new(now, len, fin, payload))
-        } else if self.fin_queued {
+        } else if self.fin_queued && self.messages.queued_messages() == 0 {
             Some(self.transmit_new(now, 0, true, payload))
         } else {
             None

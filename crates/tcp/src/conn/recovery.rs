@@ -83,7 +83,9 @@ impl Connection {
         if self.rack_active() {
             // RFC 8985 §7.4: what the ACK says about an outstanding probe,
             // then §6.2 step 5: losses by transmission time.
-            self.rack.commit();
+            if let Some(rtt) = self.rack.commit() {
+                self.recent_rtt.update(super::RECENT_RTT_WINDOW, now, rtt);
+            }
             let pure_dup = acked == 0 && sacked == 0 && payload_len == 0 && wnd == old_wnd;
             self.tlp_on_ack(now, seg, pure_dup, prior_flight);
             self.rack_detect(now);
@@ -134,7 +136,7 @@ impl Connection {
         } else {
             self.timers.set(Timer::Retransmit, now + self.rtt.rto());
         }
-        if self.writable_wanted && self.snd_buf.free() > 0 && !self.fin_queued {
+        if self.writable_wanted && self.send_free() > 0 && !self.fin_queued {
             self.writable_wanted = false;
             self.push_event(Event::Writable);
         }
@@ -161,6 +163,9 @@ impl Connection {
         };
         if let Some(s) = sample {
             self.rtt.on_sample(s);
+            if !self.rack_active() {
+                self.recent_rtt.update(super::RECENT_RTT_WINDOW, now, s);
+            }
             self.stats.rtt_samples += 1;
             // HyStart++ (RFC 9406) in the congestion controller.
             self.cc.on_rtt_sample(now, s, self.snd_una, self.snd_nxt);
@@ -200,10 +205,13 @@ impl Connection {
                 continue;
             }
             let rack = &mut self.rack;
+            let messages = &mut self.messages;
             newly += self.rtxq.sack_with(b.left.max(self.snd_una), b.right, |s| {
-                rack.on_delivered(&info, s)
+                rack.on_delivered(&info, s);
+                // Hollywood: only newly SACKed segments (RFC 2018 receivers
+                // repeat blocks on every ACK; the scoreboard filters them).
+                messages.on_sack(s.seq, s.end());
             });
-            self.messages.on_sack(b.left.max(self.snd_una), b.right);
         }
         if newly > 0 && !self.rack_active() {
             // RFC 6675 §4 IsLost via the scoreboard (RACK marks losses by

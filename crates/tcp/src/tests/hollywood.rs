@@ -8,7 +8,6 @@ use crate::conn::Event;
 use crate::endpoint::{ConnHandle, EndpointEvent};
 use crate::hollywood::{ExpiryReason, MessageMeta};
 use crate::pair::{Dir, Pair, Verdict};
-use crate::time::Instant;
 use hollywood_wire::SeqNumber;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -30,6 +29,7 @@ fn meta(id: u32, lifetime_ms: u64, depends_on: Option<u32>) -> MessageMeta {
         lifetime: Some(Duration::from_millis(lifetime_ms)),
         depends_on,
         replaceable: true,
+        substream: 0,
     }
 }
 
@@ -37,8 +37,8 @@ struct Run {
     p: Pair,
     ha: ConnHandle,
     hb: ConnHandle,
-    /// Slot start of each message (sequence number).
-    slots: Vec<SeqNumber>,
+    /// Length of each message sent, by id.
+    lens: Vec<usize>,
     /// Segments the receiver got: (seq, payload).
     got: Vec<(SeqNumber, Vec<u8>)>,
 }
@@ -50,11 +50,11 @@ impl Run {
     }
 
     fn with(seed: u64, ir: bool, ooo: bool) -> Run {
-        let mut p = Pair::new(
-            Config::hollywood(ir, false),
-            Config::hollywood(false, ooo),
-            seed,
-        );
+        Run::with_config(seed, Config::hollywood(ir, false), ooo)
+    }
+
+    fn with_config(seed: u64, sender: Config, ooo: bool) -> Run {
+        let mut p = Pair::new(sender, Config::hollywood(false, ooo), seed);
         // 100 ms RTT: when the loss is detected, messages sent within the
         // last RTT are still unacknowledged and live (replacement candidates).
         p.ab.delay = 50 * MS;
@@ -64,19 +64,65 @@ impl Run {
             p,
             ha,
             hb,
-            slots: Vec::new(),
+            lens: Vec::new(),
             got: Vec::new(),
         }
     }
 
     fn send(&mut self, id: u32, len: usize, lifetime_ms: u64, dep: Option<u32>) {
-        let seq = self.p.ca(self.ha).snd_una() + self.p.ca(self.ha).send_buffered();
+        assert_eq!(id as usize, self.lens.len(), "ids in order from 0");
         let now = self.p.now;
         self.p
             .ca(self.ha)
             .send_message(now, &frame(id, len), meta(id, lifetime_ms, dep))
             .expect("queued");
-        self.slots.push(seq);
+        self.lens.push(len);
+        self.p.flush();
+    }
+
+    /// The slot of message `id`: where its first transmission started,
+    /// from the sender's packet trace. `None`: it never got one (dropped
+    /// before sequence numbers, or carried in another message's slot).
+    fn slot_of(&self, id: u32) -> Option<SeqNumber> {
+        let f = frame(id, self.lens[id as usize]);
+        let mut high: Option<SeqNumber> = None;
+        for t in self.p.sent(Dir::AtoB) {
+            if t.len == 0 {
+                continue;
+            }
+            let new = high.is_none_or(|h| t.tcp.seq >= h);
+            if new && t.payload.len() <= f.len() && f.starts_with(&t.payload) {
+                return Some(t.tcp.seq);
+            }
+            let end = t.tcp.seq + t.len;
+            high = Some(high.map_or(end, |h| h.max(end)));
+        }
+        None
+    }
+
+    /// Every stream position at which message `id`'s bytes were sent.
+    fn positions_of(&self, id: u32) -> Vec<SeqNumber> {
+        let f = frame(id, self.lens[id as usize]);
+        let mut v: Vec<SeqNumber> = self
+            .p
+            .sent(Dir::AtoB)
+            .filter(|t| t.len >= f.len() && t.payload.starts_with(&f))
+            .map(|t| t.tcp.seq)
+            .collect();
+        v.dedup();
+        v
+    }
+
+    /// Message ids (whole frames) found in what the receiver got.
+    fn received_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = (0..self.lens.len() as u32)
+            .filter(|&id| {
+                let f = frame(id, self.lens[id as usize]);
+                self.got.iter().any(|(_, p)| p.starts_with(&f))
+            })
+            .collect();
+        ids.dedup();
+        ids
     }
 
     fn drain(&mut self) {
@@ -130,52 +176,141 @@ fn drop_first_at(p: &mut Pair, seq: Rc<RefCell<Option<SeqNumber>>>) {
     }));
 }
 
+/// A sender whose congestion window holds two 1000-byte messages, so that
+/// the application's messages wait in the message queue.
+fn queue_limited(seed: u64) -> Run {
+    let mut c = Config::hollywood(true, false);
+    c.initial_cwnd_segments = 2;
+    Run::with_config(seed, c, true)
+}
+
 #[test]
-fn expired_message_is_replaced_with_same_length_and_padding() {
+fn expired_message_without_a_waiting_message_is_replaced_by_padding() {
     let mut r = Run::new(1);
     let target = Rc::new(RefCell::new(None));
     drop_first_at(&mut r.p, target.clone());
-    // Message 2 is 120 bytes; later ones 100: a replacement needs 20 bytes of
-    // zero padding. Lifetime 80 ms: live when first sent (one-way 50 ms),
-    // dead by the fast retransmit (3 messages + 1 RTT = 160 ms later).
+    // Lifetime 80 ms: live when first sent (one-way 50 ms), dead by the
+    // retransmission (RACK, about one RTT later). Every message is sent at
+    // once, so none waits to take the slot: zero padding, same length.
     for id in 0..10u32 {
         if id == 2 {
             *target.borrow_mut() = Some(r.p.ca(r.ha).snd_nxt());
         }
-        let len = if id == 2 { 120 } else { 100 };
-        r.send(id, len, if id == 2 { 80 } else { 300 }, None);
+        r.send(
+            id,
+            if id == 2 { 120 } else { 100 },
+            if id == 2 { 80 } else { 300 },
+            None,
+        );
         r.run(20 * MS);
     }
     r.run(500 * MS);
-    let slot = r.slots[2];
+    let slot = r.slot_of(2).expect("message 2 was sent");
     let v = r.versions_at(slot);
     assert_eq!(
         v.len(),
         1,
         "only the retransmission arrived at message 2's slot"
     );
-    let rtx = v[0];
     assert_eq!(
-        rtx.len(),
+        v[0].len(),
         120,
         "inconsistent retransmission has the original's length"
     );
-    assert_ne!(rtx[..], frame(2, 120)[..], "different content");
     assert!(
-        rtx[100..].iter().all(|&b| b == 0),
-        "zero padding after the 100-byte replacement"
+        v[0].iter().all(|&b| b == 0),
+        "zero padding: never an expired filler"
     );
-    let replacement_id = (3..10)
-        .find(|&id| rtx[..100] == frame(id, 100)[..])
-        .expect("a whole queued message");
-    assert!(r.expired().contains(&(
-        2,
-        ExpiryReason::Replaced {
-            by: Some(replacement_id)
-        }
-    )));
-    assert!(r.p.ca(r.ha).hollywood_stats().ir_sent >= 1);
+    assert!(r
+        .expired()
+        .contains(&(2, ExpiryReason::Replaced { by: None })));
+    let hs = *r.p.ca(r.ha).hollywood_stats();
+    assert!(hs.ir_sent >= 1 && hs.ir_padded >= 1, "{hs:?}");
+    // Every other message arrived; message 2 was reported.
+    assert_eq!(
+        r.received_ids(),
+        (0..10).filter(|&i| i != 2).collect::<Vec<_>>()
+    );
     r.p.check_segmentation(Dir::AtoB);
+}
+
+#[test]
+fn expired_message_is_replaced_by_a_waiting_message_with_same_length_and_padding() {
+    let mut r = queue_limited(11);
+    let target = Rc::new(RefCell::new(None));
+    drop_first_at(&mut r.p, target.clone());
+    // Message 0 (1200 bytes, lifetime 80 ms) is lost; eight 1000-byte
+    // messages wait behind the two-segment window.
+    *target.borrow_mut() = Some(r.p.ca(r.ha).snd_nxt());
+    r.send(0, 1200, 80, None);
+    for id in 1..10u32 {
+        r.send(id, 1000, 5000, None);
+    }
+    assert!(r.p.ca(r.ha).queued_messages() >= 5);
+    r.run(3000 * MS);
+    let slot = r.slot_of(0).expect("message 0 was sent");
+    let v = r.versions_at(slot);
+    assert_eq!(v.len(), 1);
+    let rtx = v[0];
+    assert_eq!(rtx.len(), 1200);
+    assert!(rtx[1000..].iter().all(|&b| b == 0), "200 bytes of padding");
+    let by = (1..10u32)
+        .find(|&id| rtx[..1000] == frame(id, 1000)[..])
+        .expect("a whole waiting message");
+    assert!(r
+        .expired()
+        .contains(&(0, ExpiryReason::Replaced { by: Some(by) })));
+    // The replacement never got a slot of its own: one stream position
+    // per message id.
+    assert_eq!(r.slot_of(by), None);
+    assert_eq!(r.positions_of(by), vec![slot]);
+    for id in 1..10 {
+        assert_eq!(r.positions_of(id).len(), 1, "message {id}");
+    }
+    assert_eq!(r.received_ids(), (1..10).collect::<Vec<_>>());
+    r.p.check_segmentation(Dir::AtoB);
+}
+
+#[test]
+fn a_message_that_expires_in_the_queue_never_reaches_the_wire() {
+    let mut r = queue_limited(12);
+    // A burst far beyond the window with a 150 ms lifetime: what cannot be
+    // sent in time is dropped before it gets sequence numbers.
+    for id in 0..40u32 {
+        r.send(id, 1000, 150, None);
+    }
+    r.run(3000 * MS);
+    let expired = r.expired();
+    let not_sent: Vec<u32> = expired
+        .iter()
+        .filter(|(_, why)| *why == ExpiryReason::NotSent)
+        .map(|(id, _)| *id)
+        .collect();
+    assert!(not_sent.len() >= 10, "{expired:?}");
+    for &id in &not_sent {
+        assert!(
+            r.positions_of(id).is_empty(),
+            "message {id} reached the wire"
+        );
+    }
+    // Everything else arrived; nothing was both reported and delivered.
+    let got = r.received_ids();
+    for id in 0..40u32 {
+        let reported = expired.iter().any(|(e, _)| *e == id);
+        assert!(
+            got.contains(&id) != reported,
+            "message {id}: delivered xor reported"
+        );
+    }
+    assert_eq!(
+        r.p.ca(r.ha).hollywood_stats().not_sent,
+        not_sent.len() as u64
+    );
+    assert_eq!(
+        r.p.ca(r.ha).hollywood_stats().ir_sent,
+        0,
+        "no loss, no rewrite"
+    );
 }
 
 #[test]
@@ -193,34 +328,60 @@ fn live_message_is_retransmitted_unchanged() {
         r.run(20 * MS);
     }
     r.run(500 * MS);
-    let v = r.versions_at(r.slots[2]);
+    let v = r.versions_at(r.slot_of(2).unwrap());
     assert_eq!(v, vec![&frame(2, 100)]);
     assert_eq!(r.p.ca(r.ha).hollywood_stats().ir_sent, 0);
     assert!(r.expired().is_empty());
 }
 
 #[test]
-fn dependency_keeps_iframe_alive() {
+fn a_live_dependent_keeps_the_iframe_alive() {
     let mut r = Run::new(3);
     let target = Rc::new(RefCell::new(None));
     drop_first_at(&mut r.p, target.clone());
-    // Message 2 is an I-frame with a short lifetime; 3..9 depend on it.
+    // Message 2 is an I-frame with a short lifetime; 3 depends on it and
+    // each later message on its predecessor, so when the loss is repaired
+    // the latest declared target is 8, not 2: only the live (and already
+    // delivered) dependent 3 can keep 2 (thesis §4.2).
     for id in 0..10u32 {
         if id == 2 {
             *target.borrow_mut() = Some(r.p.ca(r.ha).snd_nxt());
         }
-        let dep = if id > 2 { Some(2) } else { None };
+        let dep = (id > 2).then(|| id - 1);
         let life = if id == 2 { 80 } else { 1000 };
         r.send(id, 100, life, dep);
         r.run(20 * MS);
     }
     r.run(500 * MS);
     assert_eq!(
-        r.versions_at(r.slots[2]),
+        r.versions_at(r.slot_of(2).unwrap()),
         vec![&frame(2, 100)],
         "the I-frame itself was retransmitted"
     );
     assert!(r.p.ca(r.ha).hollywood_stats().kept_for_dependency >= 1);
+    assert!(r.expired().is_empty());
+}
+
+#[test]
+fn an_expired_iframe_without_live_dependents_is_replaced() {
+    // The control for the test above: the same, but the dependents'
+    // lifetimes are as short as the I-frame's.
+    let mut r = Run::new(3);
+    let target = Rc::new(RefCell::new(None));
+    drop_first_at(&mut r.p, target.clone());
+    for id in 0..10u32 {
+        if id == 2 {
+            *target.borrow_mut() = Some(r.p.ca(r.ha).snd_nxt());
+        }
+        let dep = (id > 2).then(|| id - 1);
+        r.send(id, 100, if id <= 3 { 80 } else { 1000 }, dep);
+        r.run(20 * MS);
+    }
+    r.run(500 * MS);
+    assert_ne!(r.versions_at(r.slot_of(2).unwrap()), vec![&frame(2, 100)]);
+    assert!(r
+        .expired()
+        .contains(&(2, ExpiryReason::Replaced { by: None })));
 }
 
 #[test]
@@ -252,7 +413,7 @@ fn fragment_rule_retransmits_fragments_as_they_were() {
 }
 
 #[test]
-fn tail_loss_without_candidate_retransmits_original_after_rto() {
+fn tail_loss_of_an_expired_message_is_padded_after_the_probe_timeout() {
     let mut r = Run::new(5);
     for id in 0..3u32 {
         r.send(id, 100, 1000, None);
@@ -261,15 +422,18 @@ fn tail_loss_without_candidate_retransmits_original_after_rto() {
     // The last message is lost; nothing follows, so no duplicate ACKs: the
     // RTO path (with RACK-TLP the loss probe, capped at the RTO deadline
     // for a lone segment, takes the RTO's place, RFC 8985 §7.2). It is
-    // expired by then and there is no other message.
+    // expired by then and nothing waits to take its slot.
     let target = Rc::new(RefCell::new(Some(r.p.ca(r.ha).snd_nxt())));
     drop_first_at(&mut r.p, target);
     r.send(3, 100, 80, None);
     r.run(2000 * MS);
     let st = r.p.ca(r.ha).stats().clone();
     assert!(st.rto_events + st.tlp_probes >= 1, "{st:?}");
-    assert_eq!(r.versions_at(r.slots[3]), vec![&frame(3, 100)]);
-    assert!(r.p.ca(r.ha).hollywood_stats().ir_no_candidate >= 1);
+    let v = r.versions_at(r.slot_of(3).unwrap());
+    assert_eq!(v.len(), 1);
+    assert!(v[0].iter().all(|&b| b == 0));
+    assert!(r.p.ca(r.ha).hollywood_stats().ir_padded >= 1);
+    assert_eq!(r.expired(), vec![(3, ExpiryReason::Replaced { by: None })]);
 }
 
 #[test]
@@ -280,8 +444,7 @@ fn rto_path_replaces_expired_message() {
         r.run(20 * MS);
     }
     // Black-hole the path for 150 ms: everything sent then is lost and no
-    // ACK comes back, so the RTO fires; by then message 3 is expired and
-    // later, live messages can take its slot.
+    // ACK comes back, so the RTO fires; by then message 3 is expired.
     let until = r.p.now + 150 * MS;
     let clock = Rc::new(RefCell::new(r.p.now));
     let c2 = clock.clone();
@@ -301,28 +464,39 @@ fn rto_path_replaces_expired_message() {
     let st = r.p.ca(r.ha).stats().clone();
     assert!(st.rto_events >= 1, "{st:?}");
     assert!(r.p.ca(r.ha).hollywood_stats().ir_sent >= 1);
-    assert_ne!(r.versions_at(r.slots[3])[0][..], frame(3, 100)[..]);
+    assert_ne!(
+        r.versions_at(r.slot_of(3).unwrap())[0][..],
+        frame(3, 100)[..]
+    );
+    // Everything else arrived.
+    assert_eq!(
+        r.received_ids(),
+        (0..30).filter(|&i| i != 3).collect::<Vec<_>>()
+    );
     r.p.check_segmentation(Dir::AtoB);
 }
 
-#[test]
-fn dsack_reports_spurious_rewrite() {
-    let mut r = Run::new(7);
-    // Delay (do not drop) message 2 by 100 ms: loss detection (RACK's
-    // reordering timer 125 ms after sending, or three duplicate ACKs 160 ms
-    // after) triggers a fast retransmission, which replaces the expired
-    // message; then the original arrives first (150 ms after sending) and
-    // the receiver reports the replacement as a D-SACK.
-    let target = Rc::new(RefCell::new(None));
-    let t2 = target.clone();
+/// Delay (do not drop) the first transmission at `seq` by `d`.
+fn delay_first_at(p: &mut Pair, seq: Rc<RefCell<Option<SeqNumber>>>, d: Duration) {
     let done = Rc::new(RefCell::new(false));
-    r.p.ab.verdict = Some(Box::new(move |pi| {
-        if !*done.borrow() && Some(pi.tcp.seq) == *t2.borrow() && pi.len > 0 {
+    p.ab.verdict = Some(Box::new(move |pi| {
+        if !*done.borrow() && Some(pi.tcp.seq) == *seq.borrow() && pi.len > 0 {
             *done.borrow_mut() = true;
-            return Verdict::Delay(100 * MS);
+            return Verdict::Delay(d);
         }
         Verdict::Pass
     }));
+}
+
+#[test]
+fn dsack_counts_a_spurious_rewrite() {
+    let mut r = Run::new(7);
+    // Delay (do not drop) message 2 by 100 ms: loss detection (RACK's
+    // reordering timer) triggers a retransmission, which replaces the
+    // expired message; then the original arrives first and the receiver
+    // reports the replacement as a D-SACK.
+    let target = Rc::new(RefCell::new(None));
+    delay_first_at(&mut r.p, target.clone(), 100 * MS);
     for id in 0..12u32 {
         if id == 2 {
             *target.borrow_mut() = Some(r.p.ca(r.ha).snd_nxt());
@@ -334,11 +508,114 @@ fn dsack_reports_spurious_rewrite() {
     let hs = *r.p.ca(r.ha).hollywood_stats();
     assert!(hs.ir_sent >= 1, "{hs:?}");
     assert!(hs.dsack_spurious_rewrites >= 1, "{hs:?}");
-    let v = r.versions_at(r.slots[2]);
+    let v = r.versions_at(r.slot_of(2).unwrap());
     assert_eq!(
         v[0][..],
         frame(2, 100)[..],
         "the delayed original arrived first"
+    );
+}
+
+#[test]
+fn a_carried_message_displaced_by_the_original_is_reported_not_lost() {
+    // Review B4: the replacement rides in the slot of a message whose
+    // original was only delayed; the receiver keeps the original. The
+    // carried message must be delivered or reported — never lost silently.
+    let mut r = queue_limited(13);
+    let target = Rc::new(RefCell::new(None));
+    delay_first_at(&mut r.p, target.clone(), 120 * MS);
+    *target.borrow_mut() = Some(r.p.ca(r.ha).snd_nxt());
+    r.send(0, 1000, 80, None);
+    for id in 1..12u32 {
+        r.send(id, 1000, 5000, None);
+    }
+    r.run(5000 * MS);
+    let hs = *r.p.ca(r.ha).hollywood_stats();
+    assert!(hs.ir_sent >= 1, "{hs:?}");
+    let got = r.received_ids();
+    let expired = r.expired();
+    for id in 0..12u32 {
+        assert!(
+            got.contains(&id) || expired.iter().any(|(e, _)| *e == id),
+            "message {id} neither delivered nor reported: {expired:?}"
+        );
+    }
+    // The message carried in slot 0 was reported displaced.
+    assert!(
+        expired
+            .iter()
+            .any(|(_, why)| *why == ExpiryReason::Displaced),
+        "{expired:?} {hs:?}"
+    );
+}
+
+#[test]
+fn rewriting_stops_behind_a_middlebox_that_drops_inconsistent_retransmissions() {
+    // Issue item 9, thesis §4.5: a middlebox drops every retransmission
+    // whose payload differs from the first transmission at that sequence
+    // number. The sender must notice, resend the original bytes and stop
+    // rewriting, so the connection survives as standard TCP would.
+    let mut r = Run::new(14);
+    let first: Rc<RefCell<std::collections::HashMap<u32, Vec<u8>>>> = Rc::default();
+    let target = Rc::new(RefCell::new(None));
+    let (f2, t2) = (first.clone(), target.clone());
+    let dropped_once = Rc::new(RefCell::new(false));
+    r.p.ab.verdict = Some(Box::new(move |pi| {
+        if pi.len == 0 {
+            return Verdict::Pass;
+        }
+        // The test sees only headers here; the payload check is done by
+        // comparing lengths of what the sender recorded (below): instead,
+        // drop the first transmission of the target, then every later
+        // transmission of it until the sender restored the original.
+        if Some(pi.tcp.seq) == *t2.borrow() {
+            let mut d = dropped_once.borrow_mut();
+            if !*d {
+                *d = true;
+                return Verdict::Drop;
+            }
+            return if f2.borrow().contains_key(&pi.tcp.seq.0) {
+                Verdict::Pass
+            } else {
+                Verdict::Drop
+            };
+        }
+        Verdict::Pass
+    }));
+    for id in 0..6u32 {
+        if id == 2 {
+            *target.borrow_mut() = Some(r.p.ca(r.ha).snd_nxt());
+        }
+        r.send(id, 100, if id == 2 { 80 } else { 300 }, None);
+        r.run(20 * MS);
+    }
+    // Run until the sender gives up rewriting, then let the original pass.
+    let slot = r.slot_of(2).unwrap();
+    let deadline = r.p.now + Duration::from_secs(60);
+    while r.p.ca(r.ha).hollywood_stats().rewriting_stopped == 0 && r.p.now < deadline {
+        r.run(10 * MS);
+    }
+    assert_eq!(r.p.ca(r.ha).hollywood_stats().rewriting_stopped, 1);
+    first.borrow_mut().insert(slot.0, frame(2, 100));
+    r.run(5000 * MS);
+    let stopped = r.p.a_events.iter().any(|(_, e)| {
+        matches!(
+            e,
+            EndpointEvent::Conn {
+                event: Event::RewritingStopped,
+                ..
+            }
+        )
+    });
+    assert!(stopped, "the application is told");
+    assert!(
+        r.versions_at(slot).contains(&&frame(2, 100)),
+        "the original bytes went through"
+    );
+    assert_eq!(
+        r.p.ca(r.ha).snd_una(),
+        r.p.ca(r.ha).snd_nxt(),
+        "all acknowledged"
     );
 }
 
@@ -386,10 +663,18 @@ fn ooo_receiver_acks_are_byte_identical_to_standard() {
         }
         p.run_for(Duration::from_secs(5));
         let acks: Vec<_> = p.sent(Dir::BtoA).map(|t| (t.time, t.tcp, t.len)).collect();
-        (acks, p.cb(hb).ooo_stats().out_of_order)
+        (
+            acks,
+            p.cb(hb).ooo_stats().out_of_order,
+            seen.iter().sum::<usize>(),
+        )
     };
-    let (std_acks, _) = run(false);
-    let (ooo_acks, ooo_count) = run(true);
+    let (std_acks, _, std_bytes) = run(false);
+    let (ooo_acks, ooo_count, ooo_bytes) = run(true);
+    // Both applications got the whole stream; the out-of-order one also
+    // got the retransmitted copies of bytes it had already.
+    assert_eq!(std_bytes, 300 * 160);
+    assert!(ooo_bytes >= 300 * 160, "{ooo_bytes}");
     assert!(
         ooo_count > 0,
         "the scenario must exercise out-of-order arrival"
@@ -417,10 +702,10 @@ fn ooo_delivers_segments_ahead_of_a_hole() {
     }
     r.run(300 * MS);
     // Messages 2..5 arrived while 1 was missing and were handed over at once.
-    let arrived_before_repair = r.got.iter().take_while(|(s, _)| *s != r.slots[1]).count();
+    let slot1 = r.slot_of(1).unwrap();
+    let arrived_before_repair = r.got.iter().take_while(|(s, _)| *s != slot1).count();
     assert!(arrived_before_repair >= 5, "{arrived_before_repair}");
     assert!(r.p.cb(r.hb).ooo_stats().out_of_order >= 4);
     // The repair itself arrives later and is handed over too.
-    assert_eq!(r.versions_at(r.slots[1]), vec![&frame(1, 100)]);
-    let _ = Instant::ZERO;
+    assert_eq!(r.versions_at(slot1), vec![&frame(1, 100)]);
 }

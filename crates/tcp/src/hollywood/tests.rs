@@ -1,0 +1,567 @@
+//! Unit tests of the message table, one thesis rule (or review finding)
+//! per test, and a property test of the accounting invariant.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+fn at(n: u64) -> Instant {
+    Instant::from_nanos(n * 1_000_000)
+}
+fn meta(id: u32, lifetime: Option<u64>, dep: Option<u32>) -> MessageMeta {
+    MessageMeta {
+        id,
+        lifetime: lifetime.map(ms),
+        depends_on: dep,
+        replaceable: true,
+        substream: 0,
+    }
+}
+fn frame(id: u32, len: usize) -> Vec<u8> {
+    vec![id as u8 + 1; len]
+}
+
+/// Queue a message and give it its slot at once (it is transmitted now).
+fn send(t: &mut MessageTable, now: u64, seq: u32, m: MessageMeta, len: usize) {
+    t.check(&m, len).unwrap();
+    t.enqueue(at(now), frame(m.id, len), m);
+    assert_eq!(t.head_len(at(now), Duration::ZERO), Some(len));
+    let f = t.take_head(SeqNumber(seq)).unwrap();
+    assert_eq!(f.len(), len);
+    assert!(t
+        .on_first_transmit(at(now), Duration::ZERO, SeqNumber(seq), len)
+        .is_empty());
+}
+
+fn events(t: &mut MessageTable) -> Vec<ExpiredMessage> {
+    std::iter::from_fn(|| t.poll_expired()).collect()
+}
+
+#[test]
+fn live_message_is_retransmitted_as_is() {
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 1000, meta(0, Some(200), None), 100);
+    // At 50 ms with a one-way delay of 10 ms, message 0 (deadline 200 ms) is live.
+    assert!(t
+        .on_retransmit(at(50), ms(10), SeqNumber(1000), 100)
+        .is_empty());
+    assert_eq!(t.stats().kept_live, 1);
+    assert!(events(&mut t).is_empty());
+}
+
+#[test]
+fn expired_message_is_replaced_by_the_queued_live_message_closest_to_expiry() {
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 1000, meta(0, Some(100), None), 100);
+    // Queued, not yet sent: 1 (deadline 150+200), 2 (deadline 250, closest).
+    t.enqueue(at(150), frame(1, 80), meta(1, Some(200), None));
+    t.enqueue(at(150), frame(2, 60), meta(2, Some(100), None));
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100);
+    assert_eq!(rw.len(), 1);
+    assert_eq!(rw[0].seq, SeqNumber(1000));
+    assert_eq!(rw[0].bytes.len(), 100, "same length as the original");
+    assert_eq!(&rw[0].bytes[..60], &frame(2, 60)[..]);
+    assert!(rw[0].bytes[60..].iter().all(|&b| b == 0), "zero padding");
+    assert!(rw[0].keep_original);
+    assert_eq!(t.stats().ir_sent, 1);
+    assert_eq!(t.stats().padding_bytes, 40);
+    assert_eq!(
+        events(&mut t),
+        vec![ExpiredMessage {
+            id: 0,
+            reason: ExpiryReason::Replaced { by: Some(2) }
+        }]
+    );
+    // Message 2 travels in slot 0 and never gets a slot of its own: the
+    // queue now holds only message 1.
+    assert_eq!(t.queued_messages(), 1);
+    assert_eq!(t.head_len(at(150), ms(20)), Some(80));
+}
+
+#[test]
+fn no_live_candidate_means_padding_never_an_expired_filler() {
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, Some(10), None), 100);
+    // Message 1 is queued but expired too, and 2 does not fit.
+    t.enqueue(at(0), frame(1, 50), meta(1, Some(10), None));
+    t.enqueue(at(0), frame(2, 101), meta(2, Some(1000), None));
+    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(0), 100);
+    assert_eq!(rw.len(), 1);
+    assert!(rw[0].bytes.iter().all(|&b| b == 0), "padding only");
+    assert_eq!(t.stats().ir_padded, 1);
+    let ev = events(&mut t);
+    assert!(ev.contains(&ExpiredMessage {
+        id: 0,
+        reason: ExpiryReason::Replaced { by: None }
+    }));
+    // The expired queued message was dropped before sequence numbers.
+    assert!(ev.contains(&ExpiredMessage {
+        id: 1,
+        reason: ExpiryReason::NotSent
+    }));
+    assert_eq!(t.stats().not_sent, 1);
+}
+
+#[test]
+fn expired_message_in_the_queue_never_gets_sequence_numbers() {
+    let mut t = MessageTable::new();
+    t.enqueue(at(0), frame(0, 100), meta(0, Some(50), None));
+    t.enqueue(at(0), frame(1, 90), meta(1, Some(500), None));
+    // At 40 ms with a one-way delay of 15 ms the arrival estimate is 55 ms > 50 ms.
+    assert_eq!(t.head_len(at(40), ms(15)), Some(90));
+    assert_eq!(
+        events(&mut t),
+        vec![ExpiredMessage {
+            id: 0,
+            reason: ExpiryReason::NotSent
+        }]
+    );
+    assert_eq!(t.queued_bytes(), 90);
+    let f = t.take_head(SeqNumber(7)).unwrap();
+    assert_eq!(f, frame(1, 90));
+}
+
+#[test]
+fn reliable_and_ordered_messages_never_expire_in_the_queue() {
+    let mut t = MessageTable::new();
+    let mut ordered = meta(0, Some(1), None);
+    ordered.replaceable = false;
+    t.enqueue(at(0), frame(0, 10), ordered);
+    t.enqueue(at(0), frame(1, 10), meta(1, None, None));
+    assert_eq!(t.head_len(at(10_000), ms(100)), Some(10));
+    t.take_head(SeqNumber(0)).unwrap();
+    assert_eq!(t.head_len(at(10_000), ms(100)), Some(10));
+    assert!(events(&mut t).is_empty());
+}
+
+#[test]
+fn a_live_dependent_protects_its_dependency_in_the_queue() {
+    let mut t = MessageTable::new();
+    // I-frame 0 (short lifetime), P-frame 1 depends on it (long lifetime).
+    t.enqueue(at(0), frame(0, 100), meta(0, Some(10), None));
+    t.enqueue(at(0), frame(1, 50), meta(1, Some(1000), Some(0)));
+    assert_eq!(t.head_len(at(100), ms(5)), Some(100), "kept for 1");
+    assert!(events(&mut t).is_empty());
+}
+
+#[test]
+fn a_delivered_live_dependent_still_protects_its_dependency() {
+    // Review 1a.1: thesis §4.2 protects a message while *unexpired*
+    // messages depend on it, delivered or not (a delivered P-frame needs
+    // its I-frame to be decoded).
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, Some(10), None), 100);
+    for i in 1..4u32 {
+        send(
+            &mut t,
+            0,
+            100 + (i - 1) * 50,
+            meta(i, Some(1000), Some(0)),
+            50,
+        );
+    }
+    // A later target is declared on the sub-stream (so 0 is no longer the
+    // latest target) and the dependents are SACKed (delivered).
+    send(&mut t, 100, 250, meta(4, Some(1000), Some(3)), 40);
+    t.enqueue(at(100), frame(5, 30), meta(5, Some(1000), None));
+    t.on_sack(SeqNumber(100), SeqNumber(250));
+    assert!(t
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 100)
+        .is_empty());
+    assert_eq!(t.stats().kept_for_dependency, 1);
+    // Once the dependents have expired, the I-frame may go.
+    let rw = t.on_retransmit(at(2000), ms(5), SeqNumber(0), 100);
+    assert_eq!(rw.len(), 1);
+}
+
+#[test]
+fn the_latest_dependency_target_is_protected_for_future_messages() {
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, Some(10), None), 100);
+    send(&mut t, 0, 100, meta(1, Some(10), Some(0)), 50);
+    // Both expired; 0 is still the latest declared target.
+    assert!(t
+        .on_retransmit(at(500), ms(5), SeqNumber(0), 100)
+        .is_empty());
+    assert_eq!(t.stats().kept_for_dependency, 1);
+}
+
+#[test]
+fn dependency_chains_are_per_substream() {
+    let mut t = MessageTable::new();
+    let on = |id: u32, dep: Option<u32>, sub: u16| MessageMeta {
+        substream: sub,
+        ..meta(id, Some(100), dep)
+    };
+    // Two interleaved chains: base layer on 1 (0 ← 2 ← 4), enhancement
+    // on 2 (1 ← 3 ← 5), each depending on its own chain.
+    for m in [
+        on(0, None, 1),
+        on(1, Some(0), 2),
+        on(2, Some(0), 1),
+        on(3, Some(1), 2),
+        on(4, Some(2), 1),
+        on(5, Some(3), 2),
+    ] {
+        t.check(&m, 10).unwrap();
+        t.enqueue(at(0), frame(m.id, 10), m);
+    }
+    // Within one sub-stream a dependency may not go back.
+    assert_eq!(
+        t.check(&on(6, Some(0), 1), 10),
+        Err(MetaError::DecreasingDependency)
+    );
+    assert_eq!(t.check(&on(6, Some(3), 2), 10), Ok(()));
+    assert_eq!(
+        t.check(&on(6, Some(6), 2), 10),
+        Err(MetaError::ForwardDependency)
+    );
+    assert_eq!(t.check(&on(5, None, 2), 10), Err(MetaError::IdOrder));
+}
+
+#[test]
+fn dependency_rules_wrap_around() {
+    assert_eq!(
+        check_dependency(1, Some(u32::MAX), Some(u32::MAX - 2)),
+        Ok(())
+    );
+    assert_eq!(
+        check_dependency(1, Some(u32::MAX - 3), Some(u32::MAX)),
+        Err(MetaError::DecreasingDependency)
+    );
+    assert_eq!(
+        check_dependency(u32::MAX, Some(1), None),
+        Err(MetaError::ForwardDependency)
+    );
+}
+
+#[test]
+fn fragment_rule_keeps_partially_received_message() {
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, Some(10), None), 3000);
+    t.enqueue(at(0), frame(1, 100), meta(1, Some(1000), None));
+    // The middle of message 0 was SACKed: retransmitting the whole slot
+    // (e.g. after RTO) must keep the original bytes.
+    t.on_sack(SeqNumber(1500), SeqNumber(2000));
+    assert!(t
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 3000)
+        .is_empty());
+    assert_eq!(t.stats().kept_for_fragment, 1);
+    // A retransmission of only one fragment never rewrites.
+    let mut t2 = MessageTable::new();
+    send(&mut t2, 0, 0, meta(0, Some(10), None), 3000);
+    t2.enqueue(at(0), frame(1, 100), meta(1, Some(1000), None));
+    assert!(t2
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 1448)
+        .is_empty());
+    assert_eq!(t2.stats().ir_sent, 0);
+}
+
+#[test]
+fn ordered_messages_are_never_replaced_nor_used_as_replacements() {
+    // Review B5.
+    let mut t = MessageTable::new();
+    let mut o = meta(0, Some(1), None);
+    o.replaceable = false;
+    send(&mut t, 0, 0, o, 100);
+    assert!(t
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 100)
+        .is_empty());
+    send(&mut t, 0, 100, meta(1, Some(1), None), 100);
+    let mut o2 = meta(2, Some(1000), None);
+    o2.replaceable = false;
+    t.enqueue(at(0), frame(2, 50), o2);
+    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(100), 100);
+    assert_eq!(rw.len(), 1);
+    assert!(
+        rw[0].bytes.iter().all(|&b| b == 0),
+        "not the ordered message"
+    );
+    assert_eq!(t.queued_messages(), 1);
+}
+
+#[test]
+fn a_carried_message_is_kept_while_live_and_replaced_when_expired() {
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, Some(10), None), 100);
+    t.enqueue(at(0), frame(1, 60), meta(1, Some(200), None));
+    t.enqueue(at(0), frame(2, 60), meta(2, Some(5000), None));
+    let rw = t.on_retransmit(at(50), ms(5), SeqNumber(0), 100);
+    assert_eq!(rw[0].bytes[0], 2, "message 1 (closest to expiry)");
+    assert!(rw[0].keep_original);
+    t.set_original(SeqNumber(0), frame(0, 100));
+    events(&mut t);
+    // The retransmission was lost too; message 1 is still live: resend.
+    assert!(t
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 100)
+        .is_empty());
+    // Later it has expired: message 2 takes the slot.
+    let rw = t.on_retransmit(at(300), ms(5), SeqNumber(0), 100);
+    assert_eq!(rw[0].bytes[0], 3);
+    assert!(!rw[0].keep_original, "the original was kept the first time");
+    assert_eq!(
+        events(&mut t),
+        vec![ExpiredMessage {
+            id: 1,
+            reason: ExpiryReason::Replaced { by: Some(2) }
+        }]
+    );
+}
+
+#[test]
+fn ack_removes_slots_and_their_carried_messages() {
+    let mut t = MessageTable::new();
+    for i in 0..5 {
+        send(&mut t, 0, 1000 + i * 100, meta(i, Some(100), None), 100);
+    }
+    t.on_ack(SeqNumber(1200));
+    assert_eq!(t.len(), 3);
+    t.enqueue(at(150), frame(9, 50), meta(9, Some(500), None));
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1200), 100);
+    assert_eq!(rw[0].bytes[0], 10);
+    t.on_ack(SeqNumber(1300));
+    assert_eq!(t.len(), 2, "slot 2 and its carried message 9 left");
+}
+
+#[test]
+fn dsack_on_a_rewritten_slot_reports_the_carried_message_displaced() {
+    // Review B4: the ACK for a rewritten slot may be for the original
+    // bytes (a spurious retransmission); the carried message must then be
+    // reported, never lost silently.
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 1000, meta(0, Some(100), None), 100);
+    t.enqueue(at(150), frame(9, 50), meta(9, Some(500), None));
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100);
+    assert_eq!(rw.len(), 1);
+    t.set_original(SeqNumber(1000), frame(0, 100));
+    events(&mut t);
+    // The ACK for slot 0 arrives with a D-SACK for it.
+    t.on_ack(SeqNumber(1100));
+    t.on_dsack(SeqNumber(1000), SeqNumber(1100));
+    assert_eq!(t.stats().dsack_spurious_rewrites, 1);
+    assert_eq!(
+        events(&mut t),
+        vec![ExpiredMessage {
+            id: 9,
+            reason: ExpiryReason::Displaced
+        }]
+    );
+    assert!(t.is_empty());
+}
+
+#[test]
+fn repeated_unacknowledged_inconsistent_sends_stop_rewriting() {
+    // Thesis §4.5 / issue item 9: behind a middlebox that drops
+    // retransmissions whose payload differs, the slot never gets through.
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, Some(10), None), 100);
+    send(&mut t, 0, 100, meta(1, Some(10), None), 100);
+    t.enqueue(at(0), frame(7, 60), meta(7, None, None));
+    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(0), 100);
+    assert_eq!(rw.len(), 1);
+    t.set_original(SeqNumber(0), frame(0, 100));
+    // Resent inconsistently FALLBACK_AFTER times in all, never acknowledged.
+    for k in 1..FALLBACK_AFTER {
+        assert!(
+            t.on_retransmit(at(100 + 100 * k as u64), ms(5), SeqNumber(0), 100)
+                .is_empty(),
+            "message 7 is reliable: kept"
+        );
+        assert!(t.rewriting());
+    }
+    let rw = t.on_retransmit(at(1000), ms(5), SeqNumber(0), 100);
+    assert!(!t.rewriting());
+    assert!(t.take_fallback());
+    assert!(!t.take_fallback(), "reported once");
+    assert_eq!(rw.len(), 1);
+    assert_eq!(rw[0].bytes, frame(0, 100), "the original bytes again");
+    let ev = events(&mut t);
+    assert!(ev.contains(&ExpiredMessage {
+        id: 7,
+        reason: ExpiryReason::Displaced
+    }));
+    // From now on nothing is rewritten, not even expired slot 1.
+    assert!(t
+        .on_retransmit(at(2000), ms(5), SeqNumber(100), 100)
+        .is_empty());
+    assert_eq!(t.stats().rewriting_stopped, 1);
+}
+
+#[test]
+fn expired_after_getting_sequence_numbers_is_replaced_at_first_transmission() {
+    let mut t = MessageTable::new();
+    t.enqueue(at(0), frame(0, 100), meta(0, Some(10), None));
+    assert_eq!(t.head_len(at(0), Duration::ZERO), Some(100));
+    t.take_head(SeqNumber(0)).unwrap();
+    t.enqueue(at(40), frame(1, 90), meta(1, Some(100), None));
+    let rw = t.on_first_transmit(at(50), ms(10), SeqNumber(0), 100);
+    assert_eq!(rw.len(), 1);
+    assert_eq!(rw[0].bytes[0], 2);
+    assert!(!rw[0].keep_original);
+    assert_eq!(
+        events(&mut t),
+        vec![ExpiredMessage {
+            id: 0,
+            reason: ExpiryReason::ExpiredBeforeSend { by: Some(1) }
+        }]
+    );
+    assert_eq!(t.stats().replaced_at_first_tx, 1);
+}
+
+#[test]
+fn abandon_reports_every_queued_message() {
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, None, None), 10);
+    t.enqueue(at(0), frame(1, 10), meta(1, None, None));
+    t.enqueue(at(0), frame(2, 10), meta(2, Some(5), None));
+    t.abandon();
+    let ids: Vec<u32> = events(&mut t).iter().map(|e| e.id).collect();
+    assert_eq!(ids, vec![1, 2]);
+    assert!(t.is_empty());
+}
+
+/// One step of the accounting property test.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Queue a message of `len` bytes with `life` ms (None: reliable),
+    /// depending on the previous message with probability.
+    Queue {
+        len: usize,
+        life: Option<u64>,
+        dep: bool,
+    },
+    /// Transmit the head of the queue (gets its slot now).
+    Transmit,
+    /// Retransmit the `k`-th outstanding slot.
+    Retransmit { k: usize },
+    /// SACK the `k`-th outstanding slot.
+    Sack { k: usize },
+    /// D-SACK the `k`-th outstanding slot.
+    Dsack { k: usize },
+    /// Cumulative ACK of the first `n` slots.
+    Ack { n: usize },
+    /// Time passes.
+    Wait { ms: u64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1usize..300, proptest::option::weighted(0.8, 1u64..400), proptest::bool::weighted(0.3))
+            .prop_map(|(len, life, dep)| Op::Queue { len, life, dep }),
+        4 => Just(Op::Transmit),
+        3 => (0usize..8).prop_map(|k| Op::Retransmit { k }),
+        2 => (0usize..8).prop_map(|k| Op::Sack { k }),
+        1 => (0usize..8).prop_map(|k| Op::Dsack { k }),
+        2 => (0usize..4).prop_map(|n| Op::Ack { n }),
+        3 => (0u64..200).prop_map(|ms| Op::Wait { ms }),
+    ]
+}
+
+proptest! {
+    /// Every queued message ends acknowledged or reported expired, never
+    /// both, never reported twice; slots only ever carry whole messages.
+    #[test]
+    fn every_message_is_acknowledged_or_reported_exactly_once(ops in proptest::collection::vec(op(), 1..200)) {
+        let mut t = MessageTable::new();
+        let mut now = 0u64;
+        let mut next_id = 0u32;
+        let mut seq = 0u32;
+        // Slot starts and lengths, outstanding (not cumulatively ACKed).
+        let mut slots: VecDeque<(u32, usize)> = VecDeque::new();
+        let mut reported = BTreeSet::new();
+        let mut queued = BTreeSet::new();
+        // What each slot's bytes hold now (message id, None = padding), as
+        // the send buffer would, and which messages reached the receiver.
+        let mut content: BTreeMap<u32, Option<u32>> = BTreeMap::new();
+        let mut delivered = BTreeSet::new();
+        let id_of = |bytes: &[u8]| (bytes[0] != 0).then(|| u32::from(bytes[0]) - 1);
+        let owd = ms(10);
+        for o in ops {
+            match o {
+                Op::Queue { len, life, dep } => {
+                    let m = meta(next_id, life, (dep && next_id > 0).then(|| next_id - 1));
+                    if t.check(&m, len).is_ok() {
+                        t.enqueue(at(now), frame(next_id, len), m);
+                        queued.insert(next_id);
+                        next_id += 1;
+                    }
+                }
+                Op::Transmit => {
+                    if let Some(len) = t.head_len(at(now), owd) {
+                        let f = t.take_head(SeqNumber(seq)).unwrap();
+                        content.insert(seq, id_of(&f));
+                        for r in t.on_first_transmit(at(now), owd, SeqNumber(seq), len) {
+                            prop_assert_eq!(r.bytes.len(), len);
+                            content.insert(seq, id_of(&r.bytes));
+                        }
+                        slots.push_back((seq, len));
+                        seq += len as u32;
+                    }
+                }
+                Op::Retransmit { k } => {
+                    if let Some(&(s, len)) = slots.get(k) {
+                        for r in t.on_retransmit(at(now), owd, SeqNumber(s), len) {
+                            // A fallback may restore other slots too.
+                            let &(rs, rlen) = slots.iter().find(|(a, _)| SeqNumber(*a) == r.seq)
+                                .expect("a rewrite covers an outstanding slot");
+                            prop_assert_eq!(r.bytes.len(), rlen);
+                            if r.keep_original {
+                                let orig = content[&rs].map_or(0, |i| i as u8 + 1);
+                                t.set_original(r.seq, vec![orig; rlen]);
+                            }
+                            content.insert(rs, id_of(&r.bytes));
+                        }
+                    }
+                }
+                Op::Sack { k } => {
+                    if let Some(&(s, len)) = slots.get(k) {
+                        delivered.extend(content[&s]);
+                        t.on_sack(SeqNumber(s), SeqNumber(s) + len);
+                    }
+                }
+                Op::Dsack { k } => {
+                    if let Some(&(s, len)) = slots.get(k) {
+                        t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
+                    }
+                }
+                Op::Ack { n } => {
+                    let n = n.min(slots.len());
+                    if n > 0 {
+                        let (s, len) = slots[n - 1];
+                        for (a, _) in slots.drain(..n) {
+                            delivered.extend(content[&a]);
+                        }
+                        t.on_ack(SeqNumber(s) + len);
+                    }
+                }
+                Op::Wait { ms } => now += ms,
+            }
+            while let Some(e) = t.poll_expired() {
+                prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
+                prop_assert!(queued.contains(&e.id));
+            }
+        }
+        // Acknowledge everything that is outstanding and drain the queue:
+        // what remains untracked must have been acknowledged or reported.
+        if let Some(&(s, len)) = slots.back() {
+            for (a, _) in slots.drain(..) {
+                delivered.extend(content[&a]);
+            }
+            t.on_ack(SeqNumber(s) + len);
+        }
+        t.abandon();
+        while let Some(e) = t.poll_expired() {
+            prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
+        }
+        prop_assert!(t.is_empty());
+        for id in &queued {
+            prop_assert!(
+                delivered.contains(id) || reported.contains(id),
+                "message {} neither delivered nor reported", id
+            );
+        }
+    }
+}
