@@ -32,10 +32,12 @@
 //! - Slow start is `cwnd < ssthresh` (RFC 5681 §3.1 leaves `==` to the
 //!   implementation; Linux uses `<`).
 
+mod bbr;
 mod cubic;
 mod hystart;
 mod new_reno;
 
+pub use bbr::{Bbr, BbrState};
 pub use cubic::Cubic;
 pub use new_reno::NewReno;
 
@@ -51,17 +53,21 @@ pub enum CcAlgorithm {
     /// RFC 9438 (the Linux default).
     #[default]
     Cubic,
+    /// BBRv3, draft-ietf-ccwg-bbr-01 (model-based: paces, and sets cwnd
+    /// itself during recovery).
+    Bbr,
 }
 
 impl CcAlgorithm {
     /// Every algorithm, in the order tables list them.
-    pub const ALL: [CcAlgorithm; 2] = [CcAlgorithm::NewReno, CcAlgorithm::Cubic];
+    pub const ALL: [CcAlgorithm; 3] = [CcAlgorithm::NewReno, CcAlgorithm::Cubic, CcAlgorithm::Bbr];
 
-    /// Command-line and JSON name (`newreno`, `cubic`).
+    /// Command-line and JSON name (`newreno`, `cubic`, `bbr`).
     pub fn name(self) -> &'static str {
         match self {
             CcAlgorithm::NewReno => "newreno",
             CcAlgorithm::Cubic => "cubic",
+            CcAlgorithm::Bbr => "bbr",
         }
     }
 
@@ -83,6 +89,7 @@ impl CcAlgorithm {
         match self {
             CcAlgorithm::NewReno => Box::new(NewReno::new(smss, initial_cwnd_segments)),
             CcAlgorithm::Cubic => Box::new(Cubic::new(smss, initial_cwnd_segments)),
+            CcAlgorithm::Bbr => Box::new(Bbr::new(smss, initial_cwnd_segments)),
         }
     }
 }
