@@ -32,10 +32,12 @@
 //! - Slow start is `cwnd < ssthresh` (RFC 5681 §3.1 leaves `==` to the
 //!   implementation; Linux uses `<`).
 
+mod bbr;
 mod cubic;
 mod hystart;
 mod new_reno;
 
+pub use bbr::{Bbr, BbrState};
 pub use cubic::Cubic;
 pub use new_reno::NewReno;
 
@@ -51,17 +53,21 @@ pub enum CcAlgorithm {
     /// RFC 9438 (the Linux default).
     #[default]
     Cubic,
+    /// BBRv3, draft-ietf-ccwg-bbr-01 (model-based: paces, and sets cwnd
+    /// itself during recovery).
+    Bbr,
 }
 
 impl CcAlgorithm {
     /// Every algorithm, in the order tables list them.
-    pub const ALL: [CcAlgorithm; 2] = [CcAlgorithm::NewReno, CcAlgorithm::Cubic];
+    pub const ALL: [CcAlgorithm; 3] = [CcAlgorithm::NewReno, CcAlgorithm::Cubic, CcAlgorithm::Bbr];
 
-    /// Command-line and JSON name (`newreno`, `cubic`).
+    /// Command-line and JSON name (`newreno`, `cubic`, `bbr`).
     pub fn name(self) -> &'static str {
         match self {
             CcAlgorithm::NewReno => "newreno",
             CcAlgorithm::Cubic => "cubic",
+            CcAlgorithm::Bbr => "bbr",
         }
     }
 
@@ -83,11 +89,12 @@ impl CcAlgorithm {
         match self {
             CcAlgorithm::NewReno => Box::new(NewReno::new(smss, initial_cwnd_segments)),
             CcAlgorithm::Cubic => Box::new(Cubic::new(smss, initial_cwnd_segments)),
+            CcAlgorithm::Bbr => Box::new(Bbr::new(smss, initial_cwnd_segments)),
         }
     }
 }
 
-/// A delivery-rate sample (draft-ietf-ccwg-bbr-01 §4.5.2, after
+/// A delivery-rate sample (draft-ietf-ccwg-bbr-01 §4.5.2.1, after
 /// draft-cheng-iccrg-delivery-rate-estimation): how much was delivered over
 /// which interval, measured from the most recently sent packet that this
 /// ACK delivered (cumulatively ACKed or newly SACKed). The engine builds it
@@ -158,7 +165,7 @@ pub struct DeliveryEvent {
 }
 
 /// A segment newly deemed lost, with its send-time state (for BBRv3's
-/// per-loss inflight check, draft-ietf-ccwg-bbr-01 §5.5.10.2).
+/// per-loss inflight check, draft-ietf-ccwg-bbr-01 §4.5.10.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LostSegment {
     /// When the loss was detected.
@@ -216,16 +223,16 @@ pub trait CongestionControl: core::fmt::Debug + Send {
     }
     /// Every ACK that delivered data or let the engine mark segments lost,
     /// after loss detection, in or out of recovery (BBR's per-ACK model
-    /// update, draft-ietf-ccwg-bbr-01 §5.2 `BBRUpdateOnACK`). Default:
+    /// update, draft-ietf-ccwg-bbr-01 §4.2.3 `BBRUpdateOnACK`). Default:
     /// nothing (loss-based algorithms use `on_ack`).
     fn on_delivery(&mut self, _ev: &DeliveryEvent) {}
     /// One segment was newly deemed lost (RACK, RFC 6675 `IsLost`, or an
     /// RTO), before the `on_delivery` of the same ACK (draft-ietf-ccwg-bbr-01
-    /// §5.5.10.2 `BBRHandleLostPacket`). Default: nothing.
+    /// §4.5.10.2 `BBRHandleLostPacket`). Default: nothing.
     fn on_segment_lost(&mut self, _seg: &LostSegment) {}
     /// A data segment of `len` bytes is about to be sent with
     /// `inflight_before` bytes in flight; `app_limited` says the sender
-    /// had nothing more to send (draft-ietf-ccwg-bbr-01 §5.4.4
+    /// had nothing more to send (draft-ietf-ccwg-bbr-01 §4.4.1
     /// `BBRHandleRestartFromIdle` runs when a flight starts from idle).
     fn on_send(&mut self, _now: Instant, _inflight_before: u64, _len: usize, _app_limited: bool) {}
     /// The rate (bytes per second) at which the engine paces data
@@ -236,13 +243,14 @@ pub trait CongestionControl: core::fmt::Debug + Send {
         None
     }
     /// The largest burst (bytes) the pacer may release at once, if the
-    /// algorithm chooses it (draft-ietf-ccwg-bbr-01 §5.6.3
+    /// algorithm chooses it (draft-ietf-ccwg-bbr-01 §4.6.3
     /// `BBR.send_quantum`). `None`: the engine's default.
     fn send_quantum(&self) -> Option<usize> {
         None
     }
     /// `true` if the algorithm sets cwnd itself during loss recovery (BBR's
-    /// packet conservation, draft-ietf-ccwg-bbr-01 §5.6.4.4): the engine
+    /// cwnd modulation in loss recovery, draft-ietf-ccwg-bbr-01 §4.6.4.4,
+    /// which has no packet conservation any more): the engine
     /// then allows cwnd - pipe instead of PRR (RFC 6937) or NewReno
     /// inflation, as Linux does for `cong_control` algorithms.
     fn owns_recovery_window(&self) -> bool {
