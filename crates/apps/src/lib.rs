@@ -19,6 +19,7 @@
 pub mod analysis;
 pub mod audit;
 pub mod messages;
+pub mod ontime;
 pub mod scenario;
 pub mod voip;
 
@@ -28,6 +29,7 @@ pub use messages::{
     payload_for, MessageReceiver, MessageSender, ReceiverRecord, SenderConfig, SenderRecord,
     Transport,
 };
+pub use ontime::{oracle_in_time, OnTime, Timeliness};
 pub use scenario::{MessagesRun, MessagesScenario};
 pub use voip::{
     DelayPercentiles, Outcome, VoipError, VoipRecord, VoipRun, VoipScenario, VoipSummary,

@@ -151,6 +151,9 @@ pub struct SenderRecord {
     pub queued: Option<Instant>,
     /// The transport reported it expired (replaced or sent too late).
     pub expired: bool,
+    /// A TCP Hollywood sender put it on the wire: when, and where its frame
+    /// lies in the sequence space (`Event::MessageSent`).
+    pub sent: Option<(Instant, hollywood_wire::SeqNumber, u32)>,
 }
 
 /// The sending application.
@@ -341,6 +344,11 @@ impl App for MessageSender {
                     r.expired = true;
                 }
                 self.expired.push(e);
+            }
+            Event::MessageSent { id, seq, len } => {
+                if let Some(r) = self.records.get_mut(id as usize) {
+                    r.sent.get_or_insert((now, seq, len));
+                }
             }
             Event::Reset | Event::TimedOut => {
                 self.error = Some(format!("connection failed: {event:?}"))

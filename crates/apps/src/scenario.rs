@@ -10,8 +10,8 @@
 use crate::audit::{WireAudit, WireAuditReport};
 use crate::messages::{MessageReceiver, MessageSender, SenderConfig, Transport};
 use hollywood_sim::{
-    CaptureFilter, LinkConfig, LossModel, Middlebox, MiddleboxConfig, MiddleboxKind, NodeId,
-    SimBuilder, Simulator, TcpHost, TraceKind,
+    CaptureFilter, DropReason, LinkConfig, LossModel, Middlebox, MiddleboxConfig, MiddleboxKind,
+    NodeId, SimBuilder, Simulator, TcpHost, TraceKind,
 };
 use hollywood_tcp::{Config, HollywoodStats, Instant, OooStats};
 use std::cell::RefCell;
@@ -95,8 +95,15 @@ pub struct MessagesRun {
     pub arrival: Vec<Option<Instant>>,
     /// Per message: the transport reported it expired.
     pub expired: Vec<bool>,
-    /// Per message: the lossy link dropped the first transmission of (part of) it.
+    /// Per message: the lossy link dropped the first transmission of (part
+    /// of) it, for any reason.
     pub first_tx_dropped: Vec<bool>,
+    /// Per message: the network (loss model or scripted rule, not the
+    /// queue) dropped the first transmission of (part of) it.
+    pub network_dropped: Vec<bool>,
+    /// On-time delivery against the deadline (generation + lifetime), with
+    /// the oracle (`crate::ontime`).
+    pub on_time: crate::OnTime,
     /// Delivered with wrong content.
     pub corrupt_delivered: u64,
     /// Delivered twice.
@@ -126,22 +133,33 @@ pub struct MessagesRun {
 const TX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const RX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
-/// First-transmission bookkeeping on the sender's egress link: which byte
-/// ranges of the stream were lost the first time they were sent.
+/// Every data packet the sender offered to the lossy link, in order, and
+/// what became of it: the drop trace the per-message "first transmission
+/// dropped" and the oracle are computed from.
 #[derive(Default)]
-struct FirstTx {
+struct WireLog {
     /// Sequence number of the first payload byte (SYN + 1).
     base: Option<hollywood_wire::SeqNumber>,
-    /// Stream offset just past the highest byte sent.
-    high: u64,
-    /// First transmissions in flight on the link: packet index → range.
-    pending: HashMap<u64, (u64, u64)>,
-    /// Ranges whose first transmission the link dropped.
-    dropped: Vec<(u64, u64)>,
+    /// Data packets: when offered, stream range, fate.
+    packets: Vec<WirePacket>,
+    /// Packet index on the link → position in `packets`.
+    index: HashMap<u64, usize>,
 }
 
-impl FirstTx {
-    fn on_event(&mut self, kind: TraceKind, index: u64, copy: u8, packet: &[u8]) {
+#[derive(Debug, Clone, Copy)]
+struct WirePacket {
+    time: Instant,
+    start: u64,
+    end: u64,
+    /// Dropped by the link for any reason.
+    dropped: bool,
+    /// Dropped by the network's loss model or a scripted rule (not by the
+    /// drop-tail queue the sender itself filled).
+    network_dropped: bool,
+}
+
+impl WireLog {
+    fn on_event(&mut self, time: Instant, kind: TraceKind, index: u64, copy: u8, packet: &[u8]) {
         match kind {
             TraceKind::Sent => {
                 let Ok(s) = hollywood_wire::parse_tcp_ip(packet) else {
@@ -157,22 +175,49 @@ impl FirstTx {
                     return;
                 }
                 let (a, b) = (start as u64, start as u64 + s.payload.len() as u64);
-                if b > self.high {
-                    // New bytes: a first transmission (of [max(a, high), b)).
-                    self.pending.insert(index, (a.max(self.high), b));
-                    self.high = b;
-                }
+                self.index.insert(index, self.packets.len());
+                self.packets.push(WirePacket {
+                    time,
+                    start: a,
+                    end: b,
+                    dropped: false,
+                    network_dropped: false,
+                });
             }
-            TraceKind::Dropped(_) if copy == 0 => {
-                if let Some(r) = self.pending.remove(&index) {
-                    self.dropped.push(r);
+            TraceKind::Dropped(reason) if copy == 0 => {
+                if let Some(&i) = self.index.get(&index) {
+                    let p = &mut self.packets[i];
+                    p.dropped = true;
+                    p.network_dropped = matches!(reason, DropReason::Loss | DropReason::Rule);
                 }
-            }
-            TraceKind::Delivered if copy == 0 => {
-                self.pending.remove(&index);
             }
             _ => {}
         }
+    }
+
+    /// The fate of the first transmission of the frame at stream offsets
+    /// `[off, off+len)` that went out at or after `since`: `(any drop,
+    /// network drop)`, each true if some packet carrying part of it was
+    /// dropped; `None` if no packet carried it.
+    fn first_fate(&self, since: Instant, off: u64, len: u64) -> Option<(bool, bool)> {
+        let end = off + len;
+        let from = self.packets.partition_point(|p| p.time < since);
+        let mut covered = off;
+        let mut fate = (false, false);
+        let mut seen = false;
+        for p in &self.packets[from..] {
+            if p.end <= covered || p.start >= end || p.start > covered {
+                continue;
+            }
+            seen = true;
+            fate.0 |= p.dropped;
+            fate.1 |= p.network_dropped;
+            covered = p.end;
+            if covered >= end {
+                break;
+            }
+        }
+        seen.then_some(fate)
     }
 }
 
@@ -258,18 +303,17 @@ impl MessagesScenario {
                 .map_err(|e| format!("cannot write pcap {}: {e}", p.display()))?;
         }
         let audit = Rc::new(RefCell::new(WireAudit::new()));
-        let first = Rc::new(RefCell::new(FirstTx::default()));
+        let wire_log = Rc::new(RefCell::new(WireLog::default()));
         {
             let audit = audit.clone();
-            let first = first.clone();
+            let log = wire_log.clone();
             sim.on_packet(move |ev| {
                 if ev.link == fwd && ev.kind == TraceKind::Sent {
                     audit.borrow_mut().observe(ev.packet);
                 }
                 if ev.link == lossy {
-                    first
-                        .borrow_mut()
-                        .on_event(ev.kind, ev.index, ev.copy, ev.packet);
+                    log.borrow_mut()
+                        .on_event(ev.time, ev.kind, ev.index, ev.copy, ev.packet);
                 }
             });
         }
@@ -296,8 +340,8 @@ impl MessagesScenario {
         sim.run_for(self.rtt * 2).map_err(|e| e.to_string())?;
         sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
         let wire = audit.borrow().report();
-        let dropped = std::mem::take(&mut first.borrow_mut().dropped);
-        let mut run = collect(self, &mut sim, tx, rx, mbox, wire, &dropped)?;
+        let log = std::mem::take(&mut *wire_log.borrow_mut());
+        let mut run = collect(self, &mut sim, tx, rx, mbox, wire, &log)?;
         run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
         Ok(run)
     }
@@ -310,10 +354,11 @@ fn collect(
     rx: NodeId,
     mbox: Option<NodeId>,
     wire: WireAuditReport,
-    dropped: &[(u64, u64)],
+    log: &WireLog,
 ) -> Result<MessagesRun, String> {
     let s = sim.node_mut::<TcpHost<MessageSender>>(tx).expect("sender");
     let generated: Vec<Option<Instant>> = s.app().records().iter().map(|r| r.generated).collect();
+    let sent: Vec<_> = s.app().records().iter().map(|r| r.sent).collect();
     let expired: Vec<bool> = s.app().records().iter().map(|r| r.expired).collect();
     let expired_events = s.app().expired().len() as u64;
     let hollywood = s.app().hollywood_stats();
@@ -333,20 +378,45 @@ fn collect(
                 .map(|m| m.stats().cache_replayed_bytes)
         })
         .unwrap_or(0);
-    // A message's first transmission was dropped if a dropped first-time
-    // range overlaps its frame. Frames lie back to back in the byte stream
-    // in id order; their offsets follow from framing the same payloads.
+    // Where each message's frame went on the wire, and the fate of the
+    // packets that first carried it. A TCP Hollywood sender reports it
+    // (`Event::MessageSent`: its messages may be dropped before they get
+    // sequence numbers, or travel in another message's slot); other
+    // senders write every frame in id order, back to back, so the offsets
+    // follow from framing the same payloads.
     let offsets = frame_offsets(sc.count, sc.size, sc.seed);
-    let mut first_tx_dropped = vec![false; sc.count as usize];
-    for &(a, b) in dropped {
-        // Frames overlapping [a, b): from the last frame starting at or before a.
-        let lo = offsets.partition_point(|&o| o <= a).saturating_sub(1);
-        for id in lo..sc.count as usize {
-            if offsets[id] >= b {
-                break;
+    let n = sc.count as usize;
+    let mut first_tx_dropped = vec![false; n];
+    let mut network_dropped = vec![false; n];
+    let ir = sc.transport.sender_ir();
+    for id in 0..n {
+        let placed = if ir {
+            sent[id].and_then(|(t, seq, len)| {
+                let base = log.base?;
+                Some((t, seq.diff(base).max(0) as u64, u64::from(len)))
+            })
+        } else {
+            generated[id].map(|g| {
+                let end = offsets.get(id + 1).copied().unwrap_or(offsets[id] + 1);
+                (g, offsets[id], end - offsets[id])
+            })
+        };
+        if let Some((t, off, len)) = placed {
+            if let Some((any, net)) = log.first_fate(t, off, len) {
+                first_tx_dropped[id] = any;
+                network_dropped[id] = net;
             }
-            first_tx_dropped[id] = true;
         }
+    }
+    let one_way = sc.rtt / 2;
+    let mut on_time = crate::OnTime::default();
+    for id in 0..n {
+        let Some(g) = generated[id] else { continue };
+        // Frame plus IPv4 (20), TCP (20) and timestamp option (12) headers.
+        let wire = (offsets[id + 1] - offsets[id]) as usize + 52;
+        let oracle =
+            !network_dropped[id] && crate::oracle_in_time(one_way, sc.rate_bps, wire, sc.lifetime);
+        on_time.add(crate::Timeliness::of(g, arrival[id], sc.lifetime), oracle);
     }
     Ok(MessagesRun {
         scenario: sc.clone(),
@@ -354,6 +424,8 @@ fn collect(
         arrival,
         expired,
         first_tx_dropped,
+        network_dropped,
+        on_time,
         corrupt_delivered,
         duplicates_delivered,
         crc_rejected,
@@ -370,11 +442,11 @@ fn collect(
 }
 
 /// Stream offset of each message's frame (the sender frames messages in id
-/// order, back to back, from offset 0).
+/// order, back to back, from offset 0), and the end of the last one.
 fn frame_offsets(count: u32, size: usize, seed: u64) -> Vec<u64> {
     let mut f = hollywood_msg::Framer::new(hollywood_msg::FramerConfig::default());
     let mut out = Vec::new();
-    let mut offsets = Vec::with_capacity(count as usize);
+    let mut offsets = Vec::with_capacity(count as usize + 1);
     let mut off = 0u64;
     for id in 0..count {
         offsets.push(off);
@@ -390,5 +462,7 @@ fn frame_offsets(count: u32, size: usize, seed: u64) -> Vec<u64> {
             off += out.len() as u64;
         }
     }
+    // One past the end, so that frame `i` is `offsets[i]..offsets[i + 1]`.
+    offsets.push(off);
     offsets
 }

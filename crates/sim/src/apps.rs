@@ -160,7 +160,11 @@ impl App for BulkSender {
             }
             Event::Closed => self.report.closed_at = Some(now),
             // Byte streams carry no messages: nothing expires.
-            Event::Readable | Event::PeerClosed | Event::Expired(_) | Event::RewritingStopped => {}
+            Event::Readable
+            | Event::PeerClosed
+            | Event::Expired(_)
+            | Event::MessageSent { .. }
+            | Event::RewritingStopped => {}
         }
     }
 
@@ -314,7 +318,10 @@ impl App for BulkReceiver {
                     self.report.error.get_or_insert(Error::TimedOut);
                 }
                 Event::Closed => self.report.closed_at = Some(now),
-                Event::Writable | Event::Expired(_) | Event::RewritingStopped => {}
+                Event::Writable
+                | Event::Expired(_)
+                | Event::MessageSent { .. }
+                | Event::RewritingStopped => {}
             },
             EndpointEvent::Conn { .. } => {}
         }

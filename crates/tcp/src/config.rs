@@ -80,6 +80,13 @@ pub struct Config {
     pub max_syn_retransmissions: u32,
     /// Congestion control algorithm.
     pub cc: CcAlgorithm,
+    /// Pace data segments for every congestion controller: at
+    /// `cwnd / SRTT` × 2 in slow start, × 1.2 after it (Linux's defaults for
+    /// `sk_pacing_rate`), in bursts of at most one millisecond of data
+    /// (`pacing::default_quantum`). A controller that sets its own pacing
+    /// rate (BBR) is always paced, whatever this says. Off by default, as
+    /// Linux paces CUBIC only with the `fq` qdisc.
+    pub pacing: bool,
     /// Initial congestion window in segments (RFC 6928: 10).
     pub initial_cwnd_segments: usize,
     /// Keep-alive; `None` = off (the default, as for sockets).
@@ -192,6 +199,7 @@ impl Default for Config {
             max_retransmissions: 15,
             max_syn_retransmissions: 6,
             cc: CcAlgorithm::Cubic,
+            pacing: false,
             initial_cwnd_segments: 10,
             keepalive: None,
             time_wait: Duration::from_secs(60),

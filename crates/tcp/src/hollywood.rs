@@ -360,6 +360,9 @@ pub struct MessageTable {
     /// Id of the last message queued.
     last_id: Option<u32>,
     events: VecDeque<ExpiredMessage>,
+    /// Messages that went on the wire for the first time: (id, start of
+    /// the range carrying them, framed length).
+    sent: VecDeque<(u32, SeqNumber, u32)>,
     stats: HollywoodStats,
     /// Rewritten slots acknowledged recently: (start, end, carried id). The
     /// D-SACK for a spurious rewrite usually rides on the very ACK that
@@ -410,6 +413,13 @@ impl MessageTable {
     /// Next Expired event for the application.
     pub fn poll_expired(&mut self) -> Option<ExpiredMessage> {
         self.events.pop_front()
+    }
+
+    /// Next message that got on the wire for the first time: its id, the
+    /// sequence number where its frame starts and the frame's length (in
+    /// its own slot, or carried in another message's slot).
+    pub fn poll_sent(&mut self) -> Option<(u32, SeqNumber, u32)> {
+        self.sent.pop_front()
     }
 
     /// `true` once, right after inconsistent retransmissions were stopped
@@ -549,6 +559,7 @@ impl MessageTable {
         let q = self.queue.pop_front()?;
         self.queued_bytes -= q.frame.len();
         debug_assert!(self.slots.back().is_none_or(|s| s.end() == seq));
+        self.sent.push_back((q.id, seq, q.frame.len() as u32));
         self.slots.push_back(Slot {
             seq,
             len: q.frame.len() as u32,
@@ -593,6 +604,7 @@ impl MessageTable {
             Some(q) => {
                 self.queued_bytes -= q.frame.len();
                 bytes.extend_from_slice(&q.frame);
+                self.sent.push_back((q.id, slot_seq, q.frame.len() as u32));
                 self.carried.insert(
                     q.id,
                     Carried {

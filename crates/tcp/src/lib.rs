@@ -27,9 +27,11 @@
 pub mod cc;
 pub mod config;
 pub mod conn;
+mod delivery;
 pub mod endpoint;
 pub mod hollywood;
 pub mod isn;
+pub mod pacing;
 #[cfg(test)]
 mod pair;
 mod rack;

@@ -14,6 +14,7 @@
 //! Memory: one entry per outstanding segment (bounded by the send buffer)
 //! plus at most one SACKed range per entry.
 
+use crate::delivery::TxState;
 use crate::time::Instant;
 use hollywood_wire::SeqNumber;
 use std::collections::VecDeque;
@@ -40,6 +41,8 @@ pub(crate) struct Sent {
     /// A retransmission of this segment is outstanding (RFC 6675 §4
     /// `SetPipe`: counted in the pipe a second time unless lost).
     pub retrans: bool,
+    /// Delivery state when it was last sent (delivery-rate estimation).
+    pub tx: TxState,
 }
 
 impl Sent {
@@ -97,6 +100,8 @@ pub(crate) struct RtxQueue {
     high_sacked: Option<SeqNumber>,
     /// Every un-SACKed segment ending at or before this is marked lost.
     lost_upto: Option<SeqNumber>,
+    /// Segments newly deemed lost, not yet taken.
+    lost_log: Vec<Sent>,
 }
 
 impl RtxQueue {
@@ -138,7 +143,22 @@ impl RtxQueue {
             sacked: false,
             lost: false,
             retrans: false,
+            tx: TxState::default(),
         });
+    }
+
+    /// Stamp segment `i` with the delivery state of its latest transmission.
+    pub(crate) fn stamp(&mut self, i: usize, tx: TxState) {
+        if let Some(s) = self.segs.get_mut(i) {
+            s.tx = tx;
+        }
+    }
+
+    /// Segments newly deemed lost since the last call (each transition of
+    /// a segment into "lost and not being retransmitted", in the order it
+    /// happened), for delivery-rate and congestion-control accounting.
+    pub(crate) fn take_newly_lost(&mut self) -> Vec<Sent> {
+        std::mem::take(&mut self.lost_log)
     }
 
     /// Bytes SACKed.
@@ -162,7 +182,6 @@ impl RtxQueue {
     }
 
     /// Bytes retransmitted, outstanding and not SACKed.
-    #[cfg(test)]
     pub(crate) fn retrans_bytes(&self) -> usize {
         self.retrans_bytes
     }
@@ -188,7 +207,11 @@ impl RtxQueue {
     fn update(&mut self, i: usize, f: impl FnOnce(&mut Sent)) {
         let s = &mut self.segs[i];
         let (a, b, c, d) = s.contrib();
+        let was_lost = s.lost && !s.retrans && !s.sacked;
         f(s);
+        if !was_lost && s.lost && !s.retrans && !s.sacked {
+            self.lost_log.push(*s);
+        }
         let (x, y, z, w) = s.contrib();
         self.sacked_bytes = self.sacked_bytes - a + x;
         self.lost_bytes = self.lost_bytes - b + y;

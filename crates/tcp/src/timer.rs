@@ -23,6 +23,8 @@ pub(crate) enum Timer {
     Reorder = 5,
     /// Tail loss probe timeout, PTO (RFC 8985 §7.2).
     Tlp = 6,
+    /// The pacer releases the next data segment (`crate::pacing`).
+    Pacing = 7,
 }
 
 impl Timer {
@@ -30,7 +32,7 @@ impl Timer {
     /// RACK timers go before the RTO: when the PTO is capped at the RTO
     /// deadline, the probe is sent and re-arms the RTO instead (RFC 8985
     /// §8: the three timers are mutually exclusive).
-    pub(crate) const ALL: [Timer; 7] = [
+    pub(crate) const ALL: [Timer; 8] = [
         Timer::TimeWait,
         Timer::Reorder,
         Timer::Tlp,
@@ -38,13 +40,14 @@ impl Timer {
         Timer::Persist,
         Timer::DelayedAck,
         Timer::Keepalive,
+        Timer::Pacing,
     ];
 }
 
 /// Deadline per timer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct TimerTable {
-    data: [Option<Instant>; 7],
+    data: [Option<Instant>; 8],
 }
 
 impl TimerTable {
@@ -74,7 +77,7 @@ impl TimerTable {
     }
     /// Disarm everything.
     pub(crate) fn clear(&mut self) {
-        self.data = [None; 7];
+        self.data = [None; 8];
     }
 }
 

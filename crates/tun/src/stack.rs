@@ -1432,7 +1432,7 @@ impl Driver {
                         expired.push(x, &mut stats.messages);
                     }
                     // Visible in `StreamStats::hollywood.rewriting_stopped`.
-                    Event::RewritingStopped => {}
+                    Event::RewritingStopped | Event::MessageSent { .. } => {}
                     Event::Connected | Event::Readable | Event::Writable => {}
                 }
             }

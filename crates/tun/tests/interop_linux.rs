@@ -303,6 +303,7 @@ impl EngineSide {
                     | Event::Writable
                     | Event::PeerClosed
                     | Event::Expired(_)
+                    | Event::MessageSent { .. }
                     | Event::RewritingStopped => {}
                 },
                 _ => {}

@@ -57,13 +57,7 @@ pub struct BulkArgs {
 }
 
 fn parse_cc(s: &str) -> Result<CcAlgorithm, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "cubic" => Ok(CcAlgorithm::Cubic),
-        "newreno" | "reno" => Ok(CcAlgorithm::NewReno),
-        _ => Err(format!(
-            "unknown congestion control '{s}': use cubic or newreno"
-        )),
-    }
+    CcAlgorithm::parse(s)
 }
 
 fn parse_duration_or_h(s: &str) -> Result<Duration, String> {
@@ -308,10 +302,7 @@ pub fn simulate(a: &BulkArgs) -> Result<BulkReport, String> {
         wall_ms,
         payload_bytes_per_wall_second: rx_report.bytes_received as f64
             / (wall_ms / 1000.0).max(1e-9),
-        cc: match a.cc {
-            CcAlgorithm::Cubic => "cubic",
-            CcAlgorithm::NewReno => "newreno",
-        },
+        cc: a.cc.name(),
         sack,
         seed: a.seed,
     })

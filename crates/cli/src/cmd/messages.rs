@@ -6,6 +6,7 @@ use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
 use hollywood_apps::{MessagesRun, MessagesScenario, Transport};
 use hollywood_sim::{LossModel, MiddleboxKind};
+use hollywood_tcp::{CcAlgorithm, Config};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -46,6 +47,12 @@ pub struct MessagesArgs {
     /// Drop-tail queue per link.
     #[arg(long, default_value = "96000", value_parser = parse_size)]
     queue: u64,
+    /// Congestion control of both engines: newreno, cubic or bbr.
+    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
+    cc: CcAlgorithm,
+    /// Pace every congestion controller (BBR always paces).
+    #[arg(long)]
+    pacing: bool,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -118,8 +125,19 @@ pub struct MessagesReport {
     pub transport: &'static str,
     /// Middlebox name.
     pub middlebox: &'static str,
+    /// Congestion control.
+    pub cc: &'static str,
     /// Messages generated and handed to the transport.
     pub sent: u64,
+    /// Delivered no later than generation + lifetime (the headline figure).
+    pub on_time: u64,
+    /// Delivered after generation + lifetime.
+    pub late: u64,
+    /// What a transport that loses only the packets the network dropped
+    /// and adds no delay beyond the path's would deliver on time.
+    pub oracle_on_time: u64,
+    /// `on_time / oracle_on_time`.
+    pub on_time_of_oracle: f64,
     /// Messages delivered to the receiving application (once each).
     pub delivered: u64,
     /// Messages never delivered.
@@ -140,6 +158,13 @@ pub struct MessagesReport {
     pub retransmit_length_mismatches: u64,
     /// Expired events reported to the sending application.
     pub expired_events: u64,
+    /// Messages the sender dropped before they got sequence numbers
+    /// (expired in its message queue; never on the wire).
+    pub not_sent: u64,
+    /// Slots rewritten at their first transmission.
+    pub replaced_at_first_tx: u64,
+    /// Messages reported expired that reached the receiver anyway.
+    pub expired_but_delivered: u64,
     /// Messages whose first transmission the link dropped.
     pub first_tx_dropped: u64,
     /// Segments the receiver got ahead of a hole and delivered at once.
@@ -179,20 +204,34 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
             Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
         })
         .collect();
+    let expired_but_delivered = run
+        .expired
+        .iter()
+        .zip(&run.arrival)
+        .filter(|(e, a)| **e && a.is_some())
+        .count() as u64;
     MessagesReport {
         transport: run.scenario.transport.name(),
         middlebox: middlebox_name(run.scenario.middlebox),
+        cc: run.scenario.base.cc.name(),
         sent,
+        on_time: run.on_time.on_time,
+        late: run.on_time.late,
+        oracle_on_time: run.on_time.oracle_on_time,
+        on_time_of_oracle: run.on_time.of_oracle(),
         delivered,
         never_arrived: sent - delivered,
         corrupt_delivered: run.corrupt_delivered,
         duplicates_delivered: run.duplicates_delivered,
         crc_rejected: run.crc_rejected,
-        ir_sent: run.hollywood.ir_sent + run.hollywood.replaced_at_first_tx,
+        ir_sent: run.hollywood.ir_sent,
         ir_seen_on_wire: run.wire.inconsistent,
         seq_holes_on_wire: run.wire.seq_holes,
         retransmit_length_mismatches: run.wire.length_mismatches,
         expired_events: run.expired_events,
+        not_sent: run.hollywood.not_sent,
+        replaced_at_first_tx: run.hollywood.replaced_at_first_tx,
+        expired_but_delivered,
         first_tx_dropped: run.first_tx_dropped.iter().filter(|d| **d).count() as u64,
         ooo_segments: run.ooo.out_of_order,
         cache_replayed_bytes: run.cache_replayed_bytes,
@@ -225,6 +264,11 @@ pub fn run(a: MessagesArgs) -> Result<(), String> {
         middlebox: a.middlebox,
         seed: a.seed,
         pcap: a.pcap.clone(),
+        base: Config {
+            cc: a.cc,
+            pacing: a.pacing,
+            ..Config::default()
+        },
         ..MessagesScenario::default()
     };
     let wall = std::time::Instant::now();
@@ -237,23 +281,29 @@ pub fn run(a: MessagesArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "{} messages of {} B every {:?} over {} ({} Mb/s, RTT {:?}, middlebox {}), seed {}",
+            "{} messages of {} B every {:?} over {} with {} ({} Mb/s, RTT {:?}, middlebox {}), seed {}",
             r.sent,
             a.size,
             a.interval,
             r.transport,
+            r.cc,
             a.rate as f64 / 1e6,
             a.rtt,
             r.middlebox,
             a.seed
         );
         println!(
+            "  {} ({:.1} % of the oracle)",
+            run.on_time,
+            100.0 * r.on_time_of_oracle
+        );
+        println!(
             "  delivered {} ({} never arrived; {} first transmissions dropped), corrupt {}, duplicates {}",
             r.delivered, r.never_arrived, r.first_tx_dropped, r.corrupt_delivered, r.duplicates_delivered
         );
         println!(
-            "  inconsistent retransmissions: {} sent, {} seen on the wire; {} expired events",
-            r.ir_sent, r.ir_seen_on_wire, r.expired_events
+            "  inconsistent retransmissions: {} sent, {} seen on the wire; {} expired events ({} never sent, {} expired but delivered)",
+            r.ir_sent, r.ir_seen_on_wire, r.expired_events, r.not_sent, r.expired_but_delivered
         );
         println!(
             "  wire: {} sequence holes, {} retransmission length mismatches; CRC rejected {}",

@@ -120,6 +120,20 @@ pub enum Event {
     /// A message will not reach the receiver as itself (TCP Hollywood
     /// sender, thesis §4.2; RFC 9622 §9.3.2.2 *Expired*).
     Expired(ExpiredMessage),
+    /// A TCP Hollywood sender put message `id` on the wire for the first
+    /// time (RFC 9622 §9.3.2.1 *Sent*): its frame occupies the `len` bytes
+    /// from sequence number `seq`, in its own slot or carried in another
+    /// message's slot by an inconsistent retransmission. Only with
+    /// inconsistent retransmissions on (other senders write messages to
+    /// the byte stream in order).
+    MessageSent {
+        /// The message id.
+        id: u32,
+        /// First sequence number of its frame.
+        seq: SeqNumber,
+        /// Framed length.
+        len: u32,
+    },
     /// The TCP Hollywood sender stopped sending inconsistent
     /// retransmissions on this connection: a rewritten range stayed
     /// unacknowledged through several retransmissions, as behind a
@@ -388,6 +402,12 @@ pub struct Connection {
     // --- congestion control, RTT
     cc: Box<dyn CongestionControl>,
     rtt: RttEstimator,
+    /// Delivery-rate estimation (draft-ietf-ccwg-bbr-01 §4.5.2).
+    rate: crate::delivery::RateEstimator,
+    /// Pacing (`crate::pacing`).
+    pacer: crate::pacing::Pacer,
+    /// The pacer held a data segment back until this time.
+    pacing_at: Option<Instant>,
     /// Minimum RTT over the last [`RECENT_RTT_WINDOW`], per ACK from the
     /// most recently sent segment it delivered: the current path delay
     /// without most of the receiver's ACK delay (see `one_way_delay`).
@@ -626,6 +646,9 @@ impl Connection {
             cc,
             rtt,
             recent_rtt: crate::rtt::WindowedMin::new(),
+            rate: crate::delivery::RateEstimator::default(),
+            pacer: crate::pacing::Pacer::default(),
+            pacing_at: None,
             timed: None,
             recovery: Recovery::Open,
             recover: iss,
@@ -783,6 +806,22 @@ impl Connection {
     /// Congestion window (bytes).
     pub fn cwnd(&self) -> usize {
         self.cc.cwnd()
+    }
+    /// The rate data segments are paced at (bytes/s), if pacing is on:
+    /// the congestion controller's own (BBR), else with `Config::pacing`
+    /// `cwnd / SRTT` × 2 in slow start and × 1.2 after it (Linux's
+    /// `tcp_pacing_ss_ratio` / `tcp_pacing_ca_ratio`).
+    pub fn pacing_rate(&self) -> Option<u64> {
+        if let Some(r) = self.cc.pacing_rate() {
+            return Some(r.max(1));
+        }
+        if !self.config.pacing {
+            return None;
+        }
+        let srtt = self.rtt.srtt()?.as_nanos().max(1);
+        let ratio: u128 = if self.cc.in_slow_start() { 200 } else { 120 };
+        let rate = self.cc.cwnd() as u128 * ratio * 1_000_000_000 / 100 / srtt;
+        Some(u64::try_from(rate).unwrap_or(u64::MAX).max(1))
     }
     /// Slow-start threshold (bytes).
     pub fn ssthresh(&self) -> usize {
@@ -1139,6 +1178,8 @@ impl Connection {
             // RFC 8985 §6.2 step 5 / §7.3.
             Timer::Reorder => self.on_reorder_timeout(now),
             Timer::Tlp => self.on_pto(now),
+            // The pacer's release time: `poll_transmit` sends what is due.
+            Timer::Pacing => {}
         }
     }
 
@@ -1249,6 +1290,7 @@ impl Connection {
                     Timer::Keepalive,
                     Timer::Reorder,
                     Timer::Tlp,
+                    Timer::Pacing,
                 ] {
                     self.timers.stop(t);
                 }
@@ -1316,6 +1358,11 @@ impl Connection {
         }
         // RACK reordering timer and tail loss probe (RFC 8985 §8).
         self.arm_rack_timers(now);
+        // The pacer holds back a data segment until then.
+        match self.pacing_at {
+            Some(t) if self.can_send_data_state() => self.timers.set(Timer::Pacing, t),
+            _ => self.timers.stop(Timer::Pacing),
+        }
     }
 
     // ------------------------------------------------------------------
@@ -1473,6 +1520,9 @@ impl Connection {
     /// Hand the message table's Expired reports (and a middlebox fallback)
     /// to the application.
     fn drain_message_events(&mut self) {
+        while let Some((id, seq, len)) = self.messages.poll_sent() {
+            self.push_event(Event::MessageSent { id, seq, len });
+        }
         while let Some(e) = self.messages.poll_expired() {
             self.push_event(Event::Expired(e));
         }

@@ -18,14 +18,64 @@ impl Connection {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, payload: &mut Vec<u8>) -> Option<TcpRepr> {
         payload.clear();
+        self.pacing_at = None;
         let repr = self.next_segment(now, payload);
         if let Some(r) = &repr {
             self.after_send(r, payload.len());
             // PRR's prr_out (RFC 6937 §3.1).
             self.on_segment_sent(r, payload.len());
+        } else {
+            self.check_app_limited();
         }
         self.arm_timers(now);
         repr
+    }
+
+    /// Delivery-rate estimation (draft-ietf-ccwg-bbr-01 §4.5.2.4,
+    /// `CheckIfApplicationLimited`): the sender ran out of data while the
+    /// window would allow more and no loss waits for its retransmission.
+    fn check_app_limited(&mut self) {
+        if !self.can_send_data_state() || self.pacing_at.is_some() || self.has_unsent() {
+            return;
+        }
+        let pipe = self.pipe();
+        let lost_waiting = self.rtxq.lost_bytes() > self.rtxq.retrans_bytes();
+        if !lost_waiting && pipe < self.cc.cwnd() {
+            self.rate.on_app_limited(pipe as u64);
+        }
+    }
+
+    /// Pacing gate for a data segment of `len` bytes (`crate::pacing`):
+    /// `true` if it may go now; otherwise the pacer's release time is
+    /// kept for the timer and `false` returned. Consumes nothing.
+    fn paced(&mut self, now: Instant, len: usize) -> bool {
+        let Some(rate) = self.pacing_rate() else {
+            return true;
+        };
+        let quantum = self
+            .cc
+            .send_quantum()
+            .unwrap_or_else(|| crate::pacing::default_quantum(rate, self.neg.smss));
+        match self.pacer.check(now, rate, quantum, len.max(1)) {
+            Ok(()) => true,
+            Err(t) => {
+                self.pacing_at = Some(self.pacing_at.map_or(t, |p| p.min(t)));
+                false
+            }
+        }
+    }
+
+    /// Bookkeeping for a data segment of `seq_len` sequence-space bytes
+    /// about to leave: the congestion controller's `on_send`, the
+    /// delivery-rate stamp, the pacer.
+    fn on_data_sent(&mut self, now: Instant, seq_len: usize) -> crate::delivery::TxState {
+        let inflight = self.pipe() as u64;
+        let app_limited = self.rate.is_app_limited();
+        self.cc.on_send(now, inflight, seq_len, app_limited);
+        if self.pacing_rate().is_some() {
+            self.pacer.on_sent(seq_len);
+        }
+        self.rate.on_send(now, inflight, seq_len as u64)
     }
 
     /// A RST is waiting (after `abort`, or in answer to a bad segment).
@@ -53,12 +103,18 @@ impl Connection {
         // 1. A retransmission that does not wait for the window: fast
         //    retransmit (RFC 5681 §3.2 step 2), NewReno partial ACK (RFC 6582
         //    §3.2), RTO (RFC 6298 §5.4), zero-window probe retransmission.
-        if let Some(seq) = self.pending_rtx.take() {
+        if let Some(seq) = self.pending_rtx {
             if sending && seq >= self.snd_una {
                 let i = self.rtxq.index_from(seq);
-                if let Some(r) = self.retransmit(now, i, payload) {
-                    return Some(r);
+                let len = self.rtxq.get(i).map_or(0, |s| s.seq_len());
+                if self.paced(now, len) {
+                    self.pending_rtx = None;
+                    if let Some(r) = self.retransmit(now, i, payload) {
+                        return Some(r);
+                    }
                 }
+            } else {
+                self.pending_rtx = None;
             }
         }
         // 2. SACK information is reported at once in a pure ACK, before any
@@ -112,7 +168,7 @@ impl Connection {
                 || self.rtxq.high_sacked().is_some_and(|h| s.seq < h);
             if s.lost && below_high {
                 // Rule (1): the first lost, not yet retransmitted segment.
-                if avail >= s.seq_len().clamp(1, smss) {
+                if avail >= s.seq_len().clamp(1, smss) && self.paced(now, s.seq_len()) {
                     return self.retransmit(now, i, payload);
                 }
                 return None;
@@ -128,14 +184,23 @@ impl Connection {
         // sequence numbers now, if it can go (thesis §4.2, expiry before
         // sequence numbers).
         if self.config.hollywood.inconsistent_retransmissions {
+            if let Some(h) = self.next_record_hint() {
+                if !self.paced(now, h.min(smss)) {
+                    return None;
+                }
+            }
             self.refill(now, avail, false);
         }
         if let Some((len, fin)) = self.new_segment(avail, false) {
+            if !self.paced(now, len + fin as usize) {
+                return None;
+            }
             return Some(self.transmit_new(now, len, fin, payload));
         }
         // Rule (3): an un-SACKed segment not yet deemed lost.
         if let Some(i) = rule3 {
-            if avail >= smss {
+            let len = self.rtxq.get(i).map_or(0, |s| s.seq_len());
+            if avail >= smss && self.paced(now, len) {
                 return self.retransmit(now, i, payload);
             }
         }
@@ -250,7 +315,9 @@ impl Connection {
         let seq = self.snd_nxt;
         self.prepare_first_transmit(now, seq, len);
         self.snd_buf.read(seq, len, payload);
+        let tx = self.on_data_sent(now, len + fin as usize);
         self.rtxq.push(seq, len as u32, fin, now);
+        self.rtxq.stamp(self.rtxq.len() - 1, tx);
         self.snd_nxt = seq + len + fin as usize;
         self.fin_sent |= fin;
         self.force_send = false;
@@ -287,7 +354,9 @@ impl Connection {
             }
             self.stats.always_ir_segments += 1;
         }
+        let tx = self.on_data_sent(now, s.seq_len());
         self.rtxq.on_retransmit(i, now);
+        self.rtxq.stamp(i, tx);
         if self.timed.is_some_and(|(end, _)| s.seq < end) {
             // RFC 6298 §3 (Karn): never time a retransmitted segment.
             self.timed = None;

@@ -90,8 +90,13 @@ impl Connection {
             self.tlp_on_ack(now, seg, pure_dup, prior_flight);
             self.rack_detect(now);
         }
+        // Losses found by this ACK, before the recovery decisions (the
+        // congestion controller sees each lost segment first).
+        self.account_losses(now);
         let was_open = self.recovery == Recovery::Open;
         self.update_recovery(now, acked, is_dup, prior_flight);
+        self.account_losses(now);
+        self.report_delivery(now);
         if self.prr.active && matches!(self.recovery, Recovery::Sack { .. }) {
             // RFC 6937 §3.1: DeliveredData = change in SND.UNA + change in
             // SACKed bytes.
@@ -104,12 +109,55 @@ impl Connection {
         }
     }
 
+    /// Hand the segments newly deemed lost to the delivery-rate estimator
+    /// and the congestion controller (draft-ietf-ccwg-bbr-01 §4.5.10.2
+    /// `BBRHandleLostPacket`, with the segment's send-time state).
+    pub(super) fn account_losses(&mut self, now: Instant) {
+        for s in self.rtxq.take_newly_lost() {
+            let len = s.seq_len() as u64;
+            self.rate.on_lost(len);
+            self.cc.on_segment_lost(&crate::cc::LostSegment {
+                now,
+                len,
+                tx_in_flight: s.tx.tx_in_flight,
+                lost_at_send: s.tx.lost,
+                delivered_at_send: s.tx.delivered,
+                is_app_limited: s.tx.is_app_limited,
+            });
+        }
+    }
+
+    /// End of an ACK: the delivery-rate sample and the model update of a
+    /// model-based controller (draft-ietf-ccwg-bbr-01 §4.2.3
+    /// `BBRUpdateOnACK`).
+    fn report_delivery(&mut self, now: Instant) {
+        let (rate, acked, lost) = self.rate.finish_ack(self.rtt.min_rtt());
+        if acked == 0 && lost == 0 {
+            return;
+        }
+        let ev = crate::cc::DeliveryEvent {
+            now,
+            delivered: self.rate.delivered(),
+            lost: self.rate.lost(),
+            inflight: self.pipe() as u64,
+            rate,
+            min_rtt: self.rtt.min_rtt(),
+            srtt: self.rtt.srtt(),
+            in_recovery: self.recovery != Recovery::Open,
+        };
+        self.cc.on_delivery(&ev);
+    }
+
     /// SND.UNA moves to `seg.ack`.
     fn advance_una(&mut self, now: Instant, seg: &TcpRepr, acked: usize) {
         let ack = seg.ack;
         let info = self.ack_info(now, seg);
         let rack = &mut self.rack;
-        let a = self.rtxq.ack_to_with(ack, |s| rack.on_delivered(&info, s));
+        let rate = &mut self.rate;
+        let a = self.rtxq.ack_to_with(ack, |s| {
+            rack.on_delivered(&info, s);
+            rate.on_delivered(now, s);
+        });
         self.snd_buf.ack_to(ack);
         self.snd_una = ack;
         // Hollywood (thesis §4.2.1): metadata of acknowledged messages goes.
@@ -205,9 +253,11 @@ impl Connection {
                 continue;
             }
             let rack = &mut self.rack;
+            let rate = &mut self.rate;
             let messages = &mut self.messages;
             newly += self.rtxq.sack_with(b.left.max(self.snd_una), b.right, |s| {
                 rack.on_delivered(&info, s);
+                rate.on_delivered(now, s);
                 // Hollywood: only newly SACKed segments (RFC 2018 receivers
                 // repeat blocks on every ACK; the scoreboard filters them).
                 messages.on_sack(s.seq, s.end());
@@ -439,7 +489,10 @@ impl Connection {
     /// §3.1), else cwnd (with limited transmit) minus the pipe. A pending
     /// new-data loss probe may go whatever cwnd says (RFC 8985 §7.3).
     pub(super) fn send_allowance(&self) -> usize {
-        let avail = if self.prr.active && matches!(self.recovery, Recovery::Sack { .. }) {
+        let avail = if self.prr.active
+            && matches!(self.recovery, Recovery::Sack { .. })
+            && !self.cc.owns_recovery_window()
+        {
             self.prr.sndcnt
         } else {
             self.cwnd_limit().saturating_sub(self.pipe())
@@ -519,6 +572,7 @@ impl Connection {
             self.stats.lost_retransmissions += u64::from(d.lost_retransmissions);
             let again = matches!(self.recovery, Recovery::Sack { .. })
                 && self.prr.active
+                && !self.cc.owns_recovery_window()
                 && self
                     .prr
                     .reduced_at
@@ -546,6 +600,7 @@ impl Connection {
             return;
         }
         let newly = self.rack_detect(now);
+        self.account_losses(now);
         if newly > 0 && self.recovery == Recovery::Open && self.snd_una >= self.recover {
             self.enter_recovery(now);
         }
@@ -715,6 +770,7 @@ impl Connection {
         } else {
             self.rtxq.mark_all_lost();
         }
+        self.account_losses(now);
         self.recover = self.snd_nxt;
         self.recovery = Recovery::Loss {
             cursor: self.snd_una,
