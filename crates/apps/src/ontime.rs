@@ -121,11 +121,10 @@ pub fn oracle_in_time(
     lifetime: Option<Duration>,
 ) -> bool {
     let Some(l) = lifetime else { return true };
-    let ser = if rate_bps == 0 {
-        Duration::ZERO
-    } else {
-        Duration::from_nanos((wire_bytes as u64 * 8).saturating_mul(1_000_000_000) / rate_bps)
-    };
+    let ser = (wire_bytes as u64 * 8)
+        .saturating_mul(1_000_000_000)
+        .checked_div(rate_bps)
+        .map_or(Duration::ZERO, Duration::from_nanos);
     one_way + ser <= l
 }
 
