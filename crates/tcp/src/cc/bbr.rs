@@ -130,6 +130,20 @@
 //!   between ProbeRTT entry and the moment C.delivered passes
 //!   `C.delivered + C.pipe` as of the last ProbeRTT ACK, which is what the
 //!   engine's sampler would have marked.
+//! - **Short-term bounds react to rounds losing more than 2 %**
+//!   (§4.5.10.3). The draft shrinks `bw_shortterm`/`inflight_shortterm` on
+//!   every round with any loss outside bandwidth probing, to the delivered
+//!   rate, which on a randomly lossy path is itself below the sending rate
+//!   (loss plus the 1 % pacing margin): the rate decays by 1-2 % per round
+//!   until the next probe. Random (non-congestive) loss of 0.5-1 % is the
+//!   normal case on the wireless paths live media runs over, so here a
+//!   round must lose more than `BBRLossThresh` (2 %, the threshold the
+//!   draft already uses for `inflight_longterm`) before the short-term
+//!   bounds react ([`Bbr::with_lower_bounds_loss_thresh`]`(0.0)` restores
+//!   the draft). Measured in the model (10 Mb/s, 40 ms): 90 % → 95 % of the
+//!   link at 0.5 % loss, 81 % → 83 % at 1 %; in the simulator (100 Mb/s,
+//!   50 ms, 100 MB), 80 % → 89 % at 1 %. Congestive loss at a shallow
+//!   buffer exceeds 2 % per round and still shrinks the bounds.
 //! - **Startup high-loss exit** (§4.3.1.3): "discontiguous lost ranges" are
 //!   counted as ACKs that marked new losses (the engine does not say which
 //!   ranges were contiguous), as Linux does; "in fast recovery for a full
@@ -497,6 +511,13 @@ pub struct Bbr {
     loss_round_delivered: u64,
     /// `BBR.loss_round_start`.
     loss_round_start: bool,
+    /// `C.lost` and `C.delivered` when the current loss round began (the
+    /// round's loss rate, see [`Bbr::with_lower_bounds_loss_thresh`]).
+    loss_round_lost_base: u64,
+    loss_round_delivered_base: u64,
+    /// Loss rate a round must exceed for the short-term bounds to react
+    /// (0.0 = any loss, as draft-ietf-ccwg-bbr-01 §4.5.10.3).
+    lower_bounds_loss_thresh: f64,
     /// Lossy ACKs in this loss round (Startup high-loss exit, §4.3.1.3).
     loss_events_in_round: u32,
     /// `BBR.bw_latest` (bytes/s, §2.10).
@@ -589,6 +610,9 @@ impl Bbr {
             loss_in_round: false,
             loss_round_delivered: 0,
             loss_round_start: false,
+            loss_round_lost_base: 0,
+            loss_round_delivered_base: 0,
+            lower_bounds_loss_thresh: LOSS_THRESH,
             loss_events_in_round: 0,
             bw_latest: 0.0,
             inflight_latest: 0,
@@ -621,6 +645,16 @@ impl Bbr {
     /// the default (a constant mixed with SMSS).
     pub fn with_seed(mut self, seed: u64) -> Bbr {
         self.rng = ChaCha8Rng::seed_from_u64(seed);
+        self
+    }
+
+    /// The loss rate a round must exceed before the short-term bounds
+    /// (`bw_shortterm`, `inflight_shortterm`) shrink. The default is
+    /// [`LOSS_THRESH`] (2 %), a deviation from draft-ietf-ccwg-bbr-01
+    /// §4.5.10.3, where any loss in a round shrinks them; `0.0` restores
+    /// the draft's behaviour.
+    pub fn with_lower_bounds_loss_thresh(mut self, thresh: f64) -> Bbr {
+        self.lower_bounds_loss_thresh = thresh.clamp(0.0, 1.0);
         self
     }
 
@@ -1308,14 +1342,33 @@ impl Bbr {
         }
         self.adapt_lower_bounds_from_congestion();
         self.loss_in_round = false;
+        self.loss_round_lost_base = self.lost;
+        self.loss_round_delivered_base = self.delivered;
+    }
+
+    /// The loss rate of the round that just ended: bytes lost over bytes
+    /// lost or delivered.
+    fn round_loss_rate(&self) -> f64 {
+        let lost = self.lost.saturating_sub(self.loss_round_lost_base) as f64;
+        let delivered = self
+            .delivered
+            .saturating_sub(self.loss_round_delivered_base) as f64;
+        if lost + delivered == 0.0 {
+            0.0
+        } else {
+            lost / (lost + delivered)
+        }
     }
 
     /// §4.5.10.3 BBRAdaptLowerBoundsFromCongestion: once per round.
+    /// *Deviation*: the short-term bounds react only to a round whose loss
+    /// rate exceeds `lower_bounds_loss_thresh` (BBRLossThresh, 2 %, by
+    /// default) rather than to any loss; see the module doc.
     fn adapt_lower_bounds_from_congestion(&mut self) {
         if self.is_probing_bw() {
             return;
         }
-        if self.loss_in_round {
+        if self.loss_in_round && self.round_loss_rate() > self.lower_bounds_loss_thresh {
             self.init_lower_bounds();
             self.loss_lower_bounds();
         }
@@ -2379,7 +2432,9 @@ mod tests {
 
     /// Random loss below BBRLossThresh (2 %). The target was 85 % of the
     /// link at 1 % loss; BBRv3 as specified gets 81 % here (90 % at 0.5 %),
-    /// for two reasons, measured by disabling each in turn:
+    /// and 83 % / 95 % with our deviation (short-term bounds react only to
+    /// rounds losing more than 2 %), for two reasons, measured by
+    /// disabling each in turn:
     /// - on a 50-packet BDP, 1 % random loss exceeds 2 % over some one-RTT
     ///   windows, so `IsInflightTooHigh` fires during REFILL/UP and
     ///   `BBRHandleInflightTooHigh` cuts `inflight_longterm` (§4.5.10.2),
@@ -2402,8 +2457,25 @@ mod tests {
         sim.run_until(secs(10.0));
         let half = sim.goodput_over(secs(30.0)) / path.rate as f64;
         eprintln!("steady state: goodput {one:.3} of R at 1 % loss, {half:.3} at 0.5 %");
-        assert!(one >= 0.78, "goodput {one} at 1 % loss");
-        assert!(half >= 0.85, "goodput {half} at 0.5 % loss");
+        assert!(one >= 0.80, "goodput {one} at 1 % loss");
+        assert!(half >= 0.90, "goodput {half} at 0.5 % loss");
+    }
+
+    /// The draft's own reaction (any loss in a round shrinks the short-term
+    /// bounds) against the default (only rounds above 2 % loss): the
+    /// deviation is what keeps BBR near the link rate at 0.5 % random loss.
+    #[test]
+    fn lower_bounds_threshold_deviation_matters_at_low_random_loss() {
+        let path = Path::new(mbps(10.0), Duration::from_millis(40)).with_loss(0.005);
+        let mut strict = Sim::new(path, App::Greedy);
+        strict.cc = Bbr::new(SMSS as usize, IW).with_lower_bounds_loss_thresh(0.0);
+        strict.run_until(secs(10.0));
+        let strict = strict.goodput_over(secs(30.0)) / path.rate as f64;
+        let mut ours = Sim::new(path, App::Greedy);
+        ours.run_until(secs(10.0));
+        let ours = ours.goodput_over(secs(30.0)) / path.rate as f64;
+        eprintln!("0.5 % loss: goodput {strict:.3} of R as drafted, {ours:.3} with the threshold");
+        assert!(ours > strict + 0.02, "{ours} vs {strict}");
     }
 
     /// Without a lower RTT sample, ProbeRTT comes every ProbeRTTInterval
