@@ -65,7 +65,7 @@
 use crate::messages::{payload_for, Transport};
 use crate::scenario::MessagesScenario;
 use hollywood_sim::{
-    CaptureFilter, LinkConfig, LossModel, MiddleboxKind, Node, SimBuilder, TraceKind,
+    CaptureFilter, DropReason, LinkConfig, LossModel, MiddleboxKind, Node, SimBuilder, TraceKind,
 };
 use hollywood_tcp::{Config, Instant};
 use std::cell::RefCell;
@@ -299,6 +299,7 @@ impl VoipScenario {
             seq_holes_on_wire: m.wire.seq_holes,
             sim_time: m.sim_time,
             error: m.error,
+            network_dropped: m.network_dropped,
         })
     }
 
@@ -330,16 +331,22 @@ impl VoipScenario {
         }
         // Which datagrams the downlink dropped (each message is sent once,
         // so every drop is a first-transmission drop).
-        let dropped = Rc::new(RefCell::new(vec![false; self.count as usize]));
+        let n = self.count as usize;
+        let dropped = Rc::new(RefCell::new((vec![false; n], vec![false; n])));
         {
             let dropped = dropped.clone();
             sim.on_packet(move |ev| {
-                if ev.link != fwd || !matches!(ev.kind, TraceKind::Dropped(_)) || ev.copy != 0 {
+                let TraceKind::Dropped(why) = ev.kind else {
+                    return;
+                };
+                if ev.link != fwd || ev.copy != 0 {
                     return;
                 }
                 if let Some(id) = datagram_id(ev.packet) {
-                    if let Some(d) = dropped.borrow_mut().get_mut(id as usize) {
+                    let (any, net) = &mut *dropped.borrow_mut();
+                    if let Some(d) = any.get_mut(id as usize) {
                         *d = true;
+                        net[id as usize] = matches!(why, DropReason::Loss | DropReason::Rule);
                     }
                 }
             });
@@ -356,7 +363,7 @@ impl VoipScenario {
             .ok_or_else(|| VoipError::Simulation("receiver node missing".into()))?;
         let arrival = r.arrivals().to_vec();
         let (corrupt, duplicates) = (r.corrupt(), r.duplicates());
-        let dropped = dropped.borrow().clone();
+        let (dropped, network_dropped) = dropped.borrow().clone();
         let expired = vec![false; self.count as usize];
         let records = schedule(
             &generated,
@@ -378,6 +385,7 @@ impl VoipScenario {
             seq_holes_on_wire: 0,
             sim_time: sim.now().since_epoch(),
             error: None,
+            network_dropped,
         })
     }
 }
@@ -551,6 +559,10 @@ pub struct VoipSummary {
     pub transport_delay_ms: DelayPercentiles,
     /// Smallest buffered time (ms; negative = the latest message).
     pub min_buffered_ms: f64,
+    /// Messages the on-time oracle plays: every message whose first
+    /// transmission the network did not drop (the playout schedule leaves
+    /// a message sent once and delayed by the path alone always in time).
+    pub oracle_on_time: u64,
 }
 
 impl VoipSummary {
@@ -590,6 +602,10 @@ pub struct VoipRun {
     pub sim_time: Duration,
     /// A connection failure, if any.
     pub error: Option<String>,
+    /// Per message: the network (loss model or scripted drop, not a queue
+    /// the sender filled) dropped the packet that first carried it — what
+    /// the on-time oracle loses (`crate::ontime`). Empty when unknown.
+    pub network_dropped: Vec<bool>,
 }
 
 impl VoipRun {
@@ -605,7 +621,20 @@ impl VoipRun {
             ir_sent: self.ir_sent,
             transport_delay_ms: DelayPercentiles::default(),
             min_buffered_ms: 0.0,
+            oracle_on_time: 0,
         };
+        s.oracle_on_time = self
+            .records
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| {
+                !self
+                    .network_dropped
+                    .get(*i)
+                    .copied()
+                    .unwrap_or(r.first_tx_dropped)
+            })
+            .count() as u64;
         let mut delays = Vec::with_capacity(self.records.len());
         let mut min_buf = f64::INFINITY;
         for r in &self.records {
@@ -933,6 +962,7 @@ mod tests {
             seq_holes_on_wire: 0,
             sim_time: Duration::ZERO,
             error: None,
+            network_dropped: vec![false, true, false, false],
         };
         let s = run.summary();
         assert_eq!(
@@ -940,6 +970,10 @@ mod tests {
             (4, 1, 2, 1, 3)
         );
         assert_eq!(s.first_tx_dropped, 2);
+        assert_eq!(
+            s.oracle_on_time, 3,
+            "one network drop (the other was the queue)"
+        );
         assert_eq!(s.amplification(), Some(1.5));
         assert_eq!(s.transport_delay_ms.max, 135.0);
         assert_eq!(s.min_buffered_ms, -70.0);

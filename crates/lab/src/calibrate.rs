@@ -291,6 +291,7 @@ fn lab_voip(run: &PairRun, v: &VoipScenario) -> VoipRun {
         seq_holes_on_wire: run.wire.seq_holes,
         sim_time: run.duration,
         error: run.error.clone(),
+        network_dropped: run.network_dropped.clone(),
     }
 }
 

@@ -38,7 +38,7 @@ use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{self, Tally};
 use hollywood_apps::DelayPercentiles;
 use hollywood_sim::{LinkConfig, LossModel};
-use hollywood_tcp::{Config, ExpiryReason};
+use hollywood_tcp::{CcAlgorithm, Config, ExpiryReason};
 use hollywood_tun::kernel::KernelStream;
 use hollywood_tun::message::{MessageStats, MessageStream, ReceivedMessage, SendMessage};
 use hollywood_tun::stack::{Stack, Stream, StreamStats};
@@ -206,6 +206,14 @@ pub struct PairRun {
     /// replacement was delivered elsewhere, which the engine performs
     /// without an Expired report (nothing expired).
     pub ir_carried_ids: Vec<u32>,
+    /// Workload ids whose frame appeared on the wire at a stream position
+    /// out of id order (`WireMessages::moved`): carried in another
+    /// message's slot, or overtaken by such a message.
+    pub moved_ids: HashSet<u32>,
+    /// Per workload id: the emulator's random loss dropped a packet that
+    /// carried the first transmission of the message (from the capture
+    /// and the emulator's drop log): what the on-time oracle loses.
+    pub network_dropped: Vec<bool>,
     /// The first failure (connection error, timeout), if any.
     pub error: Option<String>,
     /// The capture file, if kept.
@@ -376,6 +384,10 @@ pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
     });
     rt.shutdown_timeout(Duration::from_secs(2));
     let netem = lab.netem_stats();
+    let drop_log = lab
+        .netem()
+        .map(|n| n.drop_log(crate::netem::Direction::AtoB))
+        .unwrap_or_default();
     drop(lab);
     let (pcap_file, _log) = stopped?.into_iter().next().ok_or("no capture")?;
     let audit = capture::audit_pcap(&pcap_file)?;
@@ -400,6 +412,10 @@ pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
     .ok();
     let resets_on_wire = audit.totals().rsts;
     let ir_carried_ids = ir_carried_ids(&pcap_file, spec.port, spec.size)?;
+    let wire_msgs =
+        crate::wiremsg::WireMessages::read(&pcap_file, spec.port, spec.size, spec.messages)?;
+    let network_dropped = wire_msgs.network_dropped(&drop_log);
+    let moved_ids = wire_msgs.moved();
     let error = sender.error.clone().or(receiver.error.clone());
     let duration = receiver.end.unwrap_or_default();
     Ok(PairRun {
@@ -417,6 +433,8 @@ pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
         netem,
         duration,
         ir_carried_ids,
+        moved_ids,
+        network_dropped,
         error,
         pcap: spec.pcap.clone(),
         kernel_cc,
@@ -702,17 +720,21 @@ impl PairRun {
     }
 
     /// Messages delivered after a message with a higher id (as
-    /// `Tally::out_of_order`), and how many of those are explained by an
-    /// inconsistent retransmission: the delivered message or the
-    /// higher-id message delivered before it travelled in another
-    /// message's slot. A receiver that reads the byte stream in order
-    /// (Linux) can only deliver out of id order that way.
+    /// `Tally::out_of_order`), and how many of those are explained by the
+    /// wire: the delivered message or the higher-id message delivered
+    /// before it sat at a stream position out of id order (carried in
+    /// another message's slot by an inconsistent retransmission, at its
+    /// first transmission or a retransmission; see
+    /// [`crate::wiremsg::WireMessages::moved`]). A receiver that reads the
+    /// byte stream in order (Linux) can only deliver out of id order that
+    /// way.
     pub fn out_of_order(&self) -> (u64, u64) {
         let repl: HashSet<u32> = self
             .sender
             .replacement_ids
             .iter()
             .chain(&self.ir_carried_ids)
+            .chain(&self.moved_ids)
             .copied()
             .collect();
         let (mut ooo, mut via) = (0, 0);
@@ -727,6 +749,35 @@ impl PairRun {
             }
         }
         (ooo, via)
+    }
+
+    /// On-time delivery against each message's deadline (the
+    /// `send_message` call plus its lifetime), with the oracle: a message
+    /// counts for it unless the emulator's random loss dropped its first
+    /// transmission, if half the RTT plus its serialization fits in the
+    /// lifetime (`hollywood_apps::ontime`).
+    pub fn on_time(&self) -> hollywood_apps::OnTime {
+        let mut o = hollywood_apps::OnTime::default();
+        let one_way = self.spec.a_to_b.delay;
+        // Frame (payload + 15 B header and CRC + COBS + markers, bounded)
+        // and IPv4/TCP headers with timestamps.
+        let wire = self.spec.size + self.spec.size / 254 + 20 + 52;
+        for (i, sent) in self.sent_at.iter().enumerate() {
+            let Some(s) = sent else { continue };
+            let t = |d: Duration| hollywood_tcp::Instant::from_nanos(d.as_nanos() as u64);
+            let oracle = !self.network_dropped.get(i).copied().unwrap_or(false)
+                && hollywood_apps::oracle_in_time(
+                    one_way,
+                    self.spec.a_to_b.rate_bps,
+                    wire,
+                    self.spec.lifetime,
+                );
+            o.add(
+                hollywood_apps::Timeliness::of(t(*s), self.arrival[i].map(t), self.spec.lifetime),
+                oracle,
+            );
+        }
+        o
     }
 
     /// Workload ids never delivered.
@@ -769,6 +820,8 @@ pub struct InteropSpec {
     pub lab: String,
     /// Congestion control of the kernel ends (`None`: system default).
     pub kernel_cc: Option<String>,
+    /// Congestion control of the engine ends.
+    pub engine_cc: CcAlgorithm,
 }
 
 impl InteropSpec {
@@ -789,6 +842,7 @@ impl InteropSpec {
             pcap_dir: None,
             lab: lab.to_string(),
             kernel_cc: None,
+            engine_cc: CcAlgorithm::default(),
         }
     }
 
@@ -804,8 +858,14 @@ impl InteropSpec {
             lab: self.lab.clone(),
             sender: self.sender,
             receiver: self.receiver,
-            sender_config: Config::hollywood(true, true),
-            receiver_config: Config::hollywood(true, true),
+            sender_config: Config {
+                cc: self.engine_cc,
+                ..Config::hollywood(true, true)
+            },
+            receiver_config: Config {
+                cc: self.engine_cc,
+                ..Config::hollywood(true, true)
+            },
             a_to_b,
             b_to_a: LinkConfig::new(self.rate_bps, one_way),
             seed: self.seed,
@@ -837,8 +897,25 @@ pub struct InteropReport {
     /// Congestion control of kernel sockets (whether or not an end is a
     /// kernel socket, what the namespaces were set to).
     pub kernel_cc: String,
+    /// Congestion control of engine ends.
+    pub engine_cc: &'static str,
+    /// The congestion control of the sender: the engine's or the kernel's.
+    pub sender_cc: String,
     /// Messages sent.
     pub messages: u32,
+    /// Delivered no later than `send_message` + lifetime: the headline
+    /// figure.
+    pub on_time: u64,
+    /// Delivered after it.
+    pub late: u64,
+    /// Never delivered.
+    pub never_arrived: u64,
+    /// What a transport that loses only the packets the network (the
+    /// emulator's random loss) dropped and adds no delay beyond the path's
+    /// would deliver on time (`hollywood_apps::ontime`).
+    pub oracle_on_time: u64,
+    /// `on_time / oracle_on_time`.
+    pub on_time_of_oracle: f64,
     /// Intact messages delivered (each once).
     pub delivered: u64,
     /// Delivered messages whose content was wrong (must be 0).
@@ -929,11 +1006,23 @@ impl InteropReport {
             .iter()
             .filter(|&&i| run.arrival.get(i as usize).is_some_and(Option::is_some))
             .count() as u64;
+        let engine_cc = run.spec.sender_config.cc.name();
+        let on_time = run.on_time();
         InteropReport {
             sender: run.spec.sender,
             receiver: run.spec.receiver,
             kernel_cc: run.kernel_cc.clone(),
+            engine_cc,
+            sender_cc: match run.spec.sender {
+                End::Engine => engine_cc.to_string(),
+                End::Kernel => run.kernel_cc.clone(),
+            },
             messages: run.spec.messages,
+            on_time: on_time.on_time,
+            late: on_time.late,
+            never_arrived: on_time.never_arrived,
+            oracle_on_time: on_time.oracle_on_time,
+            on_time_of_oracle: on_time.of_oracle(),
             delivered: run.tally.delivered,
             corrupt_delivered: run.tally.corrupt,
             duplicates_delivered: run.tally.duplicates,
@@ -1024,11 +1113,22 @@ impl InteropReport {
         let opt = |o: Option<u64>| o.map_or("-".to_string(), |v| v.to_string());
         let mut s = String::new();
         s += &format!(
-            "interop {} → {}: {} messages (kernel congestion control: {})\n",
+            "interop {} → {}: {} messages (sender congestion control: {}; engine {}, kernel {})\n",
             self.sender.name(),
             self.receiver.name(),
             self.messages,
+            self.sender_cc,
+            self.engine_cc,
             self.kernel_cc
+        );
+        s += &format!(
+            "  on time: {} of {} (oracle {}, {:.1} %); late {}, never arrived {}\n",
+            self.on_time,
+            self.messages,
+            self.oracle_on_time,
+            100.0 * self.on_time_of_oracle,
+            self.late,
+            self.never_arrived
         );
         s += &format!("  delivered              {}\n", self.delivered);
         s += &format!("  corrupt_delivered      {}\n", self.corrupt_delivered);
@@ -1112,20 +1212,24 @@ pub const MATRIX: [(End, End); 4] = [
 pub fn table(reports: &[InteropReport]) -> String {
     let opt = |o: Option<u64>| o.map_or("-".to_string(), |v| v.to_string());
     let mut s = String::from(
-        "sender → receiver | delivered | corrupt | dup | ooo_delivered (via IR) | lost_to_ir | unaccounted | ir_sent | ir_seen_on_wire | rtx_on_wire | seq_holes | resets | p50 ms | p99 ms | s\n",
+        "sender → receiver | sender cc | on time (oracle) | late | never | expired but delivered | corrupt | dup | ooo_delivered (explained) | unaccounted | ir_sent | ir_seen_on_wire | rtx_on_wire | seq_holes | resets | p50 ms | p99 ms | s\n",
     );
     for r in reports {
         s += &format!(
-            "{} → {} | {}/{} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1}\n",
+            "{} → {} | {} | {}/{} ({}) | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1}\n",
             r.sender.name(),
             r.receiver.name(),
-            r.delivered,
+            r.sender_cc,
+            r.on_time,
             r.messages,
+            r.oracle_on_time,
+            r.late,
+            r.never_arrived,
+            r.expired_but_delivered,
             r.corrupt_delivered,
             r.duplicates_delivered,
             r.ooo_delivered,
             r.ooo_via_replacement,
-            r.lost_to_ir,
             r.unaccounted,
             opt(r.ir_sent),
             r.ir_seen_on_wire,

@@ -10,7 +10,8 @@
 //!   routes, the emulator), idempotent and torn down on drop.
 //! - [`capture`]: tshark captures on the path and their wire audit.
 //! - [`interop`], [`middlebox`], [`calibrate`], [`bench`]: the experiments;
-//!   [`workload`]: self-checking timed message workloads they share.
+//!   [`workload`]: self-checking timed message workloads they share;
+//!   [`wiremsg`]: workload messages read back from a capture (oracle, order).
 //!
 //! Everything that touches the network needs Linux and root.
 #![deny(unsafe_code)]
@@ -25,4 +26,5 @@ pub mod interop;
 pub mod middlebox;
 pub mod netem;
 pub mod topology;
+pub mod wiremsg;
 pub mod workload;

@@ -263,6 +263,99 @@ impl NetemStats {
     }
 }
 
+/// Most entries the drop log keeps per direction (later drops are counted
+/// in [`DropLog::overflow`] only).
+pub const DROP_LOG_LIMIT: usize = 4 << 20;
+
+/// Which packets the link model dropped, by a fingerprint of the packet's
+/// transport segment (the IP payload, which forwarding does not change,
+/// unlike the IP header's TTL and checksum): a capture taken before the
+/// emulator can then tell, packet by packet, which ones the network lost.
+#[derive(Debug, Clone, Default)]
+pub struct DropLog {
+    /// Fingerprint → (reason, how many packets with it).
+    entries: std::collections::HashMap<u64, (DropReason, u32)>,
+    /// Drops not logged because the log was full.
+    pub overflow: u64,
+}
+
+impl DropLog {
+    fn record(&mut self, packet: &[u8], reason: DropReason) {
+        if self.entries.len() >= DROP_LOG_LIMIT {
+            self.overflow += 1;
+            return;
+        }
+        if let Some(fp) = segment_fingerprint(packet) {
+            self.entries.entry(fp).or_insert((reason, 0)).1 += 1;
+        }
+    }
+
+    /// Why the packet with this IP packet's transport segment was dropped,
+    /// if it was.
+    #[must_use]
+    pub fn reason(&self, packet: &[u8]) -> Option<DropReason> {
+        self.entries.get(&segment_fingerprint(packet)?).map(|e| e.0)
+    }
+
+    /// Log a drop by fingerprint (tests).
+    #[cfg(test)]
+    pub(crate) fn insert_fingerprint(&mut self, fp: u64, reason: DropReason) {
+        self.entries.entry(fp).or_insert((reason, 0)).1 += 1;
+    }
+
+    /// Why the packet with fingerprint `fp` ([`segment_fingerprint`]) was
+    /// dropped, if it was.
+    #[must_use]
+    pub fn reason_of(&self, fp: u64) -> Option<DropReason> {
+        self.entries.get(&fp).map(|e| e.0)
+    }
+
+    /// Packets logged.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.values().map(|e| e.1 as usize).sum()
+    }
+
+    /// Nothing logged.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// A fingerprint of an IPv4 or IPv6 packet's transport segment and
+/// addresses (SipHash-1-3 with fixed keys; stable across processes). The
+/// TCP or UDP checksum is left out: a capture on the sending host's veth
+/// sees it before checksum offload completes it.
+#[must_use]
+pub fn segment_fingerprint(packet: &[u8]) -> Option<u64> {
+    use std::hash::Hasher;
+    let (addrs, proto, payload) = match packet.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(packet.first()? & 0x0f) * 4;
+            (packet.get(12..20)?, *packet.get(9)?, packet.get(ihl..)?)
+        }
+        6 => (packet.get(8..40)?, *packet.get(6)?, packet.get(40..)?),
+        _ => return None,
+    };
+    let checksum_at = match proto {
+        6 => Some(16),
+        17 => Some(6),
+        _ => None,
+    };
+    let mut h =
+        siphasher::sip::SipHasher13::new_with_keys(0x486f_6c6c_7977_6f6f, 0x6420_6472_6f70_6c6f);
+    h.write(addrs);
+    match checksum_at.filter(|&c| payload.len() >= c + 2) {
+        Some(c) => {
+            h.write(&payload[..c]);
+            h.write(&payload[c + 2..]);
+        }
+        None => h.write(payload),
+    }
+    Some(h.finish())
+}
+
 /// Routing table used for packets arriving from a (b→a uses the next one).
 pub const TABLE_A_TO_B: u32 = 101;
 /// Priority of the emulator's `ip rule`s (before the main table's 32766).
@@ -282,6 +375,7 @@ pub struct Netem {
     wake: UnixStream,
     thread: Option<JoinHandle<io::Result<()>>>,
     stats: Arc<Mutex<NetemStats>>,
+    drops: Arc<Mutex<[DropLog; 2]>>,
     tuns: Vec<TunDevice>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -328,6 +422,7 @@ impl Netem {
             wake,
             thread: None,
             stats: Arc::new(Mutex::new(NetemStats::default())),
+            drops: Arc::default(),
             tuns: Vec::new(),
             runtime: None,
         };
@@ -390,6 +485,7 @@ impl Netem {
             models,
             hook,
             stats: netem.stats.clone(),
+            drops: netem.drops.clone(),
             max_in_flight: config.max_in_flight,
         };
         let thread = std::thread::Builder::new()
@@ -404,6 +500,12 @@ impl Netem {
     #[must_use]
     pub fn stats(&self) -> NetemStats {
         *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A copy of the drop log of direction `dir` (see [`DropLog`]).
+    #[must_use]
+    pub fn drop_log(&self, dir: Direction) -> DropLog {
+        self.drops.lock().unwrap_or_else(|p| p.into_inner())[dir.index()].clone()
     }
 
     /// Whether the emulator thread is still running (it stops only when
@@ -515,6 +617,7 @@ struct Worker {
     models: [LinkModel; 2],
     hook: Option<Box<dyn PacketHook>>,
     stats: Arc<Mutex<NetemStats>>,
+    drops: Arc<Mutex<[DropLog; 2]>>,
     max_in_flight: usize,
 }
 
@@ -622,10 +725,16 @@ impl Worker {
                                     });
                                     s.max_in_flight = s.max_in_flight.max(lines[i].len() as u64);
                                 }
-                                Err(DropReason::QueueFull) => s.dropped_queue += 1,
-                                Err(DropReason::Loss) => s.dropped_loss += 1,
-                                Err(DropReason::Mtu) => s.dropped_mtu += 1,
-                                Err(DropReason::Rule) => {}
+                                Err(why) => {
+                                    match why {
+                                        DropReason::QueueFull => s.dropped_queue += 1,
+                                        DropReason::Loss => s.dropped_loss += 1,
+                                        DropReason::Mtu => s.dropped_mtu += 1,
+                                        DropReason::Rule => {}
+                                    }
+                                    self.drops.lock().unwrap_or_else(|p| p.into_inner())[i]
+                                        .record(&p, why);
+                                }
                             }
                         }
                         s.max_backlog_bytes = model.max_backlog() as u64;

@@ -277,6 +277,22 @@ impl Lab {
             let (x, y) = (pair[0], pair[1]);
             let veth = VethPair::create(lab.ns(x), &lab.iface(x, y), lab.ns(y), &lab.iface(y, x))?;
             lab.veths.push(veth);
+            // One segment per packet, as on a wire: a veth would otherwise
+            // carry the end hosts' GSO/TSO super-packets (up to 64 KB), which
+            // captures see as one packet while the emulator, behind the
+            // forwarding path, gets them cut into MSS-sized segments.
+            for (h, other) in [(x, y), (y, x)] {
+                if matches!(h, Host::A | Host::B) {
+                    lab.ns(h).ip(&[
+                        "link",
+                        "set",
+                        "dev",
+                        &lab.iface(h, other),
+                        "gso_max_segs",
+                        "1",
+                    ])?;
+                }
+            }
             let net = link_net(three_hosts, x, y)
                 .ok_or_else(|| LabError::Config(format!("no link between {x:?} and {y:?}")))?;
             // The host nearer a gets .1 except a itself (.2); b gets .2.

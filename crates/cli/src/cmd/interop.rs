@@ -49,6 +49,9 @@ pub struct InteropArgs {
     /// net.ipv4.tcp_congestion_control, e.g. cubic); default: the system's.
     #[arg(long)]
     kernel_cc: Option<String>,
+    /// Congestion control of the engine ends: newreno, cubic or bbr.
+    #[arg(long, default_value = "cubic", value_parser = hollywood_tcp::CcAlgorithm::parse)]
+    engine_cc: hollywood_tcp::CcAlgorithm,
     /// Keep the captures here (interop-<sender>-<receiver>.pcap).
     #[arg(long)]
     pcap_dir: Option<PathBuf>,
@@ -94,6 +97,7 @@ pub fn run(a: InteropArgs) -> Result<(), String> {
         spec.seed = a.seed;
         spec.pcap_dir = a.pcap_dir.clone();
         spec.kernel_cc = a.kernel_cc.clone();
+        spec.engine_cc = a.engine_cc;
         if !a.json {
             eprintln!(
                 "running {} → {} ({} messages, {:?} apart)…",

@@ -12,6 +12,7 @@ use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
 use hollywood_apps::{DelayPercentiles, Outcome, VoipRecord, VoipRun, VoipScenario, VoipTransport};
 use hollywood_sim::LossModel;
+use hollywood_tcp::{CcAlgorithm, Config};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,9 @@ pub struct VoipArgs {
     /// Drop-tail queue per link.
     #[arg(long, default_value = "96000", value_parser = parse_size)]
     queue: u64,
+    /// Congestion control of both TCP engines: newreno, cubic or bbr.
+    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
+    cc: CcAlgorithm,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -78,8 +82,16 @@ pub struct VoipArgs {
 pub struct VoipReport {
     /// Transport name.
     pub transport: &'static str,
+    /// Congestion control of the TCP engines (null for UDP).
+    pub cc: Option<&'static str>,
     /// Messages in the call.
     pub messages: u64,
+    /// Played on time (arrived no later than their playout instant): the
+    /// headline figure.
+    pub on_time: u64,
+    /// What a transport that loses only the packets the network dropped and
+    /// adds no delay beyond the path's would play.
+    pub oracle_on_time: u64,
     /// Messages whose first transmission the downlink dropped.
     pub first_tx_dropped: u64,
     /// Arrived after their playout instant.
@@ -147,7 +159,10 @@ impl VoipReport {
         let sc = &run.scenario;
         VoipReport {
             transport: sc.transport.name(),
+            cc: matches!(sc.transport, VoipTransport::Stream(_)).then(|| sc.base.cc.name()),
             messages: s.messages,
+            on_time: s.played,
+            oracle_on_time: s.oracle_on_time,
             first_tx_dropped: s.first_tx_dropped,
             late: s.late,
             never_arrived: s.never_arrived,
@@ -379,7 +394,10 @@ pub fn run(a: VoipArgs) -> Result<(), String> {
         transport: a.transport,
         seed: a.seed,
         pcap: a.pcap.clone(),
-        ..VoipScenario::default()
+        base: Config {
+            cc: a.cc,
+            ..Config::default()
+        },
     };
     let wall = std::time::Instant::now();
     let run = sc.run().map_err(|e| e.to_string())?;
@@ -408,8 +426,8 @@ pub fn run(a: VoipArgs) -> Result<(), String> {
             r.seed
         );
         println!(
-            "  played {}, lost to the application {} (late {}, never arrived {})",
-            r.played, r.app_lost, r.late, r.never_arrived
+            "  on time: {} of {} (oracle {}); late {}, never arrived {}",
+            r.on_time, r.messages, r.oracle_on_time, r.late, r.never_arrived
         );
         println!(
             "  first transmissions dropped {}; amplification {}; inconsistent retransmissions {}",
