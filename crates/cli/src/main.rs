@@ -52,6 +52,8 @@ enum Command {
     Interop(cmd::interop::InteropArgs),
     /// The thesis VoIP call over the emulator (root): Linux TCP vs our engine (standard mode) vs the simulator.
     Calibrate(cmd::calibrate::CalibrateArgs),
+    /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood (root): on time, in one table.
+    Compare(cmd::compare::CompareArgs),
 }
 
 #[derive(Subcommand)]
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Middlebox(args) => cmd::middlebox::run(args),
         Command::Interop(args) => cmd::interop::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
+        Command::Compare(args) => cmd::compare::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
     };

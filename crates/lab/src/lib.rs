@@ -9,7 +9,8 @@
 //! - [`topology`]: two- and three-host labs (namespaces, veths, addresses,
 //!   routes, the emulator), idempotent and torn down on drop.
 //! - [`capture`]: tshark captures on the path and their wire audit.
-//! - [`interop`], [`middlebox`], [`calibrate`], [`bench`]: the experiments;
+//! - [`interop`], [`middlebox`], [`calibrate`], [`bench`], [`compare`]: the
+//!   experiments;
 //!   [`workload`]: self-checking timed message workloads they share;
 //!   [`wiremsg`]: workload messages read back from a capture (oracle, order).
 //!
@@ -22,6 +23,7 @@
 pub mod bench;
 pub mod calibrate;
 pub mod capture;
+pub mod compare;
 pub mod interop;
 pub mod middlebox;
 pub mod netem;

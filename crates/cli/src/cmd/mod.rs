@@ -3,6 +3,7 @@ pub mod analyze;
 pub mod bench;
 pub mod bulk;
 pub mod calibrate;
+pub mod compare;
 pub mod demo;
 pub mod interop;
 pub mod lab;

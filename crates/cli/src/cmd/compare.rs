@@ -1,0 +1,118 @@
+//! `hollywood compare`: one live stream over SRT, plain UDP, Linux TCP
+//! (BBR, CUBIC) and TCP Hollywood on our engine (BBR, CUBIC), each on a
+//! fresh lab with the same emulated path, in one table (root). See
+//! `hollywood_lab::compare`.
+
+use crate::units::{parse_duration, parse_fraction, parse_rate};
+use clap::Args;
+use hollywood_lab::compare::{self, CompareSpec, Contender};
+use std::time::Duration;
+
+/// Arguments of `hollywood compare`.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Bottleneck rate each way (0 = unlimited).
+    #[arg(long, default_value = "10mbit", value_parser = parse_rate)]
+    rate: u64,
+    /// Round-trip propagation delay (half each way).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    rtt: Duration,
+    /// Bernoulli loss on the data direction a→b.
+    #[arg(long, default_value = "2%", value_parser = parse_fraction)]
+    loss: f64,
+    /// Chunks to send.
+    #[arg(long, default_value_t = 3000)]
+    messages: u32,
+    /// Bytes per chunk (1316 = seven MPEG-TS packets, SRT's usual).
+    #[arg(long, default_value_t = 1316)]
+    size: usize,
+    /// Time between chunks (5 ms of 1316 B = 2.1 Mb/s).
+    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    interval: Duration,
+    /// A chunk is on time if delivered within this of being handed over.
+    #[arg(long, default_value = "180ms", value_parser = parse_duration)]
+    deadline: Duration,
+    /// SRT's latency (its receive buffer).
+    #[arg(long, default_value = "120ms", value_parser = parse_duration)]
+    srt_latency: Duration,
+    /// Emulator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Transports, comma-separated: srt, udp, linux-<cc>, engine-<cc>
+    /// (default: srt,linux-bbr,linux-cubic,engine-bbr,engine-cubic,udp).
+    #[arg(long, value_delimiter = ',', value_parser = Contender::parse)]
+    transports: Vec<Contender>,
+    /// One JSON list.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run the command.
+pub fn run(a: CompareArgs) -> Result<(), String> {
+    if !hollywood_tun::is_root() {
+        return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
+    }
+    let lab = format!(
+        "{}-{}-c",
+        hollywood_lab::interop::LAB_PREFIX,
+        std::process::id()
+    );
+    let mut spec = CompareSpec::live_video(&lab);
+    spec.rate_bps = a.rate;
+    spec.rtt = a.rtt;
+    spec.loss = a.loss;
+    spec.messages = a.messages;
+    spec.size = a.size;
+    spec.interval = a.interval;
+    spec.deadline = a.deadline;
+    spec.srt_latency = a.srt_latency;
+    spec.seed = a.seed;
+    if !a.transports.is_empty() {
+        spec.contenders = a.transports;
+    }
+    let json = a.json;
+    let rows = compare::run(&spec, |name| {
+        if !json {
+            eprintln!(
+                "running {name} ({} chunks, {:?} apart)…",
+                spec.messages, spec.interval
+            );
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "path: {} each way, RTT {:?}, loss {}% on a→b; {} chunks of {} B every {:?}, deadline {:?}, SRT latency {:?}, seed {}",
+            if spec.rate_bps == 0 { "unlimited".to_string() } else { format!("{} Mb/s", spec.rate_bps as f64 / 1e6) },
+            spec.rtt,
+            spec.loss * 100.0,
+            spec.messages,
+            spec.size,
+            spec.interval,
+            spec.deadline,
+            spec.srt_latency,
+            spec.seed
+        );
+        print!("{}", compare::table(&rows));
+    }
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| r.bad_deliveries > 0 || r.error.is_some())
+        .map(|r| {
+            format!(
+                "{}: {} bad deliveries, error {:?}",
+                r.transport, r.bad_deliveries, r.error
+            )
+        })
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failures: {}", bad.join("; ")))
+    }
+}

@@ -1,0 +1,546 @@
+//! One live stream, every transport users would pick, the same emulated
+//! path, one table (issue 9: "report SRT, Linux BBR, Linux CUBIC and our
+//! engine in one table").
+//!
+//! The workload is a live video stream as SRT users send it: `messages`
+//! self-checking chunks of `size` bytes (1316 = seven MPEG-TS packets)
+//! every `interval`, each useful until `deadline` after it was handed to
+//! the transport. Every contender runs on a fresh two-host lab with the
+//! same link (rate, RTT, Bernoulli loss on a→b, same emulator seed):
+//!
+//! - `srt`: `srt-live-transmit` (Debian srt-tools) from a UDP socket in a
+//!   to a UDP socket in b, live mode with `latency` (SRT's receiver
+//!   buffer; it releases every packet that long after it was sent, and
+//!   drops what has not arrived by then: "too late to play");
+//! - `udp`: the chunks as plain datagrams, sent once (the floor);
+//! - `linux-bbr`, `linux-cubic`: Linux TCP at both ends with that
+//!   congestion control, `TCP_NODELAY`, our message layer on top
+//!   (`hollywood_tun::kernel`), as an application would frame messages;
+//! - `engine-bbr`, `engine-cubic`: TCP Hollywood (inconsistent
+//!   retransmissions, out-of-order delivery, expiry before sequence
+//!   numbers) on our engine at both ends.
+//!
+//! For each: on time (arrived by the deadline), late, never arrived, the
+//! oracle (what a transport that loses only what the network dropped would
+//! deliver on time: from a capture at the sender's side of the emulator
+//! and the emulator's drop log), and delay percentiles of what arrived.
+
+use crate::capture::Capture;
+use crate::interop::{self, End, InteropSpec};
+use crate::netem::{segment_fingerprint, Direction};
+use crate::topology::{Host, Lab, LabError, LabSpec};
+use crate::workload::{check_payload, payload};
+use hollywood_apps::{oracle_in_time, DelayPercentiles, OnTime, Timeliness};
+use hollywood_sim::{DropReason, LinkConfig, LossModel};
+use hollywood_tcp::{CcAlgorithm, Instant};
+use hollywood_tun::NetNs;
+use serde::Serialize;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Errors of a comparison (setup failures).
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// A transport in the comparison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Contender {
+    /// `srt-live-transmit`, live mode.
+    Srt,
+    /// Plain UDP datagrams, sent once.
+    Udp,
+    /// Linux TCP at both ends with this congestion control.
+    Linux(String),
+    /// TCP Hollywood on our engine at both ends with this congestion control.
+    Engine(CcAlgorithm),
+}
+
+impl Contender {
+    /// The default line-up, in table order.
+    pub fn all() -> Vec<Contender> {
+        vec![
+            Contender::Srt,
+            Contender::Linux("bbr".into()),
+            Contender::Linux("cubic".into()),
+            Contender::Engine(CcAlgorithm::Bbr),
+            Contender::Engine(CcAlgorithm::Cubic),
+            Contender::Udp,
+        ]
+    }
+
+    /// Command-line name: `srt`, `udp`, `linux-<cc>`, `engine-<cc>`.
+    pub fn name(&self) -> String {
+        match self {
+            Contender::Srt => "srt".into(),
+            Contender::Udp => "udp".into(),
+            Contender::Linux(cc) => format!("linux-{cc}"),
+            Contender::Engine(cc) => format!("engine-{}", cc.name()),
+        }
+    }
+
+    /// Parse a command-line name.
+    pub fn parse(s: &str) -> Result<Contender, String> {
+        match s {
+            "srt" => Ok(Contender::Srt),
+            "udp" => Ok(Contender::Udp),
+            _ => {
+                if let Some(cc) = s.strip_prefix("linux-") {
+                    if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                        return Err(format!("bad congestion control in '{s}'"));
+                    }
+                    Ok(Contender::Linux(cc.into()))
+                } else if let Some(cc) = s.strip_prefix("engine-") {
+                    CcAlgorithm::parse(cc).map(Contender::Engine)
+                } else {
+                    Err(format!(
+                        "unknown transport '{s}': use srt, udp, linux-<cc> (e.g. linux-bbr) or engine-<cc> (newreno, cubic, bbr)"
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// The path and the stream.
+#[derive(Debug, Clone)]
+pub struct CompareSpec {
+    /// Bottleneck rate each way (bit/s; 0 = unlimited).
+    pub rate_bps: u64,
+    /// Round-trip propagation delay (half each way).
+    pub rtt: Duration,
+    /// Bernoulli loss on a→b.
+    pub loss: f64,
+    /// Chunks.
+    pub messages: u32,
+    /// Bytes per chunk (≥ 4).
+    pub size: usize,
+    /// Time between chunks.
+    pub interval: Duration,
+    /// A chunk is useful until this long after it was handed over.
+    pub deadline: Duration,
+    /// SRT's latency (receiver buffer).
+    pub srt_latency: Duration,
+    /// Emulator seed.
+    pub seed: u64,
+    /// Lab name prefix (one lab per contender: `<prefix>-<index>`).
+    pub lab: String,
+    /// Who runs.
+    pub contenders: Vec<Contender>,
+}
+
+impl CompareSpec {
+    /// The live-video path of issue 9: 10 Mb/s, 100 ms RTT, 2 % loss,
+    /// 3000 chunks of 1316 B every 5 ms (2.1 Mb/s), deadline 180 ms, SRT
+    /// latency 120 ms.
+    pub fn live_video(lab: &str) -> CompareSpec {
+        CompareSpec {
+            rate_bps: 10_000_000,
+            rtt: Duration::from_millis(100),
+            loss: 0.02,
+            messages: 3000,
+            size: 1316,
+            interval: Duration::from_millis(5),
+            deadline: Duration::from_millis(180),
+            srt_latency: Duration::from_millis(120),
+            seed: 1,
+            lab: lab.to_string(),
+            contenders: Contender::all(),
+        }
+    }
+}
+
+/// One contender's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Contender name.
+    pub transport: String,
+    /// Chunks sent.
+    pub messages: u64,
+    /// Arrived by the deadline.
+    pub on_time: u64,
+    /// Arrived after it.
+    pub late: u64,
+    /// Never arrived.
+    pub never_arrived: u64,
+    /// The oracle on this run's drops.
+    pub oracle_on_time: u64,
+    /// `on_time / messages`.
+    pub on_time_fraction: f64,
+    /// Delay (handed over → delivered) of what arrived: median, ms.
+    pub delay_p50_ms: f64,
+    /// 99th percentile, ms.
+    pub delay_p99_ms: f64,
+    /// Maximum, ms.
+    pub delay_max_ms: f64,
+    /// Corrupt or duplicate deliveries (must be 0).
+    pub bad_deliveries: u64,
+    /// Data-direction packets the emulator dropped.
+    pub dropped_by_emulator: u64,
+    /// A failure, if any.
+    pub error: Option<String>,
+}
+
+/// Run every contender in turn.
+pub fn run(spec: &CompareSpec, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    if !hollywood_tun::is_root() {
+        return Err(Box::new(LabError::NotRoot));
+    }
+    if spec.size < crate::workload::MIN_PAYLOAD || spec.size > 1400 {
+        return Err("chunks must be 4 to 1400 bytes (one datagram)".into());
+    }
+    if spec.messages == 0 || spec.interval.is_zero() {
+        return Err("need at least one chunk and a positive interval".into());
+    }
+    if !(0.0..1.0).contains(&spec.loss) {
+        return Err(format!("loss {} is not in [0, 1)", spec.loss).into());
+    }
+    interop::remove_stale_labs();
+    let mut rows = Vec::new();
+    for (i, c) in spec.contenders.iter().enumerate() {
+        progress(&c.name());
+        let lab = format!("{}-{i}", spec.lab);
+        let row = match c {
+            Contender::Linux(cc) => tcp_row(spec, &lab, End::Kernel, CcAlgorithm::Cubic, Some(cc))?,
+            Contender::Engine(cc) => tcp_row(spec, &lab, End::Engine, *cc, None)?,
+            Contender::Srt | Contender::Udp => datagram_row(spec, &lab, c)?,
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn link(spec: &CompareSpec, lossy: bool) -> LinkConfig {
+    let l = LinkConfig::new(spec.rate_bps, spec.rtt / 2);
+    if lossy && spec.loss > 0.0 {
+        l.with_loss(LossModel::Bernoulli(spec.loss))
+    } else {
+        l
+    }
+}
+
+fn tcp_row(
+    spec: &CompareSpec,
+    lab: &str,
+    end: End,
+    engine_cc: CcAlgorithm,
+    kernel_cc: Option<&str>,
+) -> Result<Row, Error> {
+    let mut s = InteropSpec::new(end, end, lab);
+    s.rtt = spec.rtt;
+    s.loss = spec.loss;
+    s.messages = spec.messages;
+    s.size = spec.size;
+    s.interval = spec.interval;
+    s.lifetime = spec.deadline;
+    s.rate_bps = spec.rate_bps;
+    s.seed = spec.seed;
+    s.engine_cc = engine_cc;
+    s.kernel_cc = kernel_cc.map(str::to_owned);
+    let r = interop::run(&s)?;
+    let name = match end {
+        End::Engine => format!("engine-{}", engine_cc.name()),
+        End::Kernel => format!("linux-{}", r.kernel_cc),
+    };
+    Ok(Row {
+        transport: name,
+        messages: u64::from(r.messages),
+        on_time: r.on_time,
+        late: r.late,
+        never_arrived: r.never_arrived,
+        oracle_on_time: r.oracle_on_time,
+        on_time_fraction: r.on_time as f64 / f64::from(r.messages.max(1)),
+        delay_p50_ms: r.delay_p50_ms,
+        delay_p99_ms: r.delay_p99_ms,
+        delay_max_ms: r.delay_max_ms,
+        bad_deliveries: r.corrupt_delivered + r.duplicates_delivered,
+        dropped_by_emulator: r.dropped_by_emulator,
+        error: r.error.clone(),
+    })
+}
+
+/// Kills and reaps a child process when dropped (also on panic).
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_in(ns: &NetNs, program: &str, args: &[&str]) -> Result<Reaped, Error> {
+    let name = ns.name().ok_or("lab namespaces are named")?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", name, program])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn {program}: {e}"))?;
+    Ok(Reaped(child))
+}
+
+/// Ports: SRT between the hosts, and the local UDP legs.
+const SRT_PORT: u16 = 9000;
+const UDP_PORT: u16 = 5002;
+const LOCAL_IN: &str = "127.0.0.1:5000";
+const LOCAL_OUT: &str = "127.0.0.1:5001";
+/// SRT's data packet header (RFC-draft SRT §3.1: 16 bytes).
+const SRT_HEADER: usize = 16;
+
+fn datagram_row(spec: &CompareSpec, lab_name: &str, c: &Contender) -> Result<Row, Error> {
+    let srt = *c == Contender::Srt;
+    if srt
+        && Command::new("srt-live-transmit")
+            .arg("-version")
+            .output()
+            .is_err()
+    {
+        return Err(
+            "srt-live-transmit is missing (Debian srt-tools; scripts/test.sh installs it as root)"
+                .into(),
+        );
+    }
+    let lab = Lab::up(LabSpec {
+        name: lab_name.to_string(),
+        three_hosts: false,
+        a_to_b: link(spec, true),
+        b_to_a: link(spec, false),
+        seed: spec.seed,
+        hook: None,
+    })?;
+    let b = lab.addr(Host::B, false);
+    let ns_a = NetNs::open(lab.ns(Host::A).name().ok_or("named namespace")?)?;
+    let ns_b = NetNs::open(lab.ns(Host::B).name().ok_or("named namespace")?)?;
+    let (port, header) = if srt {
+        (SRT_PORT, SRT_HEADER)
+    } else {
+        (UDP_PORT, 0)
+    };
+    let dir = std::env::temp_dir().join(format!("{lab_name}-pcap"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let pcap = dir.join("sender-side.pcap");
+    let e_ns = lab.ns(Host::E).name().unwrap_or_default().to_string();
+    let cap = Capture::start(
+        Some(&e_ns),
+        &lab.iface(Host::E, Host::A),
+        &pcap,
+        &format!("udp port {port}"),
+    )?;
+    // Receiver: a UDP socket in b, fed by SRT (srt → udp://LOCAL_OUT) or
+    // by the sender directly.
+    let listen = if srt {
+        LOCAL_OUT.to_string()
+    } else {
+        format!("0.0.0.0:{UDP_PORT}")
+    };
+    let rx_sock = ns_b.run(move || UdpSocket::bind(listen))??;
+    let drain = spec.deadline + spec.srt_latency + Duration::from_secs(2);
+    rx_sock.set_read_timeout(Some(drain))?;
+    let mut procs = Vec::new();
+    if srt {
+        let lat = spec.srt_latency.as_millis().to_string();
+        procs.push(spawn_in(
+            lab.ns(Host::B),
+            "srt-live-transmit",
+            &[
+                "-q",
+                &format!("srt://:{SRT_PORT}?mode=listener&latency={lat}"),
+                &format!("udp://{LOCAL_OUT}"),
+            ],
+        )?);
+        std::thread::sleep(Duration::from_millis(300));
+        procs.push(spawn_in(
+            lab.ns(Host::A),
+            "srt-live-transmit",
+            &[
+                "-q",
+                &format!("udp://{LOCAL_IN}"),
+                &format!("srt://{b}:{SRT_PORT}?mode=caller&latency={lat}"),
+            ],
+        )?);
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+    let n = spec.messages;
+    let size = spec.size;
+    let epoch = std::time::Instant::now() + Duration::from_millis(50);
+    let reader = std::thread::spawn(move || {
+        let mut got: Vec<(Vec<u8>, std::time::Instant)> = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        while let Ok(k) = rx_sock.recv(&mut buf) {
+            got.push((buf[..k].to_vec(), std::time::Instant::now()));
+        }
+        got
+    });
+    let to: SocketAddr = if srt {
+        LOCAL_IN.parse()?
+    } else {
+        SocketAddr::new(b, UDP_PORT)
+    };
+    let interval = spec.interval;
+    let sent_at = ns_a.run(move || -> std::io::Result<Vec<std::time::Instant>> {
+        let s = UdpSocket::bind(if srt { "127.0.0.1:0" } else { "0.0.0.0:0" })?;
+        let mut out = Vec::with_capacity(n as usize);
+        for id in 0..n {
+            let at = epoch + interval * id;
+            let now = std::time::Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+            out.push(std::time::Instant::now());
+            s.send_to(&payload(id, size), to)?;
+        }
+        Ok(out)
+    })??;
+    let got = reader.join().map_err(|_| "receiver thread panicked")?;
+    drop(procs);
+    let stopped = Capture::stop_all(vec![cap]);
+    let netem = lab.netem_stats();
+    let drops = lab
+        .netem()
+        .map(|m| m.drop_log(Direction::AtoB))
+        .unwrap_or_default();
+    drop(lab);
+    let (pcap_file, _) = stopped?.into_iter().next().ok_or("no capture")?;
+    let network_dropped = datagram_fates(&pcap_file, port, header, size, n, &drops)?;
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut arrival: Vec<Option<std::time::Instant>> = vec![None; n as usize];
+    let mut bad = 0;
+    for (d, t) in &got {
+        match check_payload(d, size) {
+            Some(id) if (id as usize) < arrival.len() => {
+                if arrival[id as usize].is_some() {
+                    bad += 1;
+                } else {
+                    arrival[id as usize] = Some(*t);
+                }
+            }
+            _ => bad += 1,
+        }
+    }
+    let t0 = sent_at.first().copied().unwrap_or(epoch);
+    let inst = |t: std::time::Instant| {
+        Instant::from_nanos(t.saturating_duration_since(t0).as_nanos() as u64)
+    };
+    let mut o = OnTime::default();
+    let mut delays = Vec::new();
+    let wire = size + header + 28;
+    for (i, s) in sent_at.iter().enumerate() {
+        let a = arrival[i];
+        if let Some(a) = a {
+            delays.push(a.saturating_duration_since(*s).as_secs_f64() * 1e3);
+        }
+        let oracle = !network_dropped[i]
+            && oracle_in_time(spec.rtt / 2, spec.rate_bps, wire, Some(spec.deadline));
+        o.add(
+            Timeliness::of(inst(*s), a.map(inst), Some(spec.deadline)),
+            oracle,
+        );
+    }
+    let p = DelayPercentiles::of(delays);
+    Ok(Row {
+        transport: c.name(),
+        messages: o.messages,
+        on_time: o.on_time,
+        late: o.late,
+        never_arrived: o.never_arrived,
+        oracle_on_time: o.oracle_on_time,
+        on_time_fraction: o.fraction(),
+        delay_p50_ms: p.p50,
+        delay_p99_ms: p.p99,
+        delay_max_ms: p.max,
+        bad_deliveries: bad,
+        dropped_by_emulator: netem.a_to_b.dropped_loss,
+        error: None,
+    })
+}
+
+/// Per chunk id: the emulator's random loss dropped the first datagram
+/// that carried it (after `header` bytes of protocol header).
+fn datagram_fates(
+    pcap: &Path,
+    port: u16,
+    header: usize,
+    size: usize,
+    n: u32,
+    drops: &crate::netem::DropLog,
+) -> Result<Vec<bool>, Error> {
+    let f = std::fs::File::open(pcap)?;
+    let mut rd =
+        hollywood_wire::pcap::Reader::new(std::io::BufReader::new(f)).map_err(|e| e.to_string())?;
+    let lt = rd.linktype();
+    let mut first: Vec<Option<u64>> = vec![None; n as usize];
+    while let Some((_, frame)) = rd.next_packet().map_err(|e| e.to_string())? {
+        let Some(ip) = hollywood_wire::pcap::ip_packet(lt, &frame) else {
+            continue;
+        };
+        let Some((dst_port, data)) = udp_lenient(ip) else {
+            continue;
+        };
+        if dst_port != port || data.len() < header + size {
+            continue;
+        }
+        let Some(id) = check_payload(&data[header..header + size], size) else {
+            continue;
+        };
+        if let (Some(slot), Some(fp)) = (first.get_mut(id as usize), segment_fingerprint(ip)) {
+            slot.get_or_insert(fp);
+        }
+    }
+    Ok(first
+        .iter()
+        .map(|f| {
+            f.is_some_and(|fp| {
+                matches!(
+                    drops.reason_of(fp),
+                    Some(DropReason::Loss | DropReason::Rule)
+                )
+            })
+        })
+        .collect())
+}
+
+/// Destination port and payload of a UDP datagram, without checking its
+/// checksum (a capture on the sending host's veth sees it before checksum
+/// offload fills it in).
+fn udp_lenient(ip: &[u8]) -> Option<(u16, &[u8])> {
+    let (r, seg) = hollywood_wire::IpRepr::parse(ip).ok()?;
+    if r.protocol() != 17 || seg.len() < 8 {
+        return None;
+    }
+    let len = usize::from(u16::from_be_bytes([seg[4], seg[5]]));
+    let data = seg.get(8..len.max(8))?;
+    Some((u16::from_be_bytes([seg[2], seg[3]]), data))
+}
+
+/// The table, one row per contender.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "transport | on time | of messages | oracle | late | never arrived | delay p50 ms | p99 ms | max ms | emulator drops\n",
+    );
+    for r in rows {
+        s += &format!(
+            "{} | {} ({:.2} %) | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {}{}\n",
+            r.transport,
+            r.on_time,
+            100.0 * r.on_time_fraction,
+            r.messages,
+            r.oracle_on_time,
+            r.late,
+            r.never_arrived,
+            r.delay_p50_ms,
+            r.delay_p99_ms,
+            r.delay_max_ms,
+            r.dropped_by_emulator,
+            r.error
+                .as_ref()
+                .map(|e| format!(" (error: {e})"))
+                .unwrap_or_default()
+        );
+    }
+    s
+}
