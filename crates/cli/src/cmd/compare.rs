@@ -100,13 +100,16 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         );
         print!("{}", compare::table(&rows));
     }
+    // A transport that cannot keep up (a sender blocked past the end of
+    // the run) is a result, shown in the table; a corrupt or duplicate
+    // delivery is a failure.
     let bad: Vec<String> = rows
         .iter()
-        .filter(|r| r.bad_deliveries > 0 || r.error.is_some())
+        .filter(|r| r.bad_deliveries > 0)
         .map(|r| {
             format!(
-                "{}: {} bad deliveries, error {:?}",
-                r.transport, r.bad_deliveries, r.error
+                "{}: {} corrupt or duplicate deliveries",
+                r.transport, r.bad_deliveries
             )
         })
         .collect();
