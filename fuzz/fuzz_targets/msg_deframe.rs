@@ -58,7 +58,7 @@ fn raw(data: &[u8]) {
     }
     let st = d.stats();
     assert_eq!(st.delivered, polled);
-    assert!(st.delivered + st.duplicates_dropped + st.too_old + st.ordered_late <= st.frames_ok);
+    assert!(st.delivered + st.duplicates_dropped + st.dedup_refused + st.ordered_late <= st.frames_ok);
 }
 
 struct Bytes<'a>(&'a [u8]);
