@@ -86,6 +86,7 @@ fn structured(data: &[u8]) {
     let mut fr = Framer::new(FramerConfig {
         initial_id,
         max_payload: 8192,
+        substream_seq: initial_id & 1 == 0,
     });
     let mut wire = Vec::new();
     let mut sent: BTreeMap<u32, (u16, Vec<u8>)> = BTreeMap::new();

@@ -150,6 +150,9 @@ pub struct Message {
     pub substream: u16,
     /// Message identifier assigned by the sender.
     pub id: u32,
+    /// The message's sequence number on its sub-stream, if the sender
+    /// wrote one (`SEQ` flag).
+    pub substream_seq: Option<u32>,
     /// The payload, exactly as sent.
     pub payload: Vec<u8>,
     /// `now_ns` of the push that completed the message.
@@ -213,6 +216,78 @@ pub struct DeframerStats {
     pub ordered_waiting_bytes: u64,
     /// Gauge: de-duplication entries held now.
     pub dedup_entries: u64,
+}
+
+/// Receiver counters of one sub-stream ([`Deframer::substream_stats`]).
+///
+/// Counted when a message is first verified (after de-duplication, before
+/// ordered release, so an ordered message later dropped as late, counted
+/// in [`DeframerStats::ordered_late`], is counted here as received).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubstreamStats {
+    /// Messages received on the sub-stream (with or without a sequence
+    /// number).
+    pub received: u64,
+    /// Of `received`: messages that carried a sequence number.
+    pub with_seq: u64,
+    /// Highest sequence number received (serial-number order, RFC 1982
+    /// style, so it wraps from 2^32−1 to 0); `None` before the first one.
+    pub highest_seq: Option<u32>,
+    /// Sequence numbers from 0 up to `highest_seq` not received (yet):
+    /// lost, expired at the sender, or still on their way (a late arrival
+    /// reduces it). Counts across wraps of the sequence number. Assumes a
+    /// sender that numbers each message once (copies are removed by id
+    /// before they are counted).
+    pub missing: u64,
+}
+
+/// Internal per-sub-stream record: a few words, at most one per sub-stream.
+#[derive(Debug, Clone, Copy, Default)]
+struct SubRecord {
+    received: u64,
+    with_seq: u64,
+    /// Highest sequence number, unwrapped (counts every wrap).
+    highest: Option<u64>,
+    /// Sequence numbers received at or below `highest` (all those not
+    /// behind the first one seen by more than it is from 0).
+    counted: u64,
+}
+
+impl SubRecord {
+    fn record(&mut self, seq: Option<u32>) {
+        self.received += 1;
+        let Some(seq) = seq else {
+            return;
+        };
+        self.with_seq += 1;
+        let Some(high) = self.highest else {
+            self.highest = Some(u64::from(seq));
+            self.counted = 1;
+            return;
+        };
+        // Serial arithmetic: within 2^31 of the highest, either side.
+        let d = i64::from(seq.wrapping_sub(high as u32) as i32);
+        match high.checked_add_signed(d) {
+            Some(u) if d > 0 => {
+                self.highest = Some(u);
+                self.counted += 1;
+            }
+            // At or behind the highest, but not before sequence number 0.
+            Some(_) => self.counted += 1,
+            None => {}
+        }
+    }
+
+    fn stats(&self) -> SubstreamStats {
+        SubstreamStats {
+            received: self.received,
+            with_seq: self.with_seq,
+            highest_seq: self.highest.map(|h| h as u32),
+            missing: self
+                .highest
+                .map_or(0, |h| (h + 1).saturating_sub(self.counted)),
+        }
+    }
 }
 
 /// A buffered run of known bytes.
@@ -316,6 +391,7 @@ struct Sink {
     ordered: Ordered,
     queue: VecDeque<Message>,
     stats: DeframerStats,
+    subs: BTreeMap<u16, SubRecord>,
 }
 
 impl Sink {
@@ -329,9 +405,14 @@ impl Sink {
                 self.stats.dedup_evicted += evicted;
                 match verdict {
                     Verdict::New => {
+                        self.subs
+                            .entry(h.substream)
+                            .or_default()
+                            .record(h.substream_seq);
                         let msg = Message {
                             substream: h.substream,
                             id: h.id,
+                            substream_seq: h.substream_seq,
                             payload: self.scratch[range].to_vec(),
                             arrival_ns: now_ns,
                             ordered: h.ordered_prev.is_some(),
@@ -438,6 +519,7 @@ impl Deframer {
                 ordered: Ordered::new(config.ordered_max_waiting, config.ordered_max_waiting_bytes),
                 queue: VecDeque::new(),
                 stats: DeframerStats::default(),
+                subs: BTreeMap::new(),
             },
         }
     }
@@ -457,6 +539,18 @@ impl Deframer {
         s.ordered_waiting_bytes = self.sink.ordered.waiting_bytes() as u64;
         s.dedup_entries = self.sink.dedup.len() as u64;
         s
+    }
+
+    /// Counters of sub-stream `substream`, if a message was received on it.
+    #[must_use]
+    pub fn substream_stats(&self, substream: u16) -> Option<SubstreamStats> {
+        self.sink.subs.get(&substream).map(SubRecord::stats)
+    }
+
+    /// Counters of every sub-stream a message was received on, by
+    /// sub-stream id (one small record per sub-stream: at most 65 536).
+    pub fn substreams(&self) -> impl Iterator<Item = (u16, SubstreamStats)> + '_ {
+        self.sink.subs.iter().map(|(&k, r)| (k, r.stats()))
     }
 
     /// Fragment bytes buffered now.

@@ -36,6 +36,6 @@ pub mod frame;
 pub mod framer;
 mod ordered;
 
-pub use deframer::{Deframer, DeframerConfig, DeframerStats, Message};
+pub use deframer::{Deframer, DeframerConfig, DeframerStats, Message, SubstreamStats};
 pub use frame::{decode_frame, decode_frame_into, encode_frame, Frame, FrameError, FrameHeader};
 pub use framer::{Framer, FramerConfig, SendError};

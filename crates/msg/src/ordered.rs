@@ -193,6 +193,7 @@ mod tests {
         Message {
             substream: 3,
             id,
+            substream_seq: None,
             payload: vec![id as u8; 10],
             arrival_ns: t,
             ordered: true,

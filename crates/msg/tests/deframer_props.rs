@@ -32,10 +32,11 @@ fn msg() -> impl Strategy<Value = Msg> {
 }
 
 /// A framed stream: (bytes, id → message). Some frames are followed by
-/// padding zeros.
-fn build(msgs: &[Msg], initial_id: u32, pads: &[u8]) -> (Vec<u8>, BTreeMap<u32, Msg>) {
+/// padding zeros. `seq`: with per-sub-stream sequence numbers.
+fn build(msgs: &[Msg], initial_id: u32, pads: &[u8], seq: bool) -> (Vec<u8>, BTreeMap<u32, Msg>) {
     let mut fr = Framer::new(FramerConfig {
         initial_id,
+        substream_seq: seq,
         ..FramerConfig::default()
     });
     let mut wire = Vec::new();
@@ -109,8 +110,9 @@ proptest! {
         cuts2 in prop::collection::vec(any::<usize>(), 0..60),
         fate in prop::collection::vec(0u8..10, 1..64),
         order in prop::collection::vec(any::<u32>(), 256),
+        seq in any::<bool>(),
     ) {
-        let (wire, sent) = build(&msgs, initial_id, &pads);
+        let (wire, sent) = build(&msgs, initial_id, &pads, seq);
         let mut segs = Vec::new();
         for (k, seg) in partition(wire.len(), &cuts1).into_iter().enumerate() {
             match fate[k % fate.len()] {
@@ -132,6 +134,20 @@ proptest! {
             check_delivery(&mut d, &sent, &mut seen, &mut last_ordered)?;
         }
         prop_assert_eq!(seen.len(), sent.len(), "stats {:?}", d.stats());
+        // Per sub-stream: everything received, nothing missing.
+        let mut per_sub = BTreeMap::new();
+        for m in sent.values() {
+            *per_sub.entry(m.substream).or_insert(0u64) += 1;
+        }
+        let subs: Vec<(u16, hollywood_msg::SubstreamStats)> = d.substreams().collect();
+        prop_assert_eq!(subs.len(), per_sub.len());
+        for (k, st) in subs {
+            let n = per_sub[&k];
+            prop_assert_eq!(st.received, n);
+            prop_assert_eq!(st.with_seq, if seq { n } else { 0 });
+            prop_assert_eq!(st.highest_seq, seq.then(|| (n - 1) as u32));
+            prop_assert_eq!(st.missing, 0);
+        }
         let st = d.stats();
         prop_assert_eq!(st.crc_rejected + st.cobs_errors + st.too_short + st.bad_version, 0);
         prop_assert_eq!(st.evicted_bytes, 0);
@@ -158,7 +174,7 @@ proptest! {
         pads in prop::collection::vec(any::<u8>(), 1..8),
         cuts in prop::collection::vec(any::<usize>(), 0..100),
     ) {
-        let (wire, sent) = build(&msgs, 0, &pads);
+        let (wire, sent) = build(&msgs, 0, &pads, true);
         let mut d = Deframer::default();
         let mut got = Vec::new();
         for (off, len) in partition(wire.len(), &cuts) {

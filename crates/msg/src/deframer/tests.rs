@@ -93,6 +93,7 @@ fn protocol_stream_with_padding() {
     let h = FrameHeader {
         substream: 0x0203,
         id: 0x0a0b_0c0c,
+        substream_seq: None,
         ordered_prev: Some(0x0a0b_0c0c),
     };
     encode_frame(&h, b"first", &mut first);
@@ -690,4 +691,106 @@ fn an_id_repeated_at_another_position_is_dropped() {
     assert_eq!(ids(&mut d), vec![7]);
     let st = d.stats();
     assert_eq!((st.duplicates_dropped, st.repeated_ids), (1, 1));
+}
+
+// ---- per-sub-stream sequence numbers ----------------------------------------
+
+#[test]
+fn protocol_vectors_with_and_without_seq_in_one_stream() {
+    use crate::frame::tests::{V1, V2, V3, V4};
+    let mut d = Deframer::default();
+    for v in [V1, V3, V4] {
+        d.push_stream(v, 0);
+    }
+    // V4 (sub-stream 0x0203) waits for its predecessor.
+    let got: Vec<(u16, u32, Option<u32>)> = std::iter::from_fn(|| d.poll_message())
+        .map(|m| (m.substream, m.id, m.substream_seq))
+        .collect();
+    assert_eq!(got, vec![(1, 1, None), (1, 0, Some(0))]);
+    let s1 = d.substream_stats(1).unwrap();
+    assert_eq!(
+        s1,
+        SubstreamStats {
+            received: 2,
+            with_seq: 1,
+            highest_seq: Some(0),
+            missing: 0
+        }
+    );
+    // V4 carries sequence number 7 on 0x0203: 0..=6 missing.
+    let s2 = d.substream_stats(0x0203).unwrap();
+    assert_eq!((s2.received, s2.with_seq, s2.missing), (1, 1, 7));
+    assert_eq!(d.substream_stats(2), None);
+    assert_eq!(
+        d.substreams().map(|(k, _)| k).collect::<Vec<_>>(),
+        [1, 0x0203]
+    );
+    // V2 is the same message (same id) without the SEQ field: a repeat.
+    d.push_stream(V2, 0);
+    assert_eq!(d.stats().repeated_ids, 1);
+    assert_eq!(d.substream_stats(0x0203).unwrap().received, 1);
+}
+
+#[test]
+fn substream_sequence_numbers_show_loss_per_substream() {
+    let mut fr = Framer::default();
+    let mut segs = Vec::new(); // (sub, seq, position, frame)
+    let mut pos = ISN;
+    for i in 0..15u32 {
+        let sub = if i % 3 == 2 { 2 } else { 1 };
+        let seq = fr.next_substream_seq(sub);
+        let mut w = Vec::new();
+        fr.frame(sub, false, &payload(i, 20), &mut w).unwrap();
+        segs.push((sub, seq, pos, w.clone()));
+        pos += w.len() as u32;
+    }
+    let lost = |sub: u16, seq: u32| sub == 1 && (seq == 3 || seq == 7);
+    let mut d = Deframer::default();
+    for (sub, seq, p, w) in &segs {
+        if !lost(*sub, *seq) {
+            d.push_segment(*p, w, 0);
+        }
+    }
+    let got: Vec<(u16, Option<u32>)> = std::iter::from_fn(|| d.poll_message())
+        .map(|m| (m.substream, m.substream_seq))
+        .collect();
+    assert_eq!(got.len(), 13);
+    assert!(got.contains(&(2, Some(4))) && !got.contains(&(1, Some(3))));
+    let one = d.substream_stats(1).unwrap();
+    assert_eq!(
+        one,
+        SubstreamStats {
+            received: 8,
+            with_seq: 8,
+            highest_seq: Some(9),
+            missing: 2
+        }
+    );
+    assert_eq!(d.substream_stats(2).unwrap().missing, 0);
+    // A late arrival reduces it; a copy of it does not.
+    let (_, _, p, w) = segs.iter().find(|s| lost(s.0, s.1)).unwrap();
+    d.push_segment(*p, w, 1);
+    d.push_segment(*p, w, 1);
+    assert_eq!(d.substream_stats(1).unwrap().missing, 1);
+    assert_eq!(d.substream_stats(1).unwrap().received, 9);
+}
+
+#[test]
+fn substream_sequence_numbers_wrap() {
+    let mut r = SubRecord::default();
+    for seq in [u32::MAX - 1, u32::MAX, 1, 0] {
+        r.record(Some(seq));
+    }
+    let st = r.stats();
+    assert_eq!(st.highest_seq, Some(1));
+    // Unwrapped: 0 ..= 2^32 + 1; received 2^32 - 2, 2^32 - 1, 2^32, 2^32 + 1.
+    assert_eq!(st.missing, (1u64 << 32) + 2 - 4);
+    // Behind the first one seen and before sequence number 0: not counted
+    // as filling a gap.
+    let mut r = SubRecord::default();
+    r.record(Some(5));
+    r.record(Some(u32::MAX));
+    r.record(None);
+    let st = r.stats();
+    assert_eq!((st.received, st.with_seq, st.missing), (3, 2, 5));
 }
