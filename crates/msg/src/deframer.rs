@@ -40,7 +40,8 @@
 //!   still in play (at or above the floor, or in the fragment straddling
 //!   it), at most `max_dedup_entries` (see below);
 //! - ordered sub-streams: `ordered_max_waiting` messages per sub-stream and
-//!   `ordered_max_waiting_bytes` in total (then the gap is skipped).
+//!   `ordered_max_waiting_bytes` in total, each message charged its payload
+//!   plus [`PIECE_OVERHEAD`] (then the gap is skipped).
 //!
 //! # Exactly once
 //!
@@ -122,8 +123,9 @@ pub struct DeframerConfig {
     /// Ordered messages that may wait for their predecessor, per sub-stream
     /// (default 256).
     pub ordered_max_waiting: usize,
-    /// Payload bytes that may wait in all ordered sub-streams together
-    /// (default 4 MiB).
+    /// Bytes that may wait in all ordered sub-streams together, each
+    /// message charged its payload plus [`PIECE_OVERHEAD`] (default 4 MiB:
+    /// at most 65 536 empty messages).
     pub ordered_max_waiting_bytes: usize,
     /// Longest time an ordered message waits for its predecessor before the
     /// gap is skipped (default `None`: only the bounds above skip gaps).
@@ -212,8 +214,11 @@ pub struct DeframerStats {
     pub buffered_bytes: u64,
     /// Gauge: fragment pieces buffered now.
     pub buffered_pieces: u64,
-    /// Gauge: ordered payload bytes waiting for their predecessor.
+    /// Gauge: bytes charged for ordered messages waiting for their
+    /// predecessor: payload plus [`PIECE_OVERHEAD`] per message.
     pub ordered_waiting_bytes: u64,
+    /// Gauge: ordered messages waiting for their predecessor.
+    pub ordered_waiting: u64,
     /// Gauge: de-duplication entries held now.
     pub dedup_entries: u64,
 }
@@ -537,6 +542,7 @@ impl Deframer {
         s.buffered_bytes = self.buffered as u64;
         s.buffered_pieces = self.pieces.len() as u64;
         s.ordered_waiting_bytes = self.sink.ordered.waiting_bytes() as u64;
+        s.ordered_waiting = self.sink.ordered.waiting_messages() as u64;
         s.dedup_entries = self.sink.dedup.len() as u64;
         s
     }

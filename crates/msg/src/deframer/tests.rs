@@ -87,7 +87,8 @@ fn protocol_stream_with_padding() {
     assert!(d.poll_message().is_none(), "V2 waits for its predecessor");
     assert_eq!(d.stats().padding_bytes, 3);
     assert_eq!(d.buffered_bytes(), 0);
-    assert_eq!(d.stats().ordered_waiting_bytes, 3);
+    assert_eq!(d.stats().ordered_waiting_bytes, 3 + PIECE_OVERHEAD as u64);
+    assert_eq!(d.stats().ordered_waiting, 1);
     // The predecessor: first ordered message of sub-stream 0x0203.
     let mut first = Vec::new();
     let h = FrameHeader {
@@ -793,4 +794,47 @@ fn substream_sequence_numbers_wrap() {
     r.record(None);
     let st = r.stats();
     assert_eq!((st.received, st.with_seq, st.missing), (3, 2, 5));
+}
+
+// ---- ordered sub-streams: memory -------------------------------------------
+
+#[test]
+fn empty_ordered_messages_are_charged_per_message() {
+    // Review B3: ordered messages waiting for their predecessor were
+    // bounded by payload bytes only, so empty ones were free: 65 536
+    // sub-streams × 2 empty messages, each chain waiting for a predecessor
+    // that never comes, were all kept (131 072 messages under a "4 MiB"
+    // bound; × 256 per sub-stream, 16.7 M). Each waiting message is now
+    // charged PIECE_OVERHEAD bytes: at most 4 MiB / 64 = 65 536 wait.
+    let subs = 1usize << 16;
+    let mut wire = Vec::new();
+    for s in 0..subs {
+        let base = s as u32 * 4;
+        for (id, prev) in [(base + 1, base), (base + 2, base + 1)] {
+            let h = FrameHeader {
+                substream: s as u16,
+                id,
+                substream_seq: None,
+                ordered_prev: Some(prev),
+            };
+            encode_frame(&h, &[], &mut wire);
+        }
+    }
+    let mut d = Deframer::default();
+    d.push_stream(&wire, 0);
+    let released = std::iter::from_fn(|| d.poll_message()).count();
+    let waiting = 2 * subs - released;
+    let cap = DeframerConfig::default().ordered_max_waiting_bytes / PIECE_OVERHEAD;
+    assert!(
+        waiting <= cap,
+        "{waiting} empty messages waiting, bound {cap}"
+    );
+    let st = d.stats();
+    assert_eq!(st.ordered_waiting as usize, waiting);
+    assert_eq!(st.ordered_waiting_bytes as usize, waiting * PIECE_OVERHEAD);
+    assert!(st.ordered_overflow > 0 && st.ordered_skipped > 0);
+    // Nothing is lost for good: the end of the stream releases the rest.
+    d.finish();
+    assert_eq!(std::iter::from_fn(|| d.poll_message()).count(), waiting);
+    assert_eq!(d.stats().ordered_waiting, 0);
 }
