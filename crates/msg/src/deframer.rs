@@ -36,9 +36,41 @@
 //!   pieces are evicted (`evicted_bytes`);
 //! - a run longer than the longest possible frame is dropped (`too_large`);
 //! - [`Deframer::advance_floor`] drops fragments that can no longer complete;
-//! - duplicates: a window of `dedup_window` ids (exactly once or never);
+//! - duplicates: one entry per delivered frame whose opening marker is
+//!   still in play (at or above the floor, or in the fragment straddling
+//!   it), at most `max_dedup_entries` (see below);
 //! - ordered sub-streams: `ordered_max_waiting` messages per sub-stream and
-//!   `ordered_max_waiting_bytes` in total (then the gap is skipped).
+//!   `ordered_max_waiting_bytes` in total, each message charged its payload
+//!   plus [`PIECE_OVERHEAD`] (then the gap is skipped).
+//!
+//! # Exactly once
+//!
+//! Each message id is sent at exactly one stream position (its frame's
+//! opening marker) for the whole connection; a copy of a frame is the same
+//! bytes arriving again at the same position (a retransmission, or an
+//! overlapping segment handed up again, thesis §4.3). So a delivered frame
+//! is remembered as `(position, id)` for as long as a copy of it can still
+//! be decoded, and never refused because its id is far from others (ids
+//! are burned by messages that expire in the sender's queue, and an
+//! inconsistent retransmission puts a newer id at an older position).
+//! Pushed bytes below the floor are trimmed *before* processing and only
+//! the fragment straddling the floor is kept below it, so an entry whose
+//! opener is below `min(floor, lowest buffered byte)` can never match again
+//! and is purged. With [`Deframer::push_stream`] every byte arrives once
+//! and the floor follows the stream: entries last for one push. With
+//! [`Deframer::push_segment`] they span the receive window: at most one
+//! per frame between RCV.NXT and the highest byte received (plus rewrites
+//! of a range by inconsistent retransmissions), each costing about
+//! [`DEDUP_ENTRY_COST`] bytes. The default bound, [`DEFAULT_MAX_DEDUP_ENTRIES`],
+//! covers a 4 MiB receive window of empty messages (18 bytes per frame).
+//! Beyond the bound the lowest entries are evicted and a frame starting
+//! below an evicted position is refused (`dedup_refused`): never twice.
+//! Defensively, a frame whose id was delivered at *another* position (a
+//! sender that repeats a message, which the thesis's replacement scheme
+//! cannot rule out, §4.2) is dropped too (`repeated_ids`): while that
+//! position is in play, or while the id is among the 2^16 at and behind
+//! the highest id delivered (a fixed 8 KiB bitset that only recognises
+//! ids and never refuses one).
 //!
 //! Worst-case work per pushed segment is linear in the segment plus the
 //! fragments next to it; frames arriving in order cost linear time overall.
@@ -46,7 +78,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::cobs::{find_zero, rfind_zero};
-use crate::dedup::{DedupWindow, Verdict};
+use crate::dedup::{Seen, Verdict};
 use crate::frame::{decode_frame_into, max_body_len, FrameError, DEFAULT_MAX_PAYLOAD};
 use crate::ordered::Ordered;
 
@@ -58,8 +90,13 @@ pub const PIECE_OVERHEAD: usize = 64;
 /// Default bound on buffered fragment bytes: 4 MiB.
 pub const DEFAULT_MAX_BUFFERED: usize = 4 << 20;
 
-/// Default de-duplication window: 2^16 ids.
-pub const DEFAULT_DEDUP_WINDOW: u32 = 1 << 16;
+/// Default bound on remembered delivered frames (de-duplication entries):
+/// 2^18, enough for a 4 MiB receive window of empty messages (18 bytes on
+/// the wire each).
+pub const DEFAULT_MAX_DEDUP_ENTRIES: usize = 1 << 18;
+
+/// Approximate heap bytes of one de-duplication entry.
+pub const DEDUP_ENTRY_COST: usize = crate::dedup::ENTRY_COST;
 
 /// Internal position of the first sequence number seen: far from zero so
 /// that earlier sequence numbers unwrap without underflow.
@@ -74,14 +111,21 @@ pub struct DeframerConfig {
     /// Bound on buffered fragment bytes (default 4 MiB); should be at least
     /// twice the longest frame.
     pub max_buffered: usize,
-    /// De-duplication window in ids (default 2^16; rounded up to a power of
-    /// two in `64..=2^30`).
-    pub dedup_window: u32,
+    /// Most delivered frames remembered for de-duplication (default
+    /// [`DEFAULT_MAX_DEDUP_ENTRIES`], about [`DEDUP_ENTRY_COST`] bytes
+    /// each). Only frames whose opening marker is at or above the floor
+    /// are remembered, so the owner of a [`Deframer::push_segment`]
+    /// deframer should size this for its receive window divided by the
+    /// smallest frame, and must call [`Deframer::advance_floor`]. When it
+    /// is exceeded the lowest entries are evicted and frames starting
+    /// below them are refused (`dedup_refused`).
+    pub max_dedup_entries: usize,
     /// Ordered messages that may wait for their predecessor, per sub-stream
     /// (default 256).
     pub ordered_max_waiting: usize,
-    /// Payload bytes that may wait in all ordered sub-streams together
-    /// (default 4 MiB).
+    /// Bytes that may wait in all ordered sub-streams together, each
+    /// message charged its payload plus [`PIECE_OVERHEAD`] (default 4 MiB:
+    /// at most 65 536 empty messages).
     pub ordered_max_waiting_bytes: usize,
     /// Longest time an ordered message waits for its predecessor before the
     /// gap is skipped (default `None`: only the bounds above skip gaps).
@@ -93,7 +137,7 @@ impl Default for DeframerConfig {
         DeframerConfig {
             max_payload: DEFAULT_MAX_PAYLOAD,
             max_buffered: DEFAULT_MAX_BUFFERED,
-            dedup_window: DEFAULT_DEDUP_WINDOW,
+            max_dedup_entries: DEFAULT_MAX_DEDUP_ENTRIES,
             ordered_max_waiting: 256,
             ordered_max_waiting_bytes: 4 << 20,
             ordered_max_wait_ns: None,
@@ -108,6 +152,9 @@ pub struct Message {
     pub substream: u16,
     /// Message identifier assigned by the sender.
     pub id: u32,
+    /// The message's sequence number on its sub-stream, if the sender
+    /// wrote one (`SEQ` flag).
+    pub substream_seq: Option<u32>,
     /// The payload, exactly as sent.
     pub payload: Vec<u8>,
     /// `now_ns` of the push that completed the message.
@@ -133,10 +180,22 @@ pub struct DeframerStats {
     pub bad_version: u64,
     /// Frames (complete or not) longer than `max_payload` allows.
     pub too_large: u64,
-    /// Verified frames whose id was already seen.
+    /// Verified frames whose id was already delivered: a copy at the same
+    /// stream position (retransmission, overlapping segment), or see
+    /// `repeated_ids`.
     pub duplicates_dropped: u64,
-    /// Verified frames whose id is behind the de-duplication window.
-    pub too_old: u64,
+    /// Of `duplicates_dropped`: the id was delivered at another stream
+    /// position (a sender that sent one id twice; the thesis's replacement
+    /// scheme can, a sender that sends each id at one position never
+    /// does).
+    pub repeated_ids: u64,
+    /// De-duplication entries evicted because of `max_dedup_entries`.
+    pub dedup_evicted: u64,
+    /// Verified frames refused because they start below an evicted
+    /// de-duplication entry, so they might be copies of a delivered frame
+    /// (0 unless `dedup_evicted` > 0). No frame is ever refused for its
+    /// id's distance from other ids.
+    pub dedup_refused: u64,
     /// Fragment bytes evicted because of `max_buffered`.
     pub evicted_bytes: u64,
     /// Fragment bytes dropped by [`Deframer::advance_floor`].
@@ -155,8 +214,85 @@ pub struct DeframerStats {
     pub buffered_bytes: u64,
     /// Gauge: fragment pieces buffered now.
     pub buffered_pieces: u64,
-    /// Gauge: ordered payload bytes waiting for their predecessor.
+    /// Gauge: bytes charged for ordered messages waiting for their
+    /// predecessor: payload plus [`PIECE_OVERHEAD`] per message.
     pub ordered_waiting_bytes: u64,
+    /// Gauge: ordered messages waiting for their predecessor.
+    pub ordered_waiting: u64,
+    /// Gauge: de-duplication entries held now.
+    pub dedup_entries: u64,
+}
+
+/// Receiver counters of one sub-stream ([`Deframer::substream_stats`]).
+///
+/// Counted when a message is first verified (after de-duplication, before
+/// ordered release, so an ordered message later dropped as late, counted
+/// in [`DeframerStats::ordered_late`], is counted here as received).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubstreamStats {
+    /// Messages received on the sub-stream (with or without a sequence
+    /// number).
+    pub received: u64,
+    /// Of `received`: messages that carried a sequence number.
+    pub with_seq: u64,
+    /// Highest sequence number received (serial-number order, RFC 1982
+    /// style, so it wraps from 2^32−1 to 0); `None` before the first one.
+    pub highest_seq: Option<u32>,
+    /// Sequence numbers from 0 up to `highest_seq` not received (yet):
+    /// lost, expired at the sender, or still on their way (a late arrival
+    /// reduces it). Counts across wraps of the sequence number. Assumes a
+    /// sender that numbers each message once (copies are removed by id
+    /// before they are counted).
+    pub missing: u64,
+}
+
+/// Internal per-sub-stream record: a few words, at most one per sub-stream.
+#[derive(Debug, Clone, Copy, Default)]
+struct SubRecord {
+    received: u64,
+    with_seq: u64,
+    /// Highest sequence number, unwrapped (counts every wrap).
+    highest: Option<u64>,
+    /// Sequence numbers received at or below `highest` (all those not
+    /// behind the first one seen by more than it is from 0).
+    counted: u64,
+}
+
+impl SubRecord {
+    fn record(&mut self, seq: Option<u32>) {
+        self.received += 1;
+        let Some(seq) = seq else {
+            return;
+        };
+        self.with_seq += 1;
+        let Some(high) = self.highest else {
+            self.highest = Some(u64::from(seq));
+            self.counted = 1;
+            return;
+        };
+        // Serial arithmetic: within 2^31 of the highest, either side.
+        let d = i64::from(seq.wrapping_sub(high as u32) as i32);
+        match high.checked_add_signed(d) {
+            Some(u) if d > 0 => {
+                self.highest = Some(u);
+                self.counted += 1;
+            }
+            // At or behind the highest, but not before sequence number 0.
+            Some(_) => self.counted += 1,
+            None => {}
+        }
+    }
+
+    fn stats(&self) -> SubstreamStats {
+        SubstreamStats {
+            received: self.received,
+            with_seq: self.with_seq,
+            highest_seq: self.highest.map(|h| h as u32),
+            missing: self
+                .highest
+                .map_or(0, |h| (h + 1).saturating_sub(self.counted)),
+        }
+    }
 }
 
 /// A buffered run of known bytes.
@@ -172,7 +308,7 @@ struct Piece {
 enum Run {
     /// Two adjacent zeros: no run.
     Empty,
-    /// Verified (delivered, duplicate, too old, bad version or too large):
+    /// Verified (delivered, duplicate, refused, bad version or too large):
     /// its bytes and markers are dropped.
     Consumed,
     /// Failed verification: kept for a later overwrite.
@@ -256,23 +392,32 @@ impl View<'_> {
 struct Sink {
     max_payload: usize,
     scratch: Vec<u8>,
-    dedup: DedupWindow,
+    dedup: Seen,
     ordered: Ordered,
     queue: VecDeque<Message>,
     stats: DeframerStats,
+    subs: BTreeMap<u16, SubRecord>,
 }
 
 impl Sink {
-    /// Decodes and verifies one candidate; returns whether it is consumed.
-    fn evaluate(&mut self, run: &[u8], now_ns: u64) -> bool {
+    /// Decodes and verifies one candidate whose opening marker is at
+    /// `pos`; returns whether it is consumed.
+    fn evaluate(&mut self, run: &[u8], pos: u64, now_ns: u64) -> bool {
         match decode_frame_into(run, self.max_payload, &mut self.scratch) {
             Ok((h, range)) => {
                 self.stats.frames_ok += 1;
-                match self.dedup.check(h.id) {
+                let (verdict, evicted) = self.dedup.check(pos, h.id);
+                self.stats.dedup_evicted += evicted;
+                match verdict {
                     Verdict::New => {
+                        self.subs
+                            .entry(h.substream)
+                            .or_default()
+                            .record(h.substream_seq);
                         let msg = Message {
                             substream: h.substream,
                             id: h.id,
+                            substream_seq: h.substream_seq,
                             payload: self.scratch[range].to_vec(),
                             arrival_ns: now_ns,
                             ordered: h.ordered_prev.is_some(),
@@ -286,7 +431,11 @@ impl Sink {
                         }
                     }
                     Verdict::Duplicate => self.stats.duplicates_dropped += 1,
-                    Verdict::TooOld => self.stats.too_old += 1,
+                    Verdict::Repeated => {
+                        self.stats.duplicates_dropped += 1;
+                        self.stats.repeated_ids += 1;
+                    }
+                    Verdict::Unverifiable => self.stats.dedup_refused += 1,
                 }
                 true
             }
@@ -371,10 +520,11 @@ impl Deframer {
             sink: Sink {
                 max_payload: config.max_payload,
                 scratch: Vec::new(),
-                dedup: DedupWindow::new(config.dedup_window),
+                dedup: Seen::new(config.max_dedup_entries),
                 ordered: Ordered::new(config.ordered_max_waiting, config.ordered_max_waiting_bytes),
                 queue: VecDeque::new(),
                 stats: DeframerStats::default(),
+                subs: BTreeMap::new(),
             },
         }
     }
@@ -392,7 +542,21 @@ impl Deframer {
         s.buffered_bytes = self.buffered as u64;
         s.buffered_pieces = self.pieces.len() as u64;
         s.ordered_waiting_bytes = self.sink.ordered.waiting_bytes() as u64;
+        s.ordered_waiting = self.sink.ordered.waiting_messages() as u64;
+        s.dedup_entries = self.sink.dedup.len() as u64;
         s
+    }
+
+    /// Counters of sub-stream `substream`, if a message was received on it.
+    #[must_use]
+    pub fn substream_stats(&self, substream: u16) -> Option<SubstreamStats> {
+        self.sink.subs.get(&substream).map(SubRecord::stats)
+    }
+
+    /// Counters of every sub-stream a message was received on, by
+    /// sub-stream id (one small record per sub-stream: at most 65 536).
+    pub fn substreams(&self) -> impl Iterator<Item = (u16, SubstreamStats)> + '_ {
+        self.sink.subs.iter().map(|(&k, r)| (k, r.stats()))
     }
 
     /// Fragment bytes buffered now.
@@ -497,6 +661,20 @@ impl Deframer {
         }
         self.insert(s, data, now_ns);
         self.enforce_cap();
+        self.purge_dedup();
+    }
+
+    /// Forgets the delivered frames whose opening marker lies below the
+    /// horizon: the floor, or the lowest buffered byte if that is lower.
+    /// Pushed bytes below the floor are trimmed before they are processed
+    /// and nothing below the horizon is buffered, so no copy of such a
+    /// frame can be decoded any more.
+    fn purge_dedup(&mut self) {
+        let Some(f) = self.floor else {
+            return;
+        };
+        let h = self.pieces.first_key_value().map_or(f, |(&k, _)| k.min(f));
+        self.sink.dedup.purge_below(h);
     }
 
     /// Feeds the next bytes of an ordered byte stream (a plain TCP socket,
@@ -520,6 +698,13 @@ impl Deframer {
             return;
         }
         self.floor = Some(f);
+        self.drop_below_floor(f);
+        self.purge_dedup();
+    }
+
+    /// Drops the fragments that can no longer complete once every byte
+    /// below `f` has arrived.
+    fn drop_below_floor(&mut self, f: u64) {
         let Some((&ps, p)) = self.pieces.range(..f).next_back() else {
             return;
         };
@@ -697,11 +882,11 @@ impl Deframer {
                     Run::Consumed
                 } else {
                     let ok = match view.slice(a + 1, b) {
-                        Some(sl) => sink.evaluate(sl, now_ns),
+                        Some(sl) => sink.evaluate(sl, a, now_ns),
                         None => {
                             gather.clear();
                             view.append(a + 1, b, gather);
-                            sink.evaluate(gather, now_ns)
+                            sink.evaluate(gather, a, now_ns)
                         }
                     };
                     if ok {

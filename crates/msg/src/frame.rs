@@ -10,6 +10,13 @@
 //!   an inconsistent retransmission into a message that was never sent.
 //! - thesis §8.3.2: ordered sub-streams, carried as a pointer to the previous
 //!   message of the same sub-stream.
+//! - per-sub-stream sequence numbers (optional `SEQ` field, not in the
+//!   thesis): message ids are global, so only a count per sub-stream shows
+//!   on which sub-stream messages were lost.
+//!
+//! Header layout: byte 0 = `version << 4 | flags`, bytes 1–2 sub-stream,
+//! 3–6 id, then the 4-byte sub-stream sequence number if `SEQ` is set,
+//! then the 4-byte previous id if `ORDERED` is set.
 
 use core::ops::Range;
 
@@ -20,10 +27,21 @@ pub const VERSION: u8 = 1;
 /// Header flag (low nibble of byte 0): the message belongs to an ordered
 /// sub-stream and carries the id of its predecessor (thesis §8.3.2).
 pub const FLAG_ORDERED: u8 = 0x01;
-/// Header length of an unordered message: version/flags, sub-stream, id.
+/// Header flag (low nibble of byte 0): the header carries the message's
+/// sequence number on its sub-stream (u32 big-endian, right after the id).
+pub const FLAG_SEQ: u8 = 0x02;
+/// Flags a receiver of this version understands; the other bits of the
+/// low nibble are reserved and must be 0.
+pub const KNOWN_FLAGS: u8 = FLAG_ORDERED | FLAG_SEQ;
+/// Header length without optional fields: version/flags, sub-stream, id.
 pub const HEADER_LEN: usize = 7;
-/// Header length of an ordered message (adds the predecessor id).
-pub const ORDERED_HEADER_LEN: usize = 11;
+/// Length of each optional header field (sequence number, previous id).
+pub const FIELD_LEN: usize = 4;
+/// Header length of an ordered message without a sequence number (adds
+/// the predecessor id).
+pub const ORDERED_HEADER_LEN: usize = HEADER_LEN + FIELD_LEN;
+/// Longest header: both optional fields (`SEQ` and `ORDERED`).
+pub const MAX_HEADER_LEN: usize = HEADER_LEN + 2 * FIELD_LEN;
 /// Length of the CRC32C trailer (big-endian).
 pub const CRC_LEN: usize = 4;
 /// Default maximum payload of one message: 1 MiB.
@@ -39,6 +57,10 @@ pub struct FrameHeader {
     /// Message identifier (thesis §4.2: "the 32-bit identifier of a
     /// message"), assigned by the sender, wrapping at 2^32.
     pub id: u32,
+    /// The message's sequence number on its sub-stream (`SEQ` flag): 0 for
+    /// the first message the sender framed on the sub-stream, +1 for each
+    /// further one, wrapping at 2^32. `None`: the field is absent.
+    pub substream_seq: Option<u32>,
     /// For a message on an ordered sub-stream (thesis §8.3.2): the id of the
     /// previous message of the same sub-stream, or `id` itself for the first
     /// one. `None` for unordered messages.
@@ -46,24 +68,42 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
-    /// An unordered header.
+    /// An unordered header without a sequence number.
     #[must_use]
     pub const fn unordered(substream: u16, id: u32) -> Self {
         FrameHeader {
             substream,
             id,
+            substream_seq: None,
             ordered_prev: None,
         }
     }
 
-    /// Encoded header length: [`HEADER_LEN`] or [`ORDERED_HEADER_LEN`].
+    /// The same header with the sub-stream sequence number `seq`.
+    #[must_use]
+    pub const fn with_seq(mut self, seq: u32) -> Self {
+        self.substream_seq = Some(seq);
+        self
+    }
+
+    /// The flags (low nibble of byte 0) this header is encoded with.
+    #[must_use]
+    pub const fn flags(&self) -> u8 {
+        let mut f = 0;
+        if self.ordered_prev.is_some() {
+            f |= FLAG_ORDERED;
+        }
+        if self.substream_seq.is_some() {
+            f |= FLAG_SEQ;
+        }
+        f
+    }
+
+    /// Encoded header length: [`HEADER_LEN`] plus [`FIELD_LEN`] for each
+    /// optional field present (at most [`MAX_HEADER_LEN`]).
     #[must_use]
     pub const fn len(&self) -> usize {
-        if self.ordered_prev.is_some() {
-            ORDERED_HEADER_LEN
-        } else {
-            HEADER_LEN
-        }
+        header_len(self.flags())
     }
 
     /// Always false: a header is never empty (present for API symmetry).
@@ -73,19 +113,19 @@ impl FrameHeader {
     }
 
     /// Writes the header into `buf`, returning its length.
-    pub fn emit(&self, buf: &mut [u8; ORDERED_HEADER_LEN]) -> usize {
-        let flags = if self.ordered_prev.is_some() {
-            FLAG_ORDERED
-        } else {
-            0
-        };
-        buf[0] = (VERSION << 4) | flags;
+    pub fn emit(&self, buf: &mut [u8; MAX_HEADER_LEN]) -> usize {
+        buf[0] = (VERSION << 4) | self.flags();
         buf[1..3].copy_from_slice(&self.substream.to_be_bytes());
         buf[3..7].copy_from_slice(&self.id.to_be_bytes());
-        if let Some(prev) = self.ordered_prev {
-            buf[7..11].copy_from_slice(&prev.to_be_bytes());
+        let mut at = HEADER_LEN;
+        for field in [self.substream_seq, self.ordered_prev]
+            .into_iter()
+            .flatten()
+        {
+            buf[at..at + FIELD_LEN].copy_from_slice(&field.to_be_bytes());
+            at += FIELD_LEN;
         }
-        self.len()
+        at
     }
 
     /// Parses a header from the start of a decoded, CRC-checked body
@@ -96,30 +136,43 @@ impl FrameHeader {
             .ok_or(FrameError::TooShort { len: body.len() })?;
         // Reserved flag bits may change the header layout: an unknown
         // flag is as unknown as an unknown version.
-        if b0 >> 4 != VERSION || b0 & 0x0F & !FLAG_ORDERED != 0 {
+        let flags = b0 & 0x0F;
+        if b0 >> 4 != VERSION || flags & !KNOWN_FLAGS != 0 {
             return Err(FrameError::BadVersion { byte: b0 });
         }
-        let hlen = if b0 & FLAG_ORDERED != 0 {
-            ORDERED_HEADER_LEN
-        } else {
-            HEADER_LEN
-        };
+        let hlen = header_len(flags);
         if body.len() < hlen {
             return Err(FrameError::TooShort { len: body.len() });
         }
+        let u32_at =
+            |i: usize| u32::from_be_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
         let substream = u16::from_be_bytes([body[1], body[2]]);
-        let id = u32::from_be_bytes([body[3], body[4], body[5], body[6]]);
-        let ordered_prev = (hlen == ORDERED_HEADER_LEN)
-            .then(|| u32::from_be_bytes([body[7], body[8], body[9], body[10]]));
+        let id = u32_at(3);
+        let mut at = HEADER_LEN;
+        let mut field = |present: bool| {
+            present.then(|| {
+                at += FIELD_LEN;
+                u32_at(at - FIELD_LEN)
+            })
+        };
+        let substream_seq = field(flags & FLAG_SEQ != 0);
+        let ordered_prev = field(flags & FLAG_ORDERED != 0);
         Ok((
             FrameHeader {
                 substream,
                 id,
+                substream_seq,
                 ordered_prev,
             },
             hlen,
         ))
     }
+}
+
+/// Header length for the flags `flags` (known flags only).
+const fn header_len(flags: u8) -> usize {
+    HEADER_LEN
+        + FIELD_LEN * ((flags & FLAG_SEQ != 0) as usize + (flags & FLAG_ORDERED != 0) as usize)
 }
 
 /// A decoded message: header and payload.
@@ -141,7 +194,8 @@ pub enum FrameError {
         /// Decoded body length (header + payload + CRC).
         len: usize,
     },
-    /// Version nibble other than [`VERSION`], or reserved flag bits set.
+    /// Version nibble other than [`VERSION`], or reserved flag bits (2–3)
+    /// set.
     BadVersion {
         /// Header byte 0.
         byte: u8,
@@ -196,16 +250,18 @@ impl From<cobs::DecodeError> for FrameError {
 /// at most `max_payload` bytes.
 #[must_use]
 pub const fn max_body_len(max_payload: usize) -> usize {
-    max_encoded_len(ORDERED_HEADER_LEN + max_payload + CRC_LEN)
+    max_encoded_len(MAX_HEADER_LEN + max_payload + CRC_LEN)
 }
 
-/// Upper bound of the on-wire length (markers included) of one frame.
+/// Upper bound of the on-wire length (markers included) of one frame with
+/// a `payload_len`-byte payload, ordered or not, with or without the
+/// sub-stream sequence number (counted as present).
 #[must_use]
 pub const fn max_frame_len(payload_len: usize, ordered: bool) -> usize {
     let h = if ordered {
-        ORDERED_HEADER_LEN
+        MAX_HEADER_LEN
     } else {
-        HEADER_LEN
+        HEADER_LEN + FIELD_LEN
     };
     2 + max_encoded_len(h + payload_len + CRC_LEN)
 }
@@ -214,7 +270,7 @@ pub const fn max_frame_len(payload_len: usize, ordered: bool) -> usize {
 /// `out`; returns the number of bytes appended. No size limit is applied
 /// here ([`crate::Framer`] enforces the configured maximum).
 pub fn encode_frame(header: &FrameHeader, payload: &[u8], out: &mut Vec<u8>) -> usize {
-    let mut hbuf = [0u8; ORDERED_HEADER_LEN];
+    let mut hbuf = [0u8; MAX_HEADER_LEN];
     let hlen = header.emit(&mut hbuf);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&hbuf[..hlen]), payload);
     let start = out.len();
@@ -298,6 +354,18 @@ pub(crate) mod tests {
         0x00, 0x0c, 0x11, 0x02, 0x03, 0x0a, 0x0b, 0x0c, 0x0d, 0x0a, 0x0b, 0x0c, 0x0c, 0x02, 0xff,
         0x05, 0x56, 0x1f, 0x05, 0x52, 0x00,
     ];
+    /// docs/PROTOCOL.md, vector 3: SEQ, unordered, sub-stream 1, id 0,
+    /// sequence number 0, "hi" (a default `Framer`'s first message).
+    pub(crate) const V3: &[u8] = &[
+        0x00, 0x02, 0x12, 0x02, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x01, 0x07, 0x68, 0x69,
+        0x4d, 0x65, 0x91, 0xbc, 0x00,
+    ];
+    /// docs/PROTOCOL.md, vector 4: SEQ and ORDERED, sub-stream 0x0203, id
+    /// 0x0a0b0c0d, sequence number 7, prev 0x0a0b0c0c, payload 00 ff 00.
+    pub(crate) const V4: &[u8] = &[
+        0x00, 0x08, 0x13, 0x02, 0x03, 0x0a, 0x0b, 0x0c, 0x0d, 0x01, 0x01, 0x06, 0x07, 0x0a, 0x0b,
+        0x0c, 0x0c, 0x02, 0xff, 0x05, 0x29, 0x04, 0xb6, 0xdc, 0x00,
+    ];
 
     fn enc(h: FrameHeader, p: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -326,10 +394,42 @@ pub(crate) mod tests {
         let h = FrameHeader {
             substream: 0x0203,
             id: 0x0a0b_0c0d,
+            substream_seq: None,
             ordered_prev: Some(0x0a0b_0c0c),
         };
         assert_eq!(enc(h, &[0x00, 0xff, 0x00]), V2);
         let f = decode_frame(&V2[1..V2.len() - 1], DEFAULT_MAX_PAYLOAD).unwrap();
+        assert_eq!(f.header, h);
+        assert_eq!(f.payload, vec![0x00, 0xff, 0x00]);
+    }
+
+    #[test]
+    fn vector_seq() {
+        let h = FrameHeader::unordered(1, 0).with_seq(0);
+        assert_eq!(h.len(), 11);
+        assert_eq!(enc(h, b"hi"), V3);
+        let f = decode_frame(&V3[1..V3.len() - 1], DEFAULT_MAX_PAYLOAD).unwrap();
+        assert_eq!(f.header, h);
+        assert_eq!(f.payload, b"hi".to_vec());
+        // What a default framer emits for its first message.
+        let mut out = Vec::new();
+        crate::Framer::default()
+            .frame(1, false, b"hi", &mut out)
+            .unwrap();
+        assert_eq!(out, V3);
+    }
+
+    #[test]
+    fn vector_seq_ordered() {
+        let h = FrameHeader {
+            substream: 0x0203,
+            id: 0x0a0b_0c0d,
+            substream_seq: Some(7),
+            ordered_prev: Some(0x0a0b_0c0c),
+        };
+        assert_eq!(h.len(), MAX_HEADER_LEN);
+        assert_eq!(enc(h, &[0x00, 0xff, 0x00]), V4);
+        let f = decode_frame(&V4[1..V4.len() - 1], DEFAULT_MAX_PAYLOAD).unwrap();
         assert_eq!(f.header, h);
         assert_eq!(f.payload, vec![0x00, 0xff, 0x00]);
     }
@@ -367,14 +467,16 @@ pub(crate) mod tests {
             decode_frame(&cobs::encode(&raw), 100),
             Err(FrameError::BadVersion { byte: 0x21 })
         );
-        // Reserved flag bit 1: also refused.
-        raw[0] = 0x12;
-        let crc = crc32c::crc32c(&raw[..n - 4]);
-        raw[n - 4..].copy_from_slice(&crc.to_be_bytes());
-        assert_eq!(
-            decode_frame(&cobs::encode(&raw), 100),
-            Err(FrameError::BadVersion { byte: 0x12 })
-        );
+        // Reserved flag bits 2 and 3: also refused.
+        for b0 in [0x14, 0x18, 0x1f] {
+            raw[0] = b0;
+            let crc = crc32c::crc32c(&raw[..n - 4]);
+            raw[n - 4..].copy_from_slice(&crc.to_be_bytes());
+            assert_eq!(
+                decode_frame(&cobs::encode(&raw), 100),
+                Err(FrameError::BadVersion { byte: b0 })
+            );
+        }
         // Too short, bad COBS, too large.
         assert_eq!(
             decode_frame(&[0x01], 100),
@@ -400,19 +502,30 @@ pub(crate) mod tests {
             decode_frame(&cobs::encode(&raw), 100),
             Err(FrameError::TooShort { len: 13 })
         );
+        // SEQ and ORDERED on a body that holds only one of the two fields.
+        let mut raw = vec![0x13, 0, 1, 0, 0, 0, 1, 0, 0, 0, 5];
+        let crc = crc32c::crc32c(&raw);
+        raw.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            decode_frame(&cobs::encode(&raw), 100),
+            Err(FrameError::TooShort { len: 15 })
+        );
     }
 
     #[test]
     fn empty_payload_and_zero_ids() {
-        let h = FrameHeader {
-            substream: 0,
-            id: 0,
-            ordered_prev: Some(0),
-        };
-        let f = enc(h, &[]);
-        let d = decode_frame(&f[1..f.len() - 1], 0).unwrap();
-        assert_eq!(d.header, h);
-        assert!(d.payload.is_empty());
-        assert!(!f[1..f.len() - 1].contains(&0));
+        for substream_seq in [None, Some(0), Some(u32::MAX)] {
+            let h = FrameHeader {
+                substream: 0,
+                id: 0,
+                substream_seq,
+                ordered_prev: Some(0),
+            };
+            let f = enc(h, &[]);
+            let d = decode_frame(&f[1..f.len() - 1], 0).unwrap();
+            assert_eq!(d.header, h);
+            assert!(d.payload.is_empty());
+            assert!(!f[1..f.len() - 1].contains(&0));
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Sender side of the intermediary layer (thesis §4.2): assigns message ids,
-//! tracks ordered sub-stream chains, and frames messages.
+//! Sender side of the intermediary layer (thesis §4.2): assigns message ids
+//! and per-sub-stream sequence numbers, tracks ordered sub-stream chains,
+//! and frames messages.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,12 @@ pub struct FramerConfig {
     /// Largest accepted payload. Default [`DEFAULT_MAX_PAYLOAD`] (1 MiB);
     /// the receiver's `DeframerConfig::max_payload` must be at least this.
     pub max_payload: usize,
+    /// Write each message's sequence number on its sub-stream into the
+    /// header (`SEQ` flag, 4 bytes more per frame), so that the receiver
+    /// can count losses per sub-stream (`Deframer::substream_stats`).
+    /// Default true. A receiver of an older version that does not know
+    /// the flag refuses such frames (`bad_version`): set false for it.
+    pub substream_seq: bool,
 }
 
 impl Default for FramerConfig {
@@ -21,6 +28,7 @@ impl Default for FramerConfig {
         FramerConfig {
             initial_id: 0,
             max_payload: DEFAULT_MAX_PAYLOAD,
+            substream_seq: true,
         }
     }
 }
@@ -53,14 +61,27 @@ impl std::error::Error for SendError {}
 ///
 /// Ids come from one counter shared by all sub-streams (thesis §4.2: the
 /// API "returns the identifier of the message that was queued"), wrapping
-/// at 2^32. For an ordered sub-stream the framer remembers the last id it
+/// at 2^32. Sequence numbers come from one counter per sub-stream (0 for
+/// its first message), wrapping at 2^32; a message framed but never sent
+/// (expired in the sender's queue) leaves a gap the receiver counts as
+/// missing. For an ordered sub-stream the framer remembers the last id it
 /// used there and writes it into the next message's header (thesis §8.3.2).
 #[derive(Debug, Clone)]
 pub struct Framer {
     next_id: u32,
     max_payload: usize,
-    /// Last id sent on each ordered sub-stream.
-    ordered_last: BTreeMap<u16, u32>,
+    substream_seq: bool,
+    /// Per sub-stream used so far (at most 65 536 entries).
+    subs: BTreeMap<u16, SubState>,
+}
+
+/// Sender state of one sub-stream.
+#[derive(Debug, Clone, Copy, Default)]
+struct SubState {
+    /// Sequence number of the next message.
+    next_seq: u32,
+    /// Last id sent on the sub-stream as an ordered message.
+    ordered_last: Option<u32>,
 }
 
 impl Default for Framer {
@@ -76,7 +97,8 @@ impl Framer {
         Framer {
             next_id: config.initial_id,
             max_payload: config.max_payload,
-            ordered_last: BTreeMap::new(),
+            substream_seq: config.substream_seq,
+            subs: BTreeMap::new(),
         }
     }
 
@@ -84,6 +106,12 @@ impl Framer {
     #[must_use]
     pub fn next_id(&self) -> u32 {
         self.next_id
+    }
+
+    /// The sequence number the next message on `substream` will get.
+    #[must_use]
+    pub fn next_substream_seq(&self, substream: u16) -> u32 {
+        self.subs.get(&substream).map_or(0, |s| s.next_seq)
     }
 
     /// The largest accepted payload.
@@ -110,16 +138,20 @@ impl Framer {
             });
         }
         let id = self.next_id;
+        let sub = self.subs.entry(substream).or_default();
         let ordered_prev = if ordered {
             // The first ordered message of a sub-stream points at itself.
-            Some(self.ordered_last.insert(substream, id).unwrap_or(id))
+            Some(sub.ordered_last.replace(id).unwrap_or(id))
         } else {
             None
         };
+        let substream_seq = self.substream_seq.then_some(sub.next_seq);
+        sub.next_seq = sub.next_seq.wrapping_add(1);
         encode_frame(
             &FrameHeader {
                 substream,
                 id,
+                substream_seq,
                 ordered_prev,
             },
             payload,
@@ -147,6 +179,7 @@ mod tests {
         let mut f = Framer::new(FramerConfig {
             initial_id: u32::MAX - 1,
             max_payload: 8,
+            ..FramerConfig::default()
         });
         let mut out = Vec::new();
         assert_eq!(f.frame(5, true, b"a", &mut out), Ok(u32::MAX - 1));
@@ -161,10 +194,30 @@ mod tests {
         assert_eq!(h[2].ordered_prev, Some(u32::MAX - 1));
         assert_eq!(h[3].ordered_prev, Some(1));
         assert_eq!(h[4].ordered_prev, Some(0));
+        let seqs: Vec<Option<u32>> = h.iter().map(|h| h.substream_seq).collect();
+        assert_eq!(seqs, [Some(0), Some(0), Some(1), Some(0), Some(2)]);
+        assert_eq!(f.next_substream_seq(5), 3);
+        assert_eq!(f.next_substream_seq(8), 0);
         assert_eq!(
             f.frame(5, true, &[1; 9], &mut out),
             Err(SendError::TooLarge { len: 9, max: 8 })
         );
         assert_eq!(f.next_id(), 3, "a refused message consumes no id");
+        assert_eq!(f.next_substream_seq(5), 3, "nor a sequence number");
+    }
+
+    #[test]
+    fn without_seq_field() {
+        let mut f = Framer::new(FramerConfig {
+            substream_seq: false,
+            ..FramerConfig::default()
+        });
+        let mut out = Vec::new();
+        f.frame(1, false, b"hi", &mut out).unwrap();
+        f.frame(1, true, b"hi", &mut out).unwrap();
+        let h = headers(&out);
+        assert_eq!(h[0], FrameHeader::unordered(1, 0));
+        assert_eq!((h[1].substream_seq, h[1].ordered_prev), (None, Some(1)));
+        assert_eq!(h[1].len(), crate::frame::ORDERED_HEADER_LEN);
     }
 }

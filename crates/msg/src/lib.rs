@@ -18,7 +18,9 @@
 //! - [`Deframer`]: the receiver side: frames found as segments arrive (no
 //!   head-of-line blocking), sparse reassembly of split frames, newer bytes
 //!   win over older ones, CRC32C rejects spliced frames, exactly-once
-//!   delivery by id, ordered sub-streams released in chain order, bounded
+//!   delivery (a delivered id is remembered while a copy of its frame can
+//!   still arrive, bounded by stream position, never refused for being far
+//!   from other ids), ordered sub-streams released in chain order, bounded
 //!   memory.
 //!
 //! Padding: a sender that must fill a retransmission up to the original
@@ -34,6 +36,6 @@ pub mod frame;
 pub mod framer;
 mod ordered;
 
-pub use deframer::{Deframer, DeframerConfig, DeframerStats, Message};
+pub use deframer::{Deframer, DeframerConfig, DeframerStats, Message, SubstreamStats};
 pub use frame::{decode_frame, decode_frame_into, encode_frame, Frame, FrameError, FrameHeader};
 pub use framer::{Framer, FramerConfig, SendError};

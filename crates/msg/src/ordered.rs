@@ -10,10 +10,18 @@
 //! predecessor had been, and the chain continues from it. Messages that
 //! arrive after their place in the chain has been passed are dropped, so
 //! release order on a sub-stream is always increasing.
+//!
+//! Memory: each waiting message is charged its payload plus
+//! [`PIECE_OVERHEAD`] bytes (the `Message`, its map node and allocator
+//! slack), so empty messages count too (review B3): with the default 4 MiB
+//! at most 65 536 empty messages wait, over all sub-streams. Finding the
+//! message that waited longest is logarithmic (an index by arrival time),
+//! so overflow and timeouts cost the same with 65 536 sub-streams waiting
+//! as with one.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::deframer::{DeframerStats, Message};
+use crate::deframer::{DeframerStats, Message, PIECE_OVERHEAD};
 
 /// `a` is strictly after `b` in serial-number order.
 #[inline]
@@ -30,12 +38,20 @@ struct Sub {
     waiting: BTreeMap<u32, Message>,
 }
 
+/// Bytes charged for one waiting message.
+fn cost(m: &Message) -> usize {
+    m.payload.len() + PIECE_OVERHEAD
+}
+
 #[derive(Debug)]
 pub(crate) struct Ordered {
     subs: BTreeMap<u16, Sub>,
     max_per_substream: usize,
     max_bytes: usize,
+    /// Charged bytes of all waiting messages.
     waiting_bytes: usize,
+    /// Every waiting message as (arrival, sub-stream, predecessor key).
+    by_arrival: BTreeSet<(u64, u16, u32)>,
 }
 
 impl Ordered {
@@ -45,12 +61,19 @@ impl Ordered {
             max_per_substream: max_per_substream.max(1),
             max_bytes,
             waiting_bytes: 0,
+            by_arrival: BTreeSet::new(),
         }
     }
 
-    /// Payload bytes waiting for their predecessor.
+    /// Bytes charged for the messages waiting for their predecessor:
+    /// payload plus [`PIECE_OVERHEAD`] each.
     pub(crate) fn waiting_bytes(&self) -> usize {
         self.waiting_bytes
+    }
+
+    /// Messages waiting for their predecessor.
+    pub(crate) fn waiting_messages(&self) -> usize {
+        self.by_arrival.len()
     }
 
     /// Offers an ordered message whose predecessor is `prev`; released
@@ -73,7 +96,7 @@ impl Ordered {
         if prev == msg.id || sub.last == Some(prev) {
             sub.last = Some(msg.id);
             out.push_back(msg);
-            self.waiting_bytes -= drain_chain(sub, out);
+            self.drain_chain(substream, out);
             return;
         }
         if sub.waiting.contains_key(&prev) {
@@ -81,19 +104,29 @@ impl Ordered {
             stats.ordered_late += 1;
             return;
         }
-        self.waiting_bytes += msg.payload.len();
+        self.waiting_bytes += cost(&msg);
+        self.by_arrival.insert((msg.arrival_ns, substream, prev));
         sub.waiting.insert(prev, msg);
         if sub.waiting.len() > self.max_per_substream {
             stats.ordered_overflow += 1;
             self.skip(substream, out, stats);
         }
         while self.waiting_bytes > self.max_bytes {
-            let Some(victim) = self.oldest_waiting().map(|(s, _)| s) else {
+            let Some(&(_, victim, _)) = self.by_arrival.first() else {
                 break;
             };
             stats.ordered_overflow += 1;
             self.skip(victim, out, stats);
         }
+    }
+
+    /// Takes the message waiting for `prev` on `substream` out of the
+    /// buffer.
+    fn unpark(&mut self, substream: u16, prev: u32) -> Option<Message> {
+        let msg = self.subs.get_mut(&substream)?.waiting.remove(&prev)?;
+        self.waiting_bytes -= cost(&msg);
+        self.by_arrival.remove(&(msg.arrival_ns, substream, prev));
+        Some(msg)
     }
 
     /// Releases every message that has waited `max_wait` or longer at
@@ -105,38 +138,18 @@ impl Ordered {
         out: &mut VecDeque<Message>,
         stats: &mut DeframerStats,
     ) {
-        let keys: Vec<u16> = self
-            .subs
-            .iter()
-            .filter(|(_, s)| !s.waiting.is_empty())
-            .map(|(&k, _)| k)
-            .collect();
-        for k in keys {
-            while let Some(oldest) = self.subs[&k].waiting.values().map(|m| m.arrival_ns).min() {
-                if oldest.saturating_add(max_wait) > now {
-                    break;
-                }
-                self.skip(k, out, stats);
+        // Oldest first; each skip releases at least one message.
+        while let Some(&(t, k, _)) = self.by_arrival.first() {
+            if t.saturating_add(max_wait) > now {
+                break;
             }
+            self.skip(k, out, stats);
         }
     }
 
     /// Earliest arrival time among all waiting messages.
     pub(crate) fn oldest_arrival(&self) -> Option<u64> {
-        self.oldest_waiting().map(|(_, t)| t)
-    }
-
-    fn oldest_waiting(&self) -> Option<(u16, u64)> {
-        self.subs
-            .iter()
-            .filter_map(|(&k, s)| {
-                s.waiting
-                    .values()
-                    .map(|m| m.arrival_ns)
-                    .min()
-                    .map(|t| (k, t))
-            })
-            .min_by_key(|&(k, t)| (t, k))
+        self.by_arrival.first().map(|&(t, _, _)| t)
     }
 
     /// Gives up on the gap in front of the earliest waiting message of
@@ -159,30 +172,30 @@ impl Ordered {
         else {
             return;
         };
-        let Some(msg) = sub.waiting.remove(&key) else {
+        let Some(msg) = self.unpark(substream, key) else {
             return;
         };
         stats.ordered_skipped += 1;
-        self.waiting_bytes -= msg.payload.len();
-        sub.last = Some(msg.id);
+        if let Some(sub) = self.subs.get_mut(&substream) {
+            sub.last = Some(msg.id);
+        }
         out.push_back(msg);
-        self.waiting_bytes -= drain_chain(sub, out);
+        self.drain_chain(substream, out);
     }
-}
 
-/// Releases the chain that continues from `sub.last`; returns the payload
-/// bytes released from the waiting buffer.
-fn drain_chain(sub: &mut Sub, out: &mut VecDeque<Message>) -> usize {
-    let mut freed = 0;
-    while let Some(last) = sub.last {
-        let Some(next) = sub.waiting.remove(&last) else {
-            break;
-        };
-        freed += next.payload.len();
-        sub.last = Some(next.id);
-        out.push_back(next);
+    /// Releases the chain of `substream` that continues from its last
+    /// released message.
+    fn drain_chain(&mut self, substream: u16, out: &mut VecDeque<Message>) {
+        while let Some(last) = self.subs.get(&substream).and_then(|s| s.last) {
+            let Some(next) = self.unpark(substream, last) else {
+                break;
+            };
+            if let Some(sub) = self.subs.get_mut(&substream) {
+                sub.last = Some(next.id);
+            }
+            out.push_back(next);
+        }
     }
-    freed
 }
 
 #[cfg(test)]
@@ -193,6 +206,7 @@ mod tests {
         Message {
             substream: 3,
             id,
+            substream_seq: None,
             payload: vec![id as u8; 10],
             arrival_ns: t,
             ordered: true,
@@ -252,13 +266,14 @@ mod tests {
 
     #[test]
     fn byte_cap_and_timeout() {
-        let mut o = Ordered::new(100, 25);
+        // Two waiting messages fit (2 × (10 + PIECE_OVERHEAD)), three not.
+        let mut o = Ordered::new(100, 2 * (10 + PIECE_OVERHEAD) + 5);
         let mut out = VecDeque::new();
         let mut st = DeframerStats::default();
         o.offer(m(10, 5), 9, &mut out, &mut st);
         o.offer(m(12, 7), 11, &mut out, &mut st);
         assert_eq!(o.oldest_arrival(), Some(5));
-        o.offer(m(14, 9), 13, &mut out, &mut st); // 30 bytes > 25: skip to 10
+        o.offer(m(14, 9), 13, &mut out, &mut st); // three: skip to 10
         assert_eq!(ids(&mut out), vec![10]);
         o.expire(100, 96, &mut out, &mut st); // 7 + 96 > 100: nothing
         assert!(out.is_empty());
@@ -268,5 +283,35 @@ mod tests {
         assert_eq!(ids(&mut out), vec![14]);
         assert_eq!(o.oldest_arrival(), None);
         assert_eq!(o.waiting_bytes(), 0);
+        assert_eq!(o.waiting_messages(), 0);
+    }
+
+    #[test]
+    fn empty_messages_are_charged() {
+        // Review B3: 1000 sub-streams each park one empty message; the
+        // bound admits 100 of them (by their overhead alone).
+        let mut o = Ordered::new(256, 100 * PIECE_OVERHEAD);
+        let mut out = VecDeque::new();
+        let mut st = DeframerStats::default();
+        for s in 0..1000u16 {
+            let msg = Message {
+                substream: s,
+                id: u32::from(s) * 2 + 1,
+                substream_seq: None,
+                payload: Vec::new(),
+                arrival_ns: u64::from(s),
+                ordered: true,
+            };
+            o.offer(msg, u32::from(s) * 2, &mut out, &mut st);
+            assert!(o.waiting_messages() <= 100);
+            assert_eq!(o.waiting_bytes(), o.waiting_messages() * PIECE_OVERHEAD);
+        }
+        // The oldest were released first.
+        assert_eq!(out.len(), 900);
+        assert!(out
+            .iter()
+            .enumerate()
+            .all(|(i, m)| m.substream as usize == i));
+        assert_eq!(o.oldest_arrival(), Some(900));
     }
 }

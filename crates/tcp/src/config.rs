@@ -115,6 +115,23 @@ pub struct Config {
     /// TCP Hollywood kernel-side extensions (thesis §4.2–4.4). All off =
     /// standard TCP; each half on alone is one of the partial deployments.
     pub hollywood: HollywoodConfig,
+    /// Listener only (the configuration given to `Endpoint::listen_with`,
+    /// or the endpoint's default): half-open connections (SYN-RECEIVED,
+    /// not yet accepted) the listener keeps at most. Each SYN to a
+    /// listener otherwise allocates a connection that lives until its
+    /// SYN-ACK retransmissions give up, so spoofed SYNs would grow memory
+    /// without bound (RFC 4987 §2). Beyond the limit a SYN is answered with
+    /// a SYN cookie (`syn_cookies`) or dropped (`EndpointStats::syns_dropped`).
+    /// Default 256 (Linux `tcp_max_syn_backlog` is 128 to 1024 by memory).
+    pub syn_backlog: usize,
+    /// Listener only: while the backlog is full, answer SYNs with SYN
+    /// cookies (RFC 4987 §3.6; Linux `tcp_syncookies = 1`) instead of
+    /// dropping them: no state is kept until the client's ACK returns the
+    /// cookie. A connection opened by a cookie keeps the MSS (rounded down
+    /// to one of 8 values, at most 8960) and timestamps (RFC 7323), but
+    /// loses window scaling (its window is at most 64 KiB) and SACK: they do
+    /// not fit in the cookie. Default true.
+    pub syn_cookies: bool,
 }
 
 /// The TCP Hollywood switches (thesis ch. 4). Neither changes how ACKs,
@@ -209,6 +226,8 @@ impl Default for Config {
             challenge_ack_limit: 1000,
             consistent_segmentation: false,
             hollywood: HollywoodConfig::default(),
+            syn_backlog: 256,
+            syn_cookies: true,
         }
     }
 }

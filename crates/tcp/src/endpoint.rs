@@ -13,24 +13,63 @@
 //! A connection is removed automatically once its
 //! [`Event::Closed`](crate::Event::Closed) has been returned by
 //! [`Endpoint::poll_event`] (and any final RST sent).
+//!
+//! # SYN floods (RFC 4987)
+//!
+//! Each listener keeps at most [`Config::syn_backlog`] half-open
+//! connections (SYN-RECEIVED, not yet accepted; default 256). Beyond that a
+//! SYN is answered with a SYN cookie ([`Config::syn_cookies`], default on)
+//! or dropped ([`EndpointStats::syns_dropped`]), so spoofed SYNs cannot grow
+//! memory. A cookie is the ISN of a stateless SYN-ACK (RFC 4987 §3.6):
+//!
+//! ```text
+//! bit 31..27  t mod 32    t = now / 64 s
+//! bit 26..24  m           MSS index: 536 1024 1220 1300 1360 1440 1460 8960
+//! bit 23..0   MAC         SipHash-2-4 (the RFC 6528 ISN secret) of the
+//!                         4-tuple, the client's ISN, t and m
+//! ```
+//!
+//! The client's ACK (SEG.ACK − 1 = cookie, SEG.SEQ − 1 = its ISN) is
+//! accepted when the MAC matches for `t` now or one period before (a
+//! cookie lives 64 to 128 s) and the listener overflowed within the last
+//! 128 s; the connection is then rebuilt from it. The SYN-ACK offers only
+//! what can be rebuilt: the MSS (the client's, rounded down to the table)
+//! and, if the client offered them, timestamps (RFC 7323; the echo of our
+//! TSval also times the handshake for the first RTT sample). Window
+//! scaling and SACK are not offered, so a cookie connection has a window
+//! of at most 64 KiB and no SACK. Without timestamps the handshake cannot
+//! be timed; the connection takes a conservative first RTT sample equal
+//! to `Config::initial_rto` (1 s: RFC 6298's RTO before any sample), which
+//! later samples average away; on paths under 1 s it errs long (timeouts
+//! come late, not early, and the minimum RTT is left to real samples).
 
 use crate::config::Config;
 use crate::conn::{Connection, Event, State};
 use crate::isn::IsnGenerator;
 use crate::time::Instant;
 use crate::Error;
-use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// First ephemeral port (Linux `ip_local_port_range` default).
 pub const EPHEMERAL_FIRST: u16 = 32_768;
 /// Last ephemeral port (Linux `ip_local_port_range` default).
 pub const EPHEMERAL_LAST: u16 = 60_999;
-/// Endpoint-generated packets (RSTs) queued at most; more are dropped.
+/// Endpoint-generated packets (RSTs, SYN cookie SYN-ACKs) queued at most;
+/// more are dropped.
 const MAX_QUEUED_RSTS: usize = 1024;
+
+/// Period of the SYN cookie time counter (RFC 4987 §3.6: 64 s).
+const COOKIE_PERIOD: Duration = Duration::from_secs(64);
+
+/// MSS values a SYN cookie can carry (index in 3 bits). The client's MSS is
+/// rounded down to one of them (a missing MSS option means 536, RFC 9293
+/// §3.7.1); 1220 is the IPv6 minimum-MTU MSS.
+pub const SYN_COOKIE_MSS: [u16; 8] = [536, 1024, 1220, 1300, 1360, 1440, 1460, 8960];
 
 /// Names a connection of one [`Endpoint`]. Handles are never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,6 +120,16 @@ pub struct EndpointStats {
     pub connections_closed: u64,
     /// TIME-WAIT connections replaced by a new SYN (RFC 6191).
     pub time_wait_reused: u64,
+    /// SYNs dropped because the listener's backlog was full (cookies off,
+    /// or the queue for the cookie SYN-ACK was full).
+    pub syns_dropped: u64,
+    /// SYN-ACKs carrying a SYN cookie (the backlog was full).
+    pub syn_cookies_sent: u64,
+    /// Connections opened by a valid SYN cookie.
+    pub syn_cookies_accepted: u64,
+    /// ACKs to a listener whose cookie was invalid or expired while cookies
+    /// were in use (answered with RST).
+    pub syn_cookies_rejected: u64,
 }
 
 #[derive(Debug)]
@@ -91,6 +140,20 @@ struct Entry {
     announced: bool,
     /// `Closed` was returned by `poll_event`; remove once the RST is out.
     closed_reported: bool,
+    /// A half-open connection counted in this listener's backlog (until it
+    /// is accepted or removed).
+    backlog_of: Option<SocketAddr>,
+}
+
+/// One listening address.
+#[derive(Debug)]
+struct Listener {
+    /// Configuration of accepted connections (and the backlog settings).
+    config: Config,
+    /// Half-open connections counted against `config.syn_backlog`.
+    half_open: usize,
+    /// Last time the backlog was full (cookies may be outstanding).
+    overflowed_at: Option<Instant>,
 }
 
 /// A host's TCP over whole IP packets.
@@ -102,7 +165,7 @@ pub struct Endpoint {
     next_handle: u64,
     conns: BTreeMap<u64, Entry>,
     by_tuple: BTreeMap<(SocketAddr, SocketAddr), u64>,
-    listeners: BTreeMap<SocketAddr, Config>,
+    listeners: BTreeMap<SocketAddr, Listener>,
     out: VecDeque<Vec<u8>>,
     events: VecDeque<EndpointEvent>,
     /// Connections that may have events.
@@ -159,7 +222,14 @@ impl Endpoint {
         if self.listeners.contains_key(&local) {
             return Err(Error::AddrInUse);
         }
-        self.listeners.insert(local, config);
+        self.listeners.insert(
+            local,
+            Listener {
+                config,
+                half_open: 0,
+                overflowed_at: None,
+            },
+        );
         Ok(())
     }
 
@@ -209,7 +279,7 @@ impl Endpoint {
         let iss = self.isn.isn(now, local, remote);
         let conn = Connection::connect(now, config, local, remote, iss);
         self.stats.connections_initiated += 1;
-        Ok(self.insert(conn, false))
+        Ok(self.insert(conn, false, None))
     }
 
     /// Deterministic ephemeral port: a seeded random start, then the next
@@ -229,16 +299,25 @@ impl Endpoint {
         Err(Error::AddrInUse)
     }
 
-    fn insert(&mut self, conn: Connection, passive: bool) -> ConnHandle {
+    fn insert(
+        &mut self,
+        conn: Connection,
+        passive: bool,
+        backlog_of: Option<SocketAddr>,
+    ) -> ConnHandle {
         let h = self.next_handle;
         self.next_handle += 1;
         self.by_tuple.insert((conn.local(), conn.remote()), h);
+        if let Some(l) = backlog_of.and_then(|k| self.listeners.get_mut(&k)) {
+            l.half_open += 1;
+        }
         self.conns.insert(
             h,
             Entry {
                 conn,
                 announced: !passive,
                 closed_reported: false,
+                backlog_of,
             },
         );
         self.dirty.insert(h);
@@ -246,11 +325,28 @@ impl Endpoint {
     }
 
     fn remove(&mut self, h: u64) {
+        self.leave_backlog(h);
         if let Some(e) = self.conns.remove(&h) {
             self.by_tuple.remove(&(e.conn.local(), e.conn.remote()));
             self.dirty.remove(&h);
             self.stats.connections_closed += 1;
         }
+    }
+
+    /// Connection `h` no longer counts as half-open (accepted or gone).
+    fn leave_backlog(&mut self, h: u64) {
+        let Some(key) = self.conns.get_mut(&h).and_then(|e| e.backlog_of.take()) else {
+            return;
+        };
+        if let Some(l) = self.listeners.get_mut(&key) {
+            l.half_open = l.half_open.saturating_sub(1);
+        }
+    }
+
+    /// Half-open connections (SYN-RECEIVED, not yet accepted) counted
+    /// against the backlog of the listener on `local`.
+    pub fn half_open(&self, local: SocketAddr) -> Option<usize> {
+        self.listeners.get(&local).map(|l| l.half_open)
     }
 
     /// A connection (announced ones only: passive opens appear once
@@ -277,16 +373,17 @@ impl Endpoint {
             .map(|(&h, _)| ConnHandle(h))
     }
 
-    /// The listener for a destination address, exact match first.
-    fn listener(&self, dst: SocketAddr) -> Option<&Config> {
-        self.listeners.get(&dst).or_else(|| {
-            let any: SocketAddr = if dst.is_ipv4() {
-                (std::net::Ipv4Addr::UNSPECIFIED, dst.port()).into()
-            } else {
-                (std::net::Ipv6Addr::UNSPECIFIED, dst.port()).into()
-            };
-            self.listeners.get(&any)
-        })
+    /// The listening address that takes a destination, exact match first.
+    fn listener(&self, dst: SocketAddr) -> Option<SocketAddr> {
+        if self.listeners.contains_key(&dst) {
+            return Some(dst);
+        }
+        let any: SocketAddr = if dst.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, dst.port()).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, dst.port()).into()
+        };
+        self.listeners.contains_key(&any).then_some(any)
     }
 
     /// Process one IP packet from the network.
@@ -333,18 +430,36 @@ impl Endpoint {
             self.stats.no_connection += 1;
             return;
         }
-        if let Some(cfg) = self.listener(local) {
+        if let Some(key) = self.listener(local) {
             // RFC 9293 §3.10.7.2 LISTEN.
             if f.ack() {
+                // An ACK returning a SYN cookie opens the connection.
+                if !f.syn() && self.accept_cookie(now, key, local, remote, &tcp, payload) {
+                    return;
+                }
                 // Second check: any ACK is bad: <SEQ=SEG.ACK><CTL=RST>.
                 self.queue_rst(local, remote, &tcp, payload.len());
             } else if f.syn() {
-                // Third check: SYN → SYN-RECEIVED with a new TCB.
-                let cfg = cfg.clone();
-                let iss = self.isn.isn(now, local, remote);
-                let conn = Connection::accept(now, cfg, local, remote, iss, &tcp);
-                self.stats.syns_received += 1;
-                self.insert(conn, true);
+                // Third check: SYN → SYN-RECEIVED with a new TCB, unless
+                // the backlog is full (RFC 4987).
+                let Some(l) = self.listeners.get_mut(&key) else {
+                    return;
+                };
+                if l.half_open < l.config.syn_backlog {
+                    let cfg = l.config.clone();
+                    let iss = self.isn.isn(now, local, remote);
+                    let conn = Connection::accept(now, cfg, local, remote, iss, &tcp);
+                    self.stats.syns_received += 1;
+                    self.insert(conn, true, Some(key));
+                } else {
+                    l.overflowed_at = Some(now);
+                    if l.config.syn_cookies {
+                        let cfg = l.config.clone();
+                        self.send_cookie(now, cfg, local, remote, &tcp);
+                    } else {
+                        self.stats.syns_dropped += 1;
+                    }
+                }
             }
             // Fourth: other text or control: drop.
             return;
@@ -352,6 +467,143 @@ impl Endpoint {
         // RFC 9293 §3.10.7.1 CLOSED: answer with RST.
         self.stats.no_connection += 1;
         self.queue_rst(local, remote, &tcp, payload.len());
+    }
+
+    /// The cookie time counter at `now`.
+    fn cookie_time(now: Instant) -> u32 {
+        (now.as_nanos() / COOKIE_PERIOD.as_nanos() as u64) as u32
+    }
+
+    /// The SYN cookie for `client_isn` with MSS index `m` at time counter
+    /// `t` (layout in the module documentation).
+    fn cookie(&self, t: u32, local: SocketAddr, remote: SocketAddr, client_isn: u32, m: u8) -> u32 {
+        ((t & 31) << 27)
+            | (u32::from(m) << 24)
+            | self.isn.syn_cookie_mac(local, remote, client_isn, t, m)
+    }
+
+    /// The SYN as the cookie remembers it: the MSS from the table and the
+    /// client's timestamp, nothing else.
+    fn cookie_syn(syn: &TcpRepr, seq: SeqNumber, m: u8, ts: Option<Timestamp>) -> TcpRepr {
+        TcpRepr {
+            seq,
+            ack: SeqNumber(0),
+            flags: TcpFlags::SYN,
+            urgent: 0,
+            options: TcpOptions {
+                mss: Some(SYN_COOKIE_MSS[usize::from(m)]),
+                timestamp: ts,
+                ..TcpOptions::default()
+            },
+            ..*syn
+        }
+    }
+
+    /// Answers a SYN with a stateless SYN-ACK whose ISN is a cookie. The
+    /// SYN-ACK is the one a connection accepting the reduced SYN would
+    /// send, so the connection rebuilt from the ACK agrees with it.
+    fn send_cookie(
+        &mut self,
+        now: Instant,
+        cfg: Config,
+        local: SocketAddr,
+        remote: SocketAddr,
+        syn: &TcpRepr,
+    ) {
+        if self.out.len() >= MAX_QUEUED_RSTS {
+            self.stats.syns_dropped += 1;
+            return;
+        }
+        let mss = syn.options.mss.unwrap_or(536);
+        let m = SYN_COOKIE_MSS.iter().rposition(|&v| v <= mss).unwrap_or(0) as u8;
+        let cookie = self.cookie(Self::cookie_time(now), local, remote, syn.seq.0, m);
+        let reduced = Self::cookie_syn(syn, syn.seq, m, syn.options.timestamp);
+        let mut c = Connection::accept(now, cfg, local, remote, SeqNumber(cookie), &reduced);
+        let Some(synack) = c.poll_transmit(now, &mut self.scratch) else {
+            return;
+        };
+        self.out.push_back(hollywood_wire::build_tcp_ip(
+            local,
+            remote,
+            &synack,
+            &self.scratch,
+        ));
+        self.stats.syn_cookies_sent += 1;
+    }
+
+    /// If `ack` returns a valid SYN cookie of the listener `key`, opens the
+    /// connection (ESTABLISHED, announced as accepted) and returns true.
+    fn accept_cookie(
+        &mut self,
+        now: Instant,
+        key: SocketAddr,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ack: &TcpRepr,
+        payload: &[u8],
+    ) -> bool {
+        let Some(l) = self.listeners.get(&key) else {
+            return false;
+        };
+        // Only while cookies may be outstanding: a cookie lives at most two
+        // periods, so blind guesses (2^-24 each) get no chance otherwise.
+        let recent = l
+            .overflowed_at
+            .is_some_and(|t| now.saturating_duration_since(t) <= 2 * COOKIE_PERIOD);
+        if !l.config.syn_cookies || !recent || ack.flags.rst() {
+            return false;
+        }
+        let cfg = l.config.clone();
+        let cookie = ack.ack.0.wrapping_sub(1);
+        let client_isn = ack.seq.0.wrapping_sub(1);
+        let m = ((cookie >> 24) & 7) as u8;
+        let t_now = Self::cookie_time(now);
+        let valid = (0..2).any(|age| {
+            let t = t_now.wrapping_sub(age);
+            (t & 31) == cookie >> 27 && self.cookie(t, local, remote, client_isn, m) == cookie
+        });
+        if !valid {
+            self.stats.syn_cookies_rejected += 1;
+            return false;
+        }
+        let iss = SeqNumber(cookie);
+        // The SYN it answered, as far as the cookie and the ACK tell.
+        let ts = ack.options.timestamp.map(|t| Timestamp {
+            tsval: t.tsval,
+            tsecr: 0,
+        });
+        let syn = Self::cookie_syn(ack, SeqNumber(client_isn), m, ts);
+        // When the SYN-ACK left: our TSval comes back in TSecr (the clock
+        // of a connection with this ISS, read at `now`, tells how long
+        // ago). Without timestamps: `initial_rto` ago, a conservative
+        // first RTT sample that later samples average away.
+        let mut elapsed = cfg.initial_rto;
+        if let Some(echo) = ack.options.timestamp.filter(|_| cfg.timestamps) {
+            let mut probe = Connection::accept(now, cfg.clone(), local, remote, iss, &syn);
+            if let Some(ours) = probe
+                .poll_transmit(now, &mut self.scratch)
+                .and_then(|r| r.options.timestamp)
+            {
+                let ms = ours.tsval.wrapping_sub(echo.tsecr);
+                if u64::from(ms) <= 2 * COOKIE_PERIOD.as_millis() as u64 {
+                    elapsed = Duration::from_millis(u64::from(ms));
+                }
+            }
+        }
+        let sent = now.checked_sub(elapsed).unwrap_or(Instant::ZERO);
+        let mut conn = Connection::accept(sent, cfg, local, remote, iss, &syn);
+        // The SYN-ACK went out statelessly; this one is its twin.
+        let _ = conn.poll_transmit(sent, &mut self.scratch);
+        conn.handle_segment(now, ack, payload);
+        if matches!(conn.state(), State::SynReceived | State::Closed) {
+            // Not acceptable after all (it cannot be with a valid cookie):
+            // keep no state for it.
+            self.stats.syn_cookies_rejected += 1;
+            return false;
+        }
+        self.stats.syn_cookies_accepted += 1;
+        self.insert(conn, true, None);
+        true
     }
 
     /// RFC 9293 §3.10.7.1: if ACK is off, <SEQ=0><ACK=SEG.SEQ+SEG.LEN>
@@ -494,6 +746,10 @@ impl Endpoint {
                 e.closed_reported = true;
                 remove = !e.conn.rst_pending();
             }
+        }
+        if e.announced {
+            // Accepted: no longer half-open.
+            self.leave_backlog(h);
         }
         if remove {
             self.remove(h);

@@ -288,9 +288,9 @@ impl MessageFramer {
     /// An upper bound on the framed length of `m` (so a sender can wait for
     /// queue space before the id is assigned).
     pub(crate) fn frame_len_bound(m: &SendMessage) -> usize {
-        // header (≤ 11) + payload + CRC (4), COBS adds ≤ 1 per 254 + 1,
-        // plus the two markers (docs/PROTOCOL.md §1–2).
-        let body = frame::ORDERED_HEADER_LEN + m.payload.len() + 4;
+        // header (≤ 15: SEQ and ORDERED) + payload + CRC (4), COBS adds
+        // ≤ 1 per 254 + 1, plus the two markers (docs/PROTOCOL.md §1–2).
+        let body = frame::MAX_HEADER_LEN + m.payload.len() + 4;
         body + body / 254 + 3
     }
 
@@ -298,12 +298,12 @@ impl MessageFramer {
     /// fits in `bytes`.
     pub(crate) fn max_payload_within(bytes: usize) -> usize {
         let bound = |p: usize| {
-            let body = frame::ORDERED_HEADER_LEN + p + 4;
+            let body = frame::MAX_HEADER_LEN + p + 4;
             body + body / 254 + 3
         };
-        // bound(p) ≥ p + 18, and it grows by at most 2 per payload byte
+        // bound(p) ≥ p + 22, and it grows by at most 2 per payload byte
         // added across a COBS block boundary, so start close and step down.
-        let mut p = (bytes.saturating_sub(18) / 255) * 254;
+        let mut p = (bytes.saturating_sub(22) / 255) * 254;
         while bound(p + 1) <= bytes {
             p += 1;
         }
@@ -438,6 +438,7 @@ mod tests {
         let mut small = MessageFramer::new(Framer::new(FramerConfig {
             initial_id: 0,
             max_payload: 4,
+            ..FramerConfig::default()
         }));
         assert!(matches!(
             small.frame(&SendMessage::new(vec![1; 5]), &mut out),

@@ -87,12 +87,14 @@ fn protocol_stream_with_padding() {
     assert!(d.poll_message().is_none(), "V2 waits for its predecessor");
     assert_eq!(d.stats().padding_bytes, 3);
     assert_eq!(d.buffered_bytes(), 0);
-    assert_eq!(d.stats().ordered_waiting_bytes, 3);
+    assert_eq!(d.stats().ordered_waiting_bytes, 3 + PIECE_OVERHEAD as u64);
+    assert_eq!(d.stats().ordered_waiting, 1);
     // The predecessor: first ordered message of sub-stream 0x0203.
     let mut first = Vec::new();
     let h = FrameHeader {
         substream: 0x0203,
         id: 0x0a0b_0c0c,
+        substream_seq: None,
         ordered_prev: Some(0x0a0b_0c0c),
     };
     encode_frame(&h, b"first", &mut first);
@@ -384,7 +386,7 @@ fn bad_version_counted_not_delivered() {
 // ---- exactly once and ordering ---------------------------------------------
 
 #[test]
-fn ids_wrap_in_the_dedup_window() {
+fn ids_wrap_around_2_32() {
     let mut fr = Framer::new(crate::FramerConfig {
         initial_id: u32::MAX - 2,
         ..Default::default()
@@ -540,4 +542,299 @@ fn one_mebibyte_message_in_mss_segments() {
     d.push_stream(&frame(6, &[1; crate::frame::DEFAULT_MAX_PAYLOAD + 1]), 0);
     assert!(d.poll_message().is_none());
     assert_eq!(d.stats().too_large, 1);
+}
+
+#[test]
+fn reliable_message_behind_more_than_2_16_newer_ids_is_delivered() {
+    // Review B2: the first message is lost, the 70 000 messages after it
+    // arrive out of order (tiny messages: 70 000 fit in a 4 MiB window),
+    // then the retransmission of the first one arrives. It is more than
+    // 2^16 ids behind the highest id seen, yet TCP delivered (and ACKed)
+    // it: it must be delivered, once.
+    let n = 70_000u32;
+    let lost = frame(0, b"reliable");
+    let mut seq = ISN + lost.len() as u32;
+    let mut d = Deframer::default();
+    for id in 1..=n {
+        let f = frame(id, &[]);
+        d.push_segment(seq, &f, 0);
+        seq += f.len() as u32;
+        d.advance_floor(ISN); // RCV.NXT stays at the hole
+    }
+    assert_eq!(drain(&mut d).len(), n as usize);
+    d.push_segment(ISN, &lost, 1);
+    assert_eq!(drain(&mut d), vec![(0, b"reliable".to_vec())]);
+    // The hole is filled: RCV.NXT jumps to the end.
+    d.advance_floor(seq);
+    // A segment that starts below the floor (a retransmission of the last
+    // frame) and extends above it (a new frame): only the new one.
+    let last = frame(n, &[]);
+    let next = frame(n + 1, b"next");
+    let mut seg = last.clone();
+    seg.extend_from_slice(&next);
+    d.push_segment(seq - last.len() as u32, &seg, 2);
+    assert_eq!(ids(&mut d), vec![n + 1]);
+    // A spurious copy of the new frame above the floor: a duplicate.
+    d.push_segment(seq, &next, 3);
+    assert!(d.poll_message().is_none());
+    let st = d.stats();
+    assert_eq!(st.delivered, u64::from(n) + 2);
+    assert_eq!(st.duplicates_dropped, 1);
+}
+
+#[test]
+fn newer_id_at_an_older_position_and_huge_id_gaps() {
+    // The sender burned millions of ids (messages expired in its queue)
+    // and then rewrote the range of message 5 with a newer message 9e6
+    // (an inconsistent retransmission): ids go down by millions in stream
+    // order. Every message once, every copy dropped.
+    let a = frame(5, &payload(5, 100));
+    let mut b = frame(9_000_000, &payload(6, 40));
+    b.resize(a.len(), 0);
+    let c = frame(4_000_000_000, b"c");
+    let e = frame(3, b"e"); // ids wrap: 3 is "after" 4e9
+    let pa = ISN;
+    let pc = ISN + a.len() as u32;
+    let pe = pc + c.len() as u32;
+    let mut d = Deframer::default();
+    d.push_segment(pc, &c, 0);
+    d.push_segment(pa, &b, 1); // the rewrite first
+    d.push_segment(pe, &e, 2);
+    d.push_segment(pa, &a, 3); // then the original (delayed)
+    assert_eq!(ids(&mut d), vec![4_000_000_000, 9_000_000, 3, 5]);
+    for (p, f) in [(pa, &a), (pa, &b), (pc, &c), (pe, &e), (pa, &a)] {
+        d.push_segment(p, f, 4);
+    }
+    assert!(d.poll_message().is_none());
+    assert_eq!(d.stats().duplicates_dropped, 5);
+    assert_eq!(d.stats().dedup_entries, 4);
+    // RCV.NXT passes everything: nothing can recur, nothing is remembered.
+    d.advance_floor(pe + e.len() as u32);
+    assert_eq!(d.stats().dedup_entries, 0);
+}
+
+#[test]
+fn dedup_entries_follow_the_floor() {
+    let f: Vec<Vec<u8>> = (0..10).map(|i| frame(i * 1000, &payload(i, 30))).collect();
+    let mut pos = vec![ISN];
+    for x in &f {
+        pos.push(pos.last().unwrap() + x.len() as u32);
+    }
+    let mut d = Deframer::default();
+    // Frame 0 is missing: RCV.NXT stays at ISN, 1..9 are remembered.
+    for i in 1..10 {
+        d.push_segment(pos[i], &f[i], 0);
+        d.advance_floor(ISN);
+    }
+    assert_eq!(d.stats().dedup_entries, 9);
+    // Frame 0 plus the start of frame 1 arrive; RCV.NXT jumps to the end
+    // of frame 4 (the engine had 1..4 in order already): entries of frames
+    // whose opener is below it go, the others stay.
+    let mut seg = f[0].clone();
+    seg.extend_from_slice(&f[1][..5]);
+    d.push_segment(ISN, &seg, 1);
+    d.advance_floor(pos[5]);
+    assert_eq!(ids(&mut d).len(), 10);
+    assert_eq!(d.stats().dedup_entries, 5);
+    // A segment straddling the floor: its part below is trimmed, frame 5
+    // above it is a duplicate.
+    let mut seg = f[4][3..].to_vec();
+    seg.extend_from_slice(&f[5]);
+    d.push_segment(pos[4] + 3, &seg, 2);
+    assert!(d.poll_message().is_none());
+    assert_eq!(d.stats().duplicates_dropped, 1);
+    // An ordered byte stream keeps nothing between pushes.
+    let mut s = Deframer::default();
+    for x in &f {
+        s.push_stream(&x[..7], 0);
+        s.push_stream(&x[7..], 0);
+        assert_eq!(s.stats().dedup_entries, 0);
+    }
+    assert_eq!(ids(&mut s).len(), 10);
+}
+
+#[test]
+fn dedup_entry_bound_refuses_rather_than_duplicates() {
+    // An owner that never advances the floor: entries are bounded; a copy
+    // of an evicted frame is refused, never delivered twice. (Ids far
+    // apart, so that the window of recent ids does not know them either.)
+    let cfg = DeframerConfig {
+        max_dedup_entries: 4,
+        ..DeframerConfig::default()
+    };
+    let f: Vec<Vec<u8>> = (0..6).map(|i| frame(i << 20, b"x")).collect();
+    let mut d = Deframer::new(cfg);
+    let mut p = ISN;
+    let mut pos = Vec::new();
+    for x in &f {
+        pos.push(p);
+        d.push_segment(p, x, 0);
+        p += x.len() as u32;
+    }
+    assert_eq!(ids(&mut d).len(), 6);
+    let st = d.stats();
+    assert_eq!((st.dedup_entries, st.dedup_evicted), (4, 2));
+    d.push_segment(pos[0], &f[0], 1);
+    d.push_segment(pos[1], &f[1], 1);
+    d.push_segment(pos[2], &f[2], 1);
+    assert!(d.poll_message().is_none());
+    let st = d.stats();
+    assert_eq!((st.dedup_refused, st.duplicates_dropped), (2, 1));
+}
+
+#[test]
+fn an_id_repeated_at_another_position_is_dropped() {
+    // A non-conforming sender sends message 7 twice, at two positions.
+    let a = frame(7, b"seven");
+    let mut d = Deframer::default();
+    d.push_segment(ISN, &a, 0);
+    d.push_segment(ISN + a.len() as u32, &a, 0);
+    assert_eq!(ids(&mut d), vec![7]);
+    let st = d.stats();
+    assert_eq!((st.duplicates_dropped, st.repeated_ids), (1, 1));
+}
+
+// ---- per-sub-stream sequence numbers ----------------------------------------
+
+#[test]
+fn protocol_vectors_with_and_without_seq_in_one_stream() {
+    use crate::frame::tests::{V1, V2, V3, V4};
+    let mut d = Deframer::default();
+    for v in [V1, V3, V4] {
+        d.push_stream(v, 0);
+    }
+    // V4 (sub-stream 0x0203) waits for its predecessor.
+    let got: Vec<(u16, u32, Option<u32>)> = std::iter::from_fn(|| d.poll_message())
+        .map(|m| (m.substream, m.id, m.substream_seq))
+        .collect();
+    assert_eq!(got, vec![(1, 1, None), (1, 0, Some(0))]);
+    let s1 = d.substream_stats(1).unwrap();
+    assert_eq!(
+        s1,
+        SubstreamStats {
+            received: 2,
+            with_seq: 1,
+            highest_seq: Some(0),
+            missing: 0
+        }
+    );
+    // V4 carries sequence number 7 on 0x0203: 0..=6 missing.
+    let s2 = d.substream_stats(0x0203).unwrap();
+    assert_eq!((s2.received, s2.with_seq, s2.missing), (1, 1, 7));
+    assert_eq!(d.substream_stats(2), None);
+    assert_eq!(
+        d.substreams().map(|(k, _)| k).collect::<Vec<_>>(),
+        [1, 0x0203]
+    );
+    // V2 is the same message (same id) without the SEQ field: a repeat.
+    d.push_stream(V2, 0);
+    assert_eq!(d.stats().repeated_ids, 1);
+    assert_eq!(d.substream_stats(0x0203).unwrap().received, 1);
+}
+
+#[test]
+fn substream_sequence_numbers_show_loss_per_substream() {
+    let mut fr = Framer::default();
+    let mut segs = Vec::new(); // (sub, seq, position, frame)
+    let mut pos = ISN;
+    for i in 0..15u32 {
+        let sub = if i % 3 == 2 { 2 } else { 1 };
+        let seq = fr.next_substream_seq(sub);
+        let mut w = Vec::new();
+        fr.frame(sub, false, &payload(i, 20), &mut w).unwrap();
+        segs.push((sub, seq, pos, w.clone()));
+        pos += w.len() as u32;
+    }
+    let lost = |sub: u16, seq: u32| sub == 1 && (seq == 3 || seq == 7);
+    let mut d = Deframer::default();
+    for (sub, seq, p, w) in &segs {
+        if !lost(*sub, *seq) {
+            d.push_segment(*p, w, 0);
+        }
+    }
+    let got: Vec<(u16, Option<u32>)> = std::iter::from_fn(|| d.poll_message())
+        .map(|m| (m.substream, m.substream_seq))
+        .collect();
+    assert_eq!(got.len(), 13);
+    assert!(got.contains(&(2, Some(4))) && !got.contains(&(1, Some(3))));
+    let one = d.substream_stats(1).unwrap();
+    assert_eq!(
+        one,
+        SubstreamStats {
+            received: 8,
+            with_seq: 8,
+            highest_seq: Some(9),
+            missing: 2
+        }
+    );
+    assert_eq!(d.substream_stats(2).unwrap().missing, 0);
+    // A late arrival reduces it; a copy of it does not.
+    let (_, _, p, w) = segs.iter().find(|s| lost(s.0, s.1)).unwrap();
+    d.push_segment(*p, w, 1);
+    d.push_segment(*p, w, 1);
+    assert_eq!(d.substream_stats(1).unwrap().missing, 1);
+    assert_eq!(d.substream_stats(1).unwrap().received, 9);
+}
+
+#[test]
+fn substream_sequence_numbers_wrap() {
+    let mut r = SubRecord::default();
+    for seq in [u32::MAX - 1, u32::MAX, 1, 0] {
+        r.record(Some(seq));
+    }
+    let st = r.stats();
+    assert_eq!(st.highest_seq, Some(1));
+    // Unwrapped: 0 ..= 2^32 + 1; received 2^32 - 2, 2^32 - 1, 2^32, 2^32 + 1.
+    assert_eq!(st.missing, (1u64 << 32) + 2 - 4);
+    // Behind the first one seen and before sequence number 0: not counted
+    // as filling a gap.
+    let mut r = SubRecord::default();
+    r.record(Some(5));
+    r.record(Some(u32::MAX));
+    r.record(None);
+    let st = r.stats();
+    assert_eq!((st.received, st.with_seq, st.missing), (3, 2, 5));
+}
+
+// ---- ordered sub-streams: memory -------------------------------------------
+
+#[test]
+fn empty_ordered_messages_are_charged_per_message() {
+    // Review B3: ordered messages waiting for their predecessor were
+    // bounded by payload bytes only, so empty ones were free: 65 536
+    // sub-streams × 2 empty messages, each chain waiting for a predecessor
+    // that never comes, were all kept (131 072 messages under a "4 MiB"
+    // bound; × 256 per sub-stream, 16.7 M). Each waiting message is now
+    // charged PIECE_OVERHEAD bytes: at most 4 MiB / 64 = 65 536 wait.
+    let subs = 1usize << 16;
+    let mut wire = Vec::new();
+    for s in 0..subs {
+        let base = s as u32 * 4;
+        for (id, prev) in [(base + 1, base), (base + 2, base + 1)] {
+            let h = FrameHeader {
+                substream: s as u16,
+                id,
+                substream_seq: None,
+                ordered_prev: Some(prev),
+            };
+            encode_frame(&h, &[], &mut wire);
+        }
+    }
+    let mut d = Deframer::default();
+    d.push_stream(&wire, 0);
+    let released = std::iter::from_fn(|| d.poll_message()).count();
+    let waiting = 2 * subs - released;
+    let cap = DeframerConfig::default().ordered_max_waiting_bytes / PIECE_OVERHEAD;
+    assert!(
+        waiting <= cap,
+        "{waiting} empty messages waiting, bound {cap}"
+    );
+    let st = d.stats();
+    assert_eq!(st.ordered_waiting as usize, waiting);
+    assert_eq!(st.ordered_waiting_bytes as usize, waiting * PIECE_OVERHEAD);
+    assert!(st.ordered_overflow > 0 && st.ordered_skipped > 0);
+    // Nothing is lost for good: the end of the stream releases the rest.
+    d.finish();
+    assert_eq!(std::iter::from_fn(|| d.poll_message()).count(), waiting);
+    assert_eq!(d.stats().ordered_waiting, 0);
 }

@@ -1,12 +1,12 @@
 //! Endpoint behaviour: RSTs for unknown 4-tuples (RFC 9293 §3.10.7.1),
 //! listeners (§3.10.7.2), malformed input, ephemeral ports, removal of
-//! closed connections.
+//! closed connections, the SYN backlog and SYN cookies (RFC 4987).
 
 use super::has_event;
 use crate::endpoint::{Endpoint, EPHEMERAL_FIRST, EPHEMERAL_LAST};
-use crate::pair::{Dir, Pair};
+use crate::pair::{Dir, PacketInfo, Pair, Verdict};
 use crate::{Config, Event, Instant, State};
-use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -179,4 +179,258 @@ fn time_wait_is_replaced_by_a_newer_syn() {
     p.run_for(Duration::from_millis(200));
     assert_eq!(p.a.connection(h2).unwrap().state(), State::Established);
     assert_eq!(p.b.stats().time_wait_reused, 1);
+}
+
+// ---- SYN floods: backlog and SYN cookies (review B8, RFC 4987) ------------
+
+/// A SYN from a spoofed source `i` (distinct address and port, ports below
+/// the ephemeral range so the link can drop what is sent back to them),
+/// with every option a modern client offers.
+fn spoofed_syn(i: u32, to: SocketAddr) -> Vec<u8> {
+    let ip = std::net::Ipv4Addr::new(10, 1 + (i >> 16) as u8, (i >> 8) as u8, i as u8);
+    let from = SocketAddr::new(ip.into(), 1024 + (i % 30_000) as u16);
+    let mut r = repr(
+        from.port(),
+        to.port(),
+        i.wrapping_mul(2_654_435_761),
+        None,
+        TcpFlags::SYN,
+    );
+    r.options.mss = Some(1460);
+    r.options.window_scale = Some(7);
+    r.options.sack_permitted = true;
+    r.options.timestamp = Some(Timestamp { tsval: i, tsecr: 0 });
+    hollywood_wire::build_tcp_ip(from, to, &r, &[])
+}
+
+/// `n` spoofed SYNs to `b`, each followed by a flush (what `b` sends to
+/// the spoofed sources is dropped by the link verdict).
+fn flood(p: &mut Pair, n: u32) {
+    p.ba.verdict = Some(Box::new(|i: &PacketInfo| {
+        if i.tcp.dst_port < EPHEMERAL_FIRST {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    }));
+    for i in 0..n {
+        let pkt = spoofed_syn(i, p.b_addr);
+        p.b.handle_packet(p.now, &pkt);
+        p.flush();
+    }
+}
+
+#[test]
+fn syn_flood_keeps_the_backlog_and_cookies_let_a_client_in() {
+    let mut p = Pair::default_pair(21);
+    p.b.listen(p.b_addr).unwrap();
+    let limit = Config::default().syn_backlog;
+    assert_eq!(limit, 256);
+    flood(&mut p, 10_000);
+    // Before the limit: every SYN made a TCB that lived for its SYN-ACK
+    // retries (about 2 minutes), 10 000 of them. Now at most `limit`.
+    assert_eq!(p.b.half_open(p.b_addr), Some(limit));
+    assert_eq!(p.b.connection_count(), limit);
+    let st = p.b.stats();
+    assert_eq!(st.syns_received, limit as u64);
+    assert_eq!(st.syn_cookies_sent, 10_000 - limit as u64);
+    assert_eq!(st.syns_dropped, 0);
+    // A legitimate client while the backlog is still full: its SYN is
+    // answered with a cookie and its ACK opens the connection.
+    let (ha, hb) = p.connect();
+    assert_eq!(p.b.stats().syn_cookies_accepted, 1);
+    assert_eq!(p.b.half_open(p.b_addr), Some(limit), "still full");
+    // What a cookie carries: MSS and timestamps, not WS or SACK.
+    for n in [p.ca(ha).negotiated(), p.cb(hb).negotiated()] {
+        assert!(n.timestamps && !n.window_scaling && !n.sack, "{n:?}");
+        assert_eq!(n.peer_mss, 1460);
+    }
+    // The timestamp echo timed the handshake: 2 × 10 ms.
+    let srtt = p.cb(hb).srtt().unwrap();
+    assert!(
+        srtt >= Duration::from_millis(19) && srtt <= Duration::from_millis(21),
+        "{srtt:?}"
+    );
+    let data = Pair::data(300_000, 3);
+    assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(60)), data);
+    let back = Pair::data(100_000, 4);
+    assert_eq!(
+        p.transfer_back(hb, ha, &back, Duration::from_secs(60)),
+        back
+    );
+    // The spoofed half-open connections give up their SYN-ACK retries.
+    p.run_for(Duration::from_secs(200));
+    assert_eq!(p.b.half_open(p.b_addr), Some(0));
+    assert!(p.b.connection(hb).is_some());
+}
+
+#[test]
+fn syn_flood_without_cookies_drops_and_a_client_connects_afterwards() {
+    let server = Config {
+        syn_cookies: false,
+        syn_backlog: 100,
+        ..Config::default()
+    };
+    let mut p = Pair::new(Config::default(), server, 22);
+    p.b.listen(p.b_addr).unwrap();
+    flood(&mut p, 10_000);
+    assert_eq!(p.b.connection_count(), 100);
+    let st = p.b.stats();
+    assert_eq!((st.syns_received, st.syns_dropped), (100, 9_900));
+    assert_eq!(st.syn_cookies_sent, 0);
+    p.run_for(Duration::from_secs(200));
+    assert_eq!(p.b.connection_count(), 0);
+    let (ha, hb) = p.connect();
+    // A normal handshake keeps every option.
+    let n = p.cb(hb).negotiated();
+    assert!(n.timestamps && n.window_scaling && n.sack);
+    let data = Pair::data(50_000, 5);
+    assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(30)), data);
+}
+
+#[test]
+fn cookie_client_without_timestamps() {
+    // No timestamps: the handshake cannot be timed; the connection starts
+    // from a conservative sample (initial_rto) and still works.
+    let client = Config {
+        timestamps: false,
+        ..Config::default()
+    };
+    let mut p = Pair::new(client, Config::default(), 23);
+    p.b.listen(p.b_addr).unwrap();
+    flood(&mut p, 300);
+    let (ha, hb) = p.connect();
+    assert_eq!(p.b.stats().syn_cookies_accepted, 1);
+    let n = p.cb(hb).negotiated();
+    assert!(!n.timestamps && !n.window_scaling && !n.sack);
+    assert_eq!(p.cb(hb).srtt(), Some(Config::default().initial_rto));
+    let data = Pair::data(100_000, 6);
+    assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(60)), data);
+    // As the server sends, its samples (20 ms) pull the average down.
+    let back = Pair::data(200_000, 7);
+    assert_eq!(
+        p.transfer_back(hb, ha, &back, Duration::from_secs(60)),
+        back
+    );
+    let srtt = p.cb(hb).srtt().unwrap();
+    assert!(srtt < Duration::from_millis(900), "{srtt:?}");
+}
+
+/// The SYN-ACK `b` sends to `from` for a SYN with `isn`, MSS `mss`.
+fn synack_for(
+    e: &mut Endpoint,
+    now: Instant,
+    from: SocketAddr,
+    to: SocketAddr,
+    isn: u32,
+    mss: u16,
+) -> TcpRepr {
+    let mut r = repr(from.port(), to.port(), isn, None, TcpFlags::SYN);
+    r.options.mss = Some(mss);
+    r.options.timestamp = Some(Timestamp {
+        tsval: 777,
+        tsecr: 0,
+    });
+    e.handle_packet(now, &hollywood_wire::build_tcp_ip(from, to, &r, &[]));
+    let out = e.poll_transmit(now).expect("SYN-ACK");
+    let s = hollywood_wire::parse_tcp_ip(&out).unwrap().tcp;
+    assert_eq!(s.flags, TcpFlags::SYN | TcpFlags::ACK);
+    assert_eq!(s.ack, SeqNumber(isn.wrapping_add(1)));
+    s
+}
+
+/// The client's ACK of `synack`.
+fn ack_of(
+    from: SocketAddr,
+    to: SocketAddr,
+    isn: u32,
+    synack: &TcpRepr,
+    cookie_delta: u32,
+) -> Vec<u8> {
+    let mut r = repr(
+        from.port(),
+        to.port(),
+        isn.wrapping_add(1),
+        Some(synack.seq.0.wrapping_add(1).wrapping_add(cookie_delta)),
+        TcpFlags::NONE,
+    );
+    r.options.timestamp = Some(Timestamp {
+        tsval: 778,
+        tsecr: synack.options.timestamp.unwrap().tsval,
+    });
+    hollywood_wire::build_tcp_ip(from, to, &r, &[])
+}
+
+#[test]
+fn syn_cookies_are_checked() {
+    let cfg = Config {
+        syn_backlog: 1,
+        ..Config::default()
+    };
+    let mut e = Endpoint::new(cfg, 31);
+    let me = sa("10.0.0.2:80");
+    e.listen(me).unwrap();
+    let t0 = Instant::from_nanos(5_000_000_000);
+    // The first SYN takes the only backlog slot (a normal SYN-ACK with
+    // every option the client offered).
+    let a = sa("10.0.0.7:4000");
+    let s1 = synack_for(&mut e, t0, a, me, 100, 1460);
+    assert_eq!(e.half_open(me), Some(1));
+    // The next ones get cookies: MSS 1450 is rounded down to 1440.
+    let b = sa("10.0.0.8:4001");
+    let s2 = synack_for(&mut e, t0, b, me, 5000, 1450);
+    assert_eq!(s2.options.mss, Some(1460), "ours");
+    assert!(s2.options.window_scale.is_none() && !s2.options.sack_permitted);
+    assert!(s2.options.timestamp.is_some());
+    assert_eq!(e.stats().syn_cookies_sent, 1);
+    assert_eq!(e.connection_count(), 1, "no state for the cookie");
+    // Forged: another cookie value, another ISN, the MSS bits changed.
+    let t1 = t0 + Duration::from_millis(20);
+    for bad in [
+        ack_of(b, me, 5000, &s2, 1),
+        ack_of(b, me, 5001, &s2, 0),
+        ack_of(b, me, 5000, &s2, 1 << 24),
+        ack_of(sa("10.0.0.9:4001"), me, 5000, &s2, 0),
+    ] {
+        e.handle_packet(t1, &bad);
+        let out = e.poll_transmit(t1).unwrap();
+        let rst = hollywood_wire::parse_tcp_ip(&out).unwrap().tcp;
+        assert_eq!(rst.flags, TcpFlags::RST);
+    }
+    assert_eq!(e.stats().syn_cookies_rejected, 4);
+    assert_eq!(e.connection_count(), 1);
+    // The genuine ACK opens the connection, announced as accepted.
+    e.handle_packet(t1, &ack_of(b, me, 5000, &s2, 0));
+    assert_eq!(e.stats().syn_cookies_accepted, 1);
+    assert_eq!(e.connection_count(), 2);
+    let mut accepted = None;
+    while let Some(ev) = e.poll_event() {
+        if let crate::EndpointEvent::Accepted { handle, remote } = ev {
+            accepted = Some((handle, remote));
+        }
+    }
+    let (h, remote) = accepted.expect("accepted");
+    assert_eq!(remote, b);
+    let c = e.connection(h).unwrap();
+    assert_eq!(c.state(), State::Established);
+    assert_eq!(c.negotiated().peer_mss, 1440);
+    assert_eq!(c.srtt(), Some(Duration::from_millis(20)));
+    // Replayed much later (and the backlog overflowing again meanwhile):
+    // the cookie has expired.
+    let c3 = sa("10.0.0.10:4002");
+    let late = t0 + Duration::from_secs(200);
+    let s3 = synack_for(&mut e, late, c3, me, 9000, 536);
+    assert_eq!(e.stats().syn_cookies_sent, 2);
+    e.handle_packet(late, &ack_of(c3, me, 9000, &s3, 0)); // fresh: fine
+    let _ = e.poll_transmit(late);
+    let before = e.stats().syn_cookies_accepted;
+    assert_eq!(before, 2);
+    let d = sa("10.0.0.11:4003");
+    let s4 = synack_for(&mut e, late, d, me, 1, 536);
+    e.handle_packet(late + Duration::from_secs(130), &ack_of(d, me, 1, &s4, 0));
+    assert_eq!(e.stats().syn_cookies_accepted, 2, "older than two periods");
+    // The normal half-open connection completes and leaves the backlog.
+    e.handle_packet(late, &ack_of(a, me, 100, &s1, 0));
+    while e.poll_event().is_some() {}
+    assert_eq!(e.half_open(me), Some(0));
 }
