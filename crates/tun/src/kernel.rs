@@ -291,6 +291,7 @@ impl KernelReceiver {
         ReceivedMessage {
             id: m.id,
             substream: m.substream,
+            substream_seq: m.substream_seq,
             payload: m.payload,
             ordered: m.ordered,
             arrival: self.epoch + Duration::from_nanos(m.arrival_ns),

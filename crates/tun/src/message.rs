@@ -88,6 +88,10 @@ pub struct ReceivedMessage {
     pub id: u32,
     /// Sub-stream identifier.
     pub substream: u16,
+    /// The message's sequence number on its sub-stream (0, 1, 2, … per
+    /// sub-stream, docs/PROTOCOL.md `SEQ`), if the sender wrote one: gaps
+    /// show loss per sub-stream.
+    pub substream_seq: Option<u32>,
     /// The payload, exactly as sent.
     pub payload: Vec<u8>,
     /// The message was sent on an ordered sub-stream (and is released in

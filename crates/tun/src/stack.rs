@@ -948,7 +948,7 @@ impl StreamReceiver {
     ) -> Poll<std::result::Result<Option<ReceivedMessage>, StreamError>> {
         let mut st = self.lock_mode(Mode::Messages)?;
         if let Some(m) = st.rx_msgs.pop_front() {
-            st.rx_msg_bytes -= m.payload.len();
+            st.rx_msg_bytes -= m.payload.len() + RX_MESSAGE_OVERHEAD;
             st.stats.messages.messages_received += 1;
             self.unstall(&mut st);
             return Poll::Ready(Ok(Some(m)));
@@ -1709,14 +1709,21 @@ impl Driver {
     }
 }
 
+/// Bytes charged per received message waiting for the application, on
+/// top of its payload (queue entry and vector header), so that empty or
+/// tiny messages cannot grow the queue without bound under the same byte
+/// limit (review B3).
+const RX_MESSAGE_OVERHEAD: usize = 64;
+
 /// Move deframed messages into the stream's queue; whether any moved.
 fn pull_messages(d: &mut Deframer, st: &mut ConnState, epoch: tokio::time::Instant) -> bool {
     let mut any = false;
     while let Some(m) = d.poll_message() {
-        st.rx_msg_bytes += m.payload.len();
+        st.rx_msg_bytes += m.payload.len() + RX_MESSAGE_OVERHEAD;
         st.rx_msgs.push_back(ReceivedMessage {
             id: m.id,
             substream: m.substream,
+            substream_seq: m.substream_seq,
             payload: m.payload,
             ordered: m.ordered,
             arrival: epoch + Duration::from_nanos(m.arrival_ns),
@@ -1767,6 +1774,24 @@ mod tests {
     }
 
     #[test]
+    fn empty_messages_count_against_the_receive_limit() {
+        // Review B3: a peer sending empty messages must fill the queue's
+        // byte budget like any other, or the stack drains the engine into
+        // an unbounded queue while the application does not read.
+        let mut f = MessageFramer::default();
+        let mut wire = Vec::new();
+        for _ in 0..1000 {
+            f.frame(&SendMessage::new(Vec::new()), &mut wire).unwrap();
+        }
+        let mut d = Deframer::default();
+        d.push_stream(&wire, 0);
+        let mut st = ConnState::new();
+        assert!(pull_messages(&mut d, &mut st, tokio::time::Instant::now()));
+        assert_eq!(st.rx_msgs.len(), 1000);
+        assert_eq!(st.rx_msg_bytes, 1000 * RX_MESSAGE_OVERHEAD);
+    }
+
+    #[test]
     fn deframed_messages_keep_arrival_times() {
         let mut f = MessageFramer::default();
         let mut wire = Vec::new();
@@ -1784,7 +1809,7 @@ mod tests {
         assert!(pull_messages(&mut d, &mut st, epoch));
         assert!(!pull_messages(&mut d, &mut st, epoch));
         assert_eq!(st.rx_msgs.len(), 3);
-        assert_eq!(st.rx_msg_bytes, 30);
+        assert_eq!(st.rx_msg_bytes, 30 + 3 * RX_MESSAGE_OVERHEAD);
         let m = &st.rx_msgs[2];
         assert_eq!((m.id, m.substream, m.payload[0]), (2, 2, 3));
         assert_eq!(m.arrival - epoch, Duration::from_millis(5));

@@ -444,10 +444,16 @@ impl Connection {
     /// Data that passed the acceptability test: Hollywood tap, reassembly,
     /// SACK/D-SACK bookkeeping and the ACK decision.
     fn receive_data(&mut self, now: Instant, seq: SeqNumber, payload: &[u8]) {
-        // Choke point for out-of-order delivery (thesis §4.3), before
-        // reassembly; nothing below depends on it.
-        self.on_data_segment(now, seq, payload);
-
+        // Out-of-order delivery (thesis §4.3) hands every accepted byte to
+        // the application a second time. If that copy cannot be queued
+        // within its memory bound, the segment's text is refused here, as a
+        // receiver without buffer space refuses it: TCP must never
+        // acknowledge bytes the application will not get (review B1).
+        if !self.ooo_copy_fits(payload.len()) {
+            self.stats.bytes_dropped_no_space += payload.len() as u64;
+            self.ack.now = true;
+            return;
+        }
         let nxt = self.data_nxt();
         let nxt_off = self.rcv_buf.nxt_off() as i64;
         let mut off = nxt_off + seq.diff(nxt) as i64;
@@ -481,6 +487,14 @@ impl Connection {
         }
         let dropped = ins.dropped + beyond;
         self.stats.bytes_dropped_no_space += dropped as u64;
+        // Choke point for out-of-order delivery (thesis §4.3): exactly the
+        // bytes TCP took (inside the window, new or already held), with
+        // their own sequence numbers; ACK, SACK and window generation do
+        // not depend on it.
+        if keep > 0 {
+            let first = seq + (payload.len() - data.len());
+            self.on_data_segment(now, first, &data[..keep]);
+        }
         if let Some(block) = ins.ooo_block {
             self.stats.out_of_order_segments += 1;
             self.note_sack_block(block);

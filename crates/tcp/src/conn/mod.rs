@@ -322,6 +322,12 @@ struct Episode {
 /// Most retransmissions remembered for D-SACK matching.
 const RETX_RECORDS: usize = 256;
 
+/// Bytes charged per segment copy waiting for out-of-order delivery, on
+/// top of its payload (queue entry, vector header, allocator slack), so
+/// that a stream of tiny segments cannot exceed the memory bound (review
+/// B3; the message layer charges its pieces the same way).
+pub const SEGMENT_COPY_OVERHEAD: usize = 64;
+
 /// Window of the recent minimum RTT behind the one-way delay estimate.
 pub const RECENT_RTT_WINDOW: Duration = Duration::from_secs(1);
 
@@ -1052,7 +1058,7 @@ impl Connection {
     /// again (the intermediary layer de-duplicates messages).
     pub fn recv_segment(&mut self) -> Option<ArrivedSegment> {
         let s = self.ooo.pop_front()?;
-        self.ooo_bytes -= s.payload.len();
+        self.ooo_bytes -= s.payload.len() + SEGMENT_COPY_OVERHEAD;
         if self.ooo.is_empty() {
             // Everything that arrived has been handed over: the in-order
             // bytes count as read, as if a standard application had read
@@ -1563,18 +1569,13 @@ impl Connection {
         if !self.config.hollywood.out_of_order_delivery || payload.is_empty() {
             return;
         }
-        // Memory bound: at most `recv_buffer` bytes of segment copies wait
-        // for the application (the in-order copy is bounded by the window).
-        // Beyond it the copy is not queued; the peer's retransmissions and
-        // the window (which the unread in-order bytes close) still apply.
-        if self.ooo_bytes + payload.len() > self.config.recv_buffer {
-            return;
-        }
+        // `receive_data` checked `ooo_copy_fits` for the whole segment;
+        // this is its accepted part.
         let out_of_order = seq > self.data_nxt();
         self.ooo_stats.segments += 1;
         self.ooo_stats.bytes += payload.len() as u64;
         self.ooo_stats.out_of_order += out_of_order as u64;
-        self.ooo_bytes += payload.len();
+        self.ooo_bytes += payload.len() + SEGMENT_COPY_OVERHEAD;
         self.ooo.push_back(ArrivedSegment {
             seq,
             payload: payload.to_vec(),
@@ -1582,6 +1583,19 @@ impl Connection {
             out_of_order,
         });
         self.push_event(Event::Readable);
+    }
+
+    /// Whether a copy of a `len`-byte segment fits the out-of-order
+    /// delivery queue's memory bound: twice the receive buffer, each
+    /// segment charged [`SEGMENT_COPY_OVERHEAD`] on top of its bytes (the
+    /// window bounds new bytes to one receive buffer; the rest is room for
+    /// retransmitted copies of bytes already held). Always true without
+    /// out-of-order delivery.
+    pub(crate) fn ooo_copy_fits(&self, len: usize) -> bool {
+        !self.config.hollywood.out_of_order_delivery
+            || len == 0
+            || self.ooo_bytes + len + SEGMENT_COPY_OVERHEAD
+                <= self.config.recv_buffer.saturating_mul(2)
     }
 
     /// Overwrite unacknowledged bytes at `seq` in the send buffer (thesis
