@@ -254,6 +254,9 @@ pub struct Report {
     pub engine_always_ir: u64,
     /// Retransmissions replaced by a skip (`seq_gap_skips`).
     pub engine_seq_gap_skips: u64,
+    /// The server stopped inconsistent retransmissions (a rewritten range
+    /// stayed unacknowledged: the middlebox fallback, `Event::RewritingStopped`).
+    pub engine_rewriting_stopped: bool,
     /// Packets the loss rule dropped.
     pub induced_drops: u64,
     /// Inconsistent retransmissions in the client's capture.
@@ -928,6 +931,7 @@ pub fn run(spec: &Spec) -> Result<Report> {
         engine_retransmissions: stats.retransmitted_segments,
         engine_always_ir: stats.always_ir_segments,
         engine_seq_gap_skips: stats.seq_gap_skips,
+        engine_rewriting_stopped: stats.rewriting_stopped > 0,
         induced_drops,
         ir_on_client_wire: client_wire.inconsistent_retransmissions,
         retransmissions_on_client_wire: client_wire.retransmissions,

@@ -45,6 +45,8 @@ pub(crate) struct PacketInfo {
     pub tcp: TcpRepr,
     /// Payload length.
     pub len: usize,
+    /// The payload.
+    pub payload: Vec<u8>,
 }
 
 /// One traced packet.
@@ -169,6 +171,7 @@ impl Pair {
         let info = PacketInfo {
             tcp: parsed.tcp,
             len: parsed.payload.len(),
+            payload: parsed.payload.to_vec(),
         };
         let link = if to_b { &mut self.ab } else { &mut self.ba };
         let verdict = link.verdict.as_mut().map_or(Verdict::Pass, |f| f(&info));
@@ -195,7 +198,7 @@ impl Pair {
             tcp: info.tcp,
             len: info.len,
             dropped: drop,
-            payload: parsed.payload.to_vec(),
+            payload: info.payload,
         });
         if drop {
             link.dropped += 1;

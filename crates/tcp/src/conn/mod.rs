@@ -227,6 +227,10 @@ pub struct ConnectionStats {
     /// Receiver: bytes RCV.NXT jumped over because of a "next expected
     /// sequence" option (delivered as zero bytes).
     pub seq_gap_skipped_bytes: u64,
+    /// Inconsistent retransmissions were stopped on this connection (a
+    /// rewritten range stayed unacknowledged through several resends, as
+    /// behind a middlebox that drops them): 0 or 1.
+    pub rewriting_stopped: u64,
 }
 
 /// The result of option negotiation on the handshake.
@@ -492,6 +496,9 @@ pub struct Connection {
     /// Sequence-gap sender (seed 003 §7.2, experimental): the "next
     /// expected sequence" announced while SND.UNA is below it.
     seq_gap_next: Option<SeqNumber>,
+    /// Retransmissions are consistent from now on (middlebox fallback,
+    /// thesis §4.5; `Event::RewritingStopped`).
+    rewriting_stopped: bool,
 }
 
 /// A data segment as it arrived, for out-of-order delivery (thesis §4.3):
@@ -696,6 +703,7 @@ impl Connection {
             ooo_bytes: 0,
             ooo_stats: OooStats::default(),
             seq_gap_next: None,
+            rewriting_stopped: false,
             config,
         }
     }
@@ -1533,6 +1541,16 @@ impl Connection {
             self.push_event(Event::Expired(e));
         }
         if self.messages.take_fallback() {
+            self.stop_rewriting();
+        }
+    }
+
+    /// Inconsistent retransmissions stop on this connection (a middlebox
+    /// dropped them; thesis §4.5): once, with an event.
+    pub(crate) fn stop_rewriting(&mut self) {
+        if !self.rewriting_stopped {
+            self.rewriting_stopped = true;
+            self.stats.rewriting_stopped = 1;
             self.push_event(Event::RewritingStopped);
         }
     }

@@ -344,7 +344,18 @@ impl Connection {
         let len = s.len as usize;
         self.prepare_retransmit(now, s.seq, len);
         self.snd_buf.read(s.seq, len, payload);
-        if self.config.hollywood.always_inconsistent && len > 0 {
+        if self.config.hollywood.always_inconsistent
+            && len > 0
+            && !self.rewriting_stopped
+            && s.times_sent > crate::hollywood::FALLBACK_AFTER
+        {
+            // The segment went out inconsistently FALLBACK_AFTER times and
+            // is still not acknowledged: a middlebox drops retransmissions
+            // whose payload differs (thesis §4.5). Send the original and
+            // stop (as the Hollywood sender policy does for its rewrites).
+            self.stop_rewriting();
+        }
+        if self.config.hollywood.always_inconsistent && len > 0 && !self.rewriting_stopped {
             // Thesis §5.3: the test server's retransmissions always differ
             // from the original (same length, same sequence numbers); the
             // send buffer keeps the original, so every retransmission of a

@@ -79,6 +79,79 @@ fn always_inconsistent_retransmission_is_the_complement_of_the_original() {
     p.check_segmentation(Dir::AtoB);
 }
 
+/// A payload-checking middlebox on the path: a data segment whose bytes
+/// differ from the first ones sent at that sequence number is dropped.
+fn payload_check(p: &mut Pair) -> std::rc::Rc<std::cell::Cell<u64>> {
+    let seen: std::collections::HashMap<u32, Vec<u8>> = Default::default();
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(seen));
+    let dropped = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let d = dropped.clone();
+    p.ab.verdict = Some(Box::new(move |pi| {
+        if pi.len == 0 {
+            return Verdict::Pass;
+        }
+        let mut seen = seen.borrow_mut();
+        match seen.get(&pi.tcp.seq.0) {
+            Some(first)
+                if first[..first.len().min(pi.len)] != pi.payload[..first.len().min(pi.len)] =>
+            {
+                d.set(d.get() + 1);
+                Verdict::Drop
+            }
+            Some(_) => Verdict::Pass,
+            None => {
+                seen.insert(pi.tcp.seq.0, pi.payload.clone());
+                Verdict::Pass
+            }
+        }
+    }));
+    dropped
+}
+
+#[test]
+fn always_inconsistent_sender_falls_back_behind_a_payload_checking_middlebox() {
+    // Issue 9 item 9 (thesis §4.5): no middlebox may kill a connection
+    // that standard TCP survives. The first transmission of one segment is
+    // lost; every complemented retransmission is dropped by the middlebox;
+    // after FALLBACK_AFTER of them the sender sends the original bytes,
+    // says so, and the transfer completes with the original stream.
+    let sender = Config {
+        hollywood: crate::HollywoodConfig {
+            always_inconsistent: true,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let mut p = Pair::new(sender, Config::default(), 13);
+    let (ha, hb) = p.connect();
+    let lost = drop_nth_data_segment(&mut p, 3);
+    // The middlebox sees every packet; the loss is behind it (at the
+    // receiver, as in thesis §5.3's method).
+    let mut first_loss = p.ab.verdict.take().expect("loss verdict");
+    let checked = payload_check(&mut p);
+    let mut check = p.ab.verdict.take().expect("check verdict");
+    p.ab.verdict = Some(Box::new(move |pi| match check(pi) {
+        Verdict::Drop => Verdict::Drop,
+        _ => first_loss(pi),
+    }));
+    let data = Pair::data(40_000, 6);
+    let got = p.transfer(ha, hb, &data, Duration::from_secs(120));
+    assert!(lost.get().is_some());
+    assert_eq!(got, data, "the original stream arrived");
+    assert!(checked.get() >= u64::from(crate::hollywood::FALLBACK_AFTER));
+    assert_eq!(p.ca(ha).stats().rewriting_stopped, 1);
+    let told = p.a_events.iter().any(|(_, e)| {
+        matches!(
+            e,
+            crate::endpoint::EndpointEvent::Conn {
+                event: crate::conn::Event::RewritingStopped,
+                ..
+            }
+        )
+    });
+    assert!(told, "the application is told");
+}
+
 #[test]
 fn seq_gap_sender_skips_and_aware_receiver_moves_on() {
     let sender = Config {
