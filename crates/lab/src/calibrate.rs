@@ -31,8 +31,9 @@ use crate::workload;
 use hollywood_apps::voip::{self, VoipRecord, VoipRun, VoipScenario, VoipSummary, VoipTransport};
 use hollywood_apps::Transport;
 use hollywood_sim::{LinkConfig, LossModel};
-use hollywood_tcp::{Config, Instant};
+use hollywood_tcp::{CcAlgorithm, Config, Instant};
 use serde::Serialize;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -97,6 +98,8 @@ pub struct CalibrateSpec {
     /// Congestion control of the kernel sockets; `None` = the system
     /// default. The default is `cubic`, the engine's algorithm.
     pub kernel_cc: Option<String>,
+    /// Congestion control of the engines (default CUBIC).
+    pub engine_cc: CcAlgorithm,
 }
 
 impl CalibrateSpec {
@@ -112,6 +115,7 @@ impl CalibrateSpec {
             lab: lab.to_string(),
             pcap_dir: None,
             kernel_cc: Some("cubic".to_string()),
+            engine_cc: CcAlgorithm::Cubic,
         }
     }
 
@@ -127,7 +131,10 @@ impl CalibrateSpec {
     fn pair_spec(&self, end: End) -> PairSpec {
         let v = self.voip();
         let one_way = v.rtt / 2;
-        let base = Config::default();
+        let base = Config {
+            cc: self.engine_cc,
+            ..Config::default()
+        };
         PairSpec {
             lab: format!("{}-{}", self.lab, &end.name()[..1]),
             sender: end,
@@ -530,4 +537,281 @@ impl CalibrationReport {
         }
         std::io::Write::flush(&mut f)
     }
+}
+
+// ---------------------------------------------------------------- bulk --
+
+/// A bulk transfer a → b over the emulated path, Linux TCP at both ends and
+/// our engine at both ends with the same congestion control, side by side
+/// (issue 9: "calibrate against Linux BBR in the lab: bulk throughput ...
+/// within 20 %").
+#[derive(Debug, Clone)]
+pub struct BulkSpec {
+    /// Rate each way (bit/s).
+    pub rate_bps: u64,
+    /// Round-trip propagation delay.
+    pub rtt: Duration,
+    /// Bernoulli loss on a→b.
+    pub loss: f64,
+    /// Bytes to transfer.
+    pub bytes: u64,
+    /// Drop-tail queue each way (bytes); `None`: one bandwidth-delay
+    /// product, at least 100 packets.
+    pub queue_bytes: Option<usize>,
+    /// Emulator seed.
+    pub seed: u64,
+    /// Congestion control at both ends (`bbr`, `cubic`, `newreno`).
+    pub cc: CcAlgorithm,
+    /// Lab name prefix.
+    pub lab: String,
+}
+
+impl BulkSpec {
+    /// 50 Mb/s, 40 ms RTT, no loss, 50 MB, BBR.
+    pub fn new(lab: &str) -> BulkSpec {
+        BulkSpec {
+            rate_bps: 50_000_000,
+            rtt: Duration::from_millis(40),
+            loss: 0.0,
+            bytes: 50_000_000,
+            queue_bytes: None,
+            seed: 1,
+            cc: CcAlgorithm::Bbr,
+            lab: lab.to_string(),
+        }
+    }
+
+    fn link(&self, lossy: bool) -> LinkConfig {
+        let bdp = (self.rate_bps as u128 * self.rtt.as_nanos() / 8 / 1_000_000_000) as usize;
+        let q = self
+            .queue_bytes
+            .unwrap_or(bdp.max(hollywood_sim::DEFAULT_QUEUE_BYTES));
+        let l = LinkConfig::new(self.rate_bps, self.rtt / 2).with_queue_bytes(q);
+        if lossy {
+            l.with_loss(loss_model(self.loss))
+        } else {
+            l
+        }
+    }
+}
+
+/// One bulk run.
+#[derive(Debug, Clone, Serialize)]
+pub struct BulkRun {
+    /// `kernel` or `engine`.
+    pub transport: String,
+    /// Congestion control in use.
+    pub cc: String,
+    /// Bytes the receiver got.
+    pub bytes: u64,
+    /// Connect to last byte at the receiver, s.
+    pub seconds: f64,
+    /// Goodput, Mb/s.
+    pub goodput_mbps: f64,
+    /// Goodput over the link rate.
+    pub link_utilisation: f64,
+    /// Data-direction packets the emulator dropped (loss model + queue).
+    pub dropped: u64,
+    /// A failure, if any.
+    pub error: Option<String>,
+}
+
+/// The bulk calibration.
+#[derive(Debug, Clone, Serialize)]
+pub struct BulkReport {
+    /// Link rate, bit/s.
+    pub rate_bps: u64,
+    /// RTT, ms.
+    pub rtt_ms: f64,
+    /// Loss on a→b.
+    pub loss: f64,
+    /// Linux at both ends.
+    pub kernel: BulkRun,
+    /// Our engine at both ends.
+    pub engine: BulkRun,
+    /// engine goodput / kernel goodput.
+    pub ratio: Ratio,
+}
+
+impl BulkReport {
+    /// Side-by-side text.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "bulk a→b over {} Mb/s, RTT {:.0} ms, loss {}%:\n",
+            self.rate_bps as f64 / 1e6,
+            self.rtt_ms,
+            self.loss * 100.0
+        );
+        for r in [&self.kernel, &self.engine] {
+            s += &format!(
+                "  {:<6} {:<6} {:>7.2} Mb/s ({:.1}% of the link), {:.2} MB in {:.2} s, {} dropped{}\n",
+                r.transport,
+                r.cc,
+                r.goodput_mbps,
+                100.0 * r.link_utilisation,
+                r.bytes as f64 / 1e6,
+                r.seconds,
+                r.dropped,
+                r.error.as_ref().map(|e| format!(" (error: {e})")).unwrap_or_default()
+            );
+        }
+        s += &format!(
+            "  engine / kernel goodput: {}{}\n",
+            self.ratio.ratio.map_or("n/a".into(), |r| format!("{r:.2}")),
+            if self.ratio.within_20pct {
+                " (within 20 %)"
+            } else {
+                " (outside 20 %)"
+            }
+        );
+        s
+    }
+}
+
+/// Run the bulk calibration: Linux, then the engine.
+pub fn bulk(spec: &BulkSpec) -> Result<BulkReport> {
+    if !hollywood_tun::is_root() {
+        return Err(Box::new(crate::topology::LabError::NotRoot));
+    }
+    if !(0.0..1.0).contains(&spec.loss) || spec.bytes == 0 || spec.rate_bps == 0 {
+        return Err("need a rate, some bytes and a loss in [0, 1)".into());
+    }
+    interop::remove_stale_labs();
+    let kernel = bulk_run(spec, End::Kernel)?;
+    let engine = bulk_run(spec, End::Engine)?;
+    let ratio = ratio("goodput_mbps", kernel.goodput_mbps, engine.goodput_mbps);
+    Ok(BulkReport {
+        rate_bps: spec.rate_bps,
+        rtt_ms: workload::ms(spec.rtt),
+        loss: spec.loss,
+        kernel,
+        engine,
+        ratio,
+    })
+}
+
+fn bulk_run(spec: &BulkSpec, end: End) -> Result<BulkRun> {
+    use crate::topology::{Host, Lab, LabSpec};
+    use hollywood_tun::stack::Stack;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let lab = Lab::up(LabSpec {
+        name: format!("{}-b{}", spec.lab, &end.name()[..1]),
+        three_hosts: false,
+        a_to_b: spec.link(true),
+        b_to_a: spec.link(false),
+        seed: spec.seed,
+        hook: None,
+    })?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let total = spec.bytes;
+    let cc_name = spec.cc.name().to_string();
+    let config = Config {
+        cc: spec.cc,
+        ..Config::default()
+    };
+    let port = 5402;
+    let out: Result<(u64, Duration)> = rt.block_on(async {
+        let chunk = vec![0x5a_u8; 64 * 1024];
+        match end {
+            End::Kernel => {
+                let dst = SocketAddr::new(lab.addr(Host::B, false), port);
+                let cc = cc_name.clone();
+                let l = lab
+                    .ns(Host::B)
+                    .run(move || interop::kernel_listener(dst, Some(&cc)))??;
+                let l = tokio::net::TcpListener::from_std(l)?;
+                let rx = tokio::spawn(async move {
+                    let (mut s, _) = l.accept().await?;
+                    let mut buf = vec![0u8; 256 * 1024];
+                    let mut got = 0u64;
+                    loop {
+                        let n = s.read(&mut buf).await?;
+                        if n == 0 {
+                            break;
+                        }
+                        got += n as u64;
+                    }
+                    Ok::<_, std::io::Error>((got, std::time::Instant::now()))
+                });
+                let socket = lab.ns(Host::A).run(tokio::net::TcpSocket::new_v4)??;
+                socket2::SockRef::from(&socket).set_tcp_congestion(cc_name.as_bytes())?;
+                let start = std::time::Instant::now();
+                let mut s = socket.connect(dst).await?;
+                let mut left = total;
+                while left > 0 {
+                    let n = left.min(chunk.len() as u64) as usize;
+                    s.write_all(&chunk[..n]).await?;
+                    left -= n as u64;
+                }
+                s.shutdown().await?;
+                let (got, end_at) = rx.await??;
+                Ok((got, end_at.saturating_duration_since(start)))
+            }
+            End::Engine => {
+                let dst = SocketAddr::new(lab.engine_addr(Host::B, false), port);
+                let rx_stack = Stack::spawn(lab.engine_tun(Host::B)?, config.clone())?;
+                let mut l = rx_stack.listen(dst, None).await?;
+                let rx = tokio::spawn(async move {
+                    let (mut s, _) = l.accept().await?;
+                    let mut buf = vec![0u8; 256 * 1024];
+                    let mut got = 0u64;
+                    loop {
+                        let n = s.read(&mut buf).await?;
+                        if n == 0 {
+                            break;
+                        }
+                        got += n as u64;
+                    }
+                    let _ = s.close().await;
+                    Ok::<_, hollywood_tun::StreamError>((got, std::time::Instant::now()))
+                });
+                let tx_stack = Stack::spawn(lab.engine_tun(Host::A)?, config.clone())?;
+                let local = SocketAddr::new(lab.engine_addr(Host::A, false), 0);
+                let start = std::time::Instant::now();
+                let mut s = tx_stack.connect(local, dst, None).await?;
+                let mut left = total;
+                while left > 0 {
+                    let n = left.min(chunk.len() as u64) as usize;
+                    s.write_all(&chunk[..n]).await?;
+                    left -= n as u64;
+                }
+                s.close().await?;
+                let (got, end_at) =
+                    tokio::time::timeout(Duration::from_secs(600), rx)
+                        .await
+                        .map_err(|_| "the engine receiver did not finish in 600 s")???;
+                for st in [tx_stack, rx_stack] {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), st.shutdown()).await;
+                }
+                Ok((got, end_at.saturating_duration_since(start)))
+            }
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    let dropped = lab.netem_stats().a_to_b.dropped();
+    drop(lab);
+    let (bytes, took, error) = match out {
+        Ok((b, t)) => (b, t, None),
+        Err(e) => (0, Duration::ZERO, Some(e.to_string())),
+    };
+    let secs = took.as_secs_f64();
+    let mbps = if secs > 0.0 {
+        bytes as f64 * 8.0 / secs / 1e6
+    } else {
+        0.0
+    };
+    Ok(BulkRun {
+        transport: end.name().to_string(),
+        cc: spec.cc.name().to_string(),
+        bytes,
+        seconds: secs,
+        goodput_mbps: mbps,
+        link_utilisation: mbps * 1e6 / spec.rate_bps as f64,
+        dropped,
+        error: error
+            .or_else(|| (bytes != total).then(|| format!("received {bytes} of {total} bytes"))),
+    })
 }

@@ -689,7 +689,10 @@ async fn exchange(
 
 /// A listening kernel socket on `addr` with congestion control `cc`
 /// (inherited by accepted connections). Call inside the namespace.
-fn kernel_listener(addr: SocketAddr, cc: Option<&str>) -> std::io::Result<std::net::TcpListener> {
+pub(crate) fn kernel_listener(
+    addr: SocketAddr,
+    cc: Option<&str>,
+) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
@@ -703,7 +706,7 @@ fn kernel_listener(addr: SocketAddr, cc: Option<&str>) -> std::io::Result<std::n
 }
 
 /// The congestion control algorithm of a kernel socket.
-fn socket_cc(s: &tokio::net::TcpStream) -> Option<String> {
+pub(crate) fn socket_cc(s: &tokio::net::TcpStream) -> Option<String> {
     let name = socket2::SockRef::from(s).tcp_congestion().ok()?;
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     Some(String::from_utf8_lossy(&name[..end]).into_owned())

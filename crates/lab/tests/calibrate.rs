@@ -66,3 +66,28 @@ fn short_call_delivers_everything_on_both_transports() {
     assert!(!hollywood_lab::topology::Lab::exists(&format!("{lab}-k")));
     assert!(!hollywood_lab::topology::Lab::exists(&format!("{lab}-e")));
 }
+
+#[test]
+fn bulk_with_bbr_on_both_transports_completes_and_is_reported() {
+    if !hollywood_tun::is_root() {
+        eprintln!("SKIPPED: bulk calibration needs root (network namespaces, TUN devices)");
+        return;
+    }
+    // A short transfer (10 MB at 50 Mb/s, under 2 s each): both complete
+    // intact; the goodput ratio is reported (the 20 % goal is checked on
+    // the full 50 MB run by `hollywood calibrate --bulk`, see docs/LAB.md).
+    let lab = format!("{LAB_PREFIX}-{}-cbl", std::process::id());
+    let mut spec = calibrate::BulkSpec::new(&lab);
+    spec.bytes = 10_000_000;
+    let r = calibrate::bulk(&spec).unwrap_or_else(|e| panic!("bulk: {e}"));
+    eprintln!("{}", r.to_text());
+    for run in [&r.kernel, &r.engine] {
+        assert_eq!(run.error, None, "{run:?}");
+        assert_eq!(run.bytes, 10_000_000, "{run:?}");
+        assert_eq!(run.cc, "bbr");
+        // Over half the link even with the start-up phase in a short run.
+        assert!(run.link_utilisation > 0.5, "{run:?}");
+    }
+    let x = r.ratio.ratio.expect("kernel goodput > 0");
+    assert_eq!(r.ratio.within_20pct, (x - 1.0).abs() <= 0.2);
+}

@@ -28,6 +28,26 @@ pub struct CalibrateArgs {
     /// Default cubic, the engine's algorithm.
     #[arg(long, default_value = "cubic")]
     kernel_cc: String,
+    /// Congestion control at both ends, Linux and engine alike (overrides
+    /// --kernel-cc): newreno, cubic or bbr.
+    #[arg(long, value_parser = hollywood_tcp::CcAlgorithm::parse)]
+    cc: Option<hollywood_tcp::CcAlgorithm>,
+    /// Also calibrate a bulk transfer (Linux vs engine goodput, same
+    /// congestion control, same path).
+    #[arg(long)]
+    bulk: bool,
+    /// Bulk: link rate each way.
+    #[arg(long, default_value = "50mbit", value_parser = crate::units::parse_rate)]
+    bulk_rate: u64,
+    /// Bulk: round-trip time.
+    #[arg(long, default_value = "40ms", value_parser = crate::units::parse_duration)]
+    bulk_rtt: std::time::Duration,
+    /// Bulk: loss on the data direction.
+    #[arg(long, default_value = "0%", value_parser = parse_fraction)]
+    bulk_loss: f64,
+    /// Bulk: bytes to transfer.
+    #[arg(long, default_value = "50MB", value_parser = crate::units::parse_size)]
+    bulk_bytes: u64,
     /// Leave out the simulator column.
     #[arg(long)]
     no_sim: bool,
@@ -70,6 +90,10 @@ pub fn run(a: CalibrateArgs) -> Result<(), String> {
         spec.simulate = !a.no_sim;
         spec.pcap_dir = a.pcap_dir.clone();
         spec.kernel_cc = (a.kernel_cc != "system").then(|| a.kernel_cc.clone());
+        if let Some(cc) = a.cc {
+            spec.kernel_cc = Some(cc.name().to_string());
+            spec.engine_cc = cc;
+        }
         if !a.json {
             eprintln!(
                 "running {}: kernel, then engine ({} messages, {:.0} s each)…",
@@ -80,20 +104,46 @@ pub fn run(a: CalibrateArgs) -> Result<(), String> {
         }
         reports.push(calibrate::run(&spec).map_err(|e| format!("{}: {e}", sc.name()))?);
     }
+    let bulk = if a.bulk {
+        let lab = format!(
+            "{}-{}-cb",
+            hollywood_lab::interop::LAB_PREFIX,
+            std::process::id()
+        );
+        let mut spec = calibrate::BulkSpec::new(&lab);
+        spec.rate_bps = a.bulk_rate;
+        spec.rtt = a.bulk_rtt;
+        spec.loss = a.bulk_loss;
+        spec.bytes = a.bulk_bytes;
+        spec.seed = a.seed;
+        spec.cc = a.cc.unwrap_or(hollywood_tcp::CcAlgorithm::Bbr);
+        if !a.json {
+            eprintln!("running bulk: kernel, then engine ({} bytes)…", spec.bytes);
+        }
+        Some(calibrate::bulk(&spec).map_err(|e| format!("bulk: {e}"))?)
+    } else {
+        None
+    };
     if let Some(p) = &a.csv {
         CalibrationReport::write_csv_file(&reports, p)
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     if a.json {
-        let out = if reports.len() == 1 {
-            serde_json::to_string_pretty(&reports[0])
-        } else {
-            serde_json::to_string_pretty(&reports)
+        let out = match (&bulk, reports.len()) {
+            (Some(b), _) => serde_json::to_string_pretty(&serde_json::json!({
+                "voip": reports,
+                "bulk": b,
+            })),
+            (None, 1) => serde_json::to_string_pretty(&reports[0]),
+            (None, _) => serde_json::to_string_pretty(&reports),
         };
         println!("{}", out.map_err(|e| e.to_string())?);
     } else {
         for r in &reports {
             print!("{}", r.to_text());
+        }
+        if let Some(b) = &bulk {
+            print!("{}", b.to_text());
         }
     }
     Ok(())
