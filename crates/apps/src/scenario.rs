@@ -110,6 +110,8 @@ pub struct MessagesRun {
     pub duplicates_delivered: u64,
     /// Frames the receiver's CRC rejected.
     pub crc_rejected: u64,
+    /// The receiver's intermediary-layer counters.
+    pub deframer: hollywood_msg::DeframerStats,
     /// The sender's inconsistent-retransmission counters.
     pub hollywood: HollywoodStats,
     /// The sender's smoothed RTT when last seen (None before any sample).
@@ -317,7 +319,13 @@ impl MessagesScenario {
                 }
             });
         }
-        let end_of_traffic = self.interval * self.count + self.rtt * 20 + Duration::from_secs(30);
+        // Room for the traffic, its repair, and a handshake that needs all
+        // of its SYN retransmissions (1 + 2 + ... + 64 s with the default
+        // 1 s initial RTO, Linux's tcp_syn_retries = 6) on a bursty path.
+        let end_of_traffic = self.interval * self.count
+            + self.rtt * 20
+            + Duration::from_secs(30)
+            + Duration::from_secs(127);
         let limit = Instant::ZERO + end_of_traffic;
         while sim.now() < limit {
             sim.run_for(Duration::from_millis(250))
@@ -363,14 +371,17 @@ fn collect(
     let expired_events = s.app().expired().len() as u64;
     let hollywood = s.app().hollywood_stats();
     let sender_srtt = s.app().srtt();
-    let error = s.app().error().map(str::to_owned);
+    let error = s.app().error().map(str::to_owned).or_else(|| {
+        (s.app().generated() == 0).then(|| "the connection was not established".to_string())
+    });
     let r = sim
         .node_mut::<TcpHost<MessageReceiver>>(rx)
         .expect("receiver");
     let arrival: Vec<Option<Instant>> = r.app().records().iter().map(|r| r.arrival).collect();
     let corrupt_delivered = r.app().corrupt_delivered() + r.app().unknown_delivered();
     let duplicates_delivered = r.app().duplicates_delivered();
-    let crc_rejected = r.app().deframer_stats().crc_rejected;
+    let deframer = r.app().deframer_stats();
+    let crc_rejected = deframer.crc_rejected;
     let ooo = r.app().ooo_stats();
     let cache_replayed_bytes = mbox
         .and_then(|m| {
@@ -429,6 +440,7 @@ fn collect(
         corrupt_delivered,
         duplicates_delivered,
         crc_rejected,
+        deframer,
         hollywood,
         sender_srtt,
         ooo,

@@ -25,9 +25,15 @@ fn scenario(t: Transport, m: MiddleboxKind, loss: f64, seed: u64, count: u32) ->
 /// What must hold for every run.
 fn check_invariants(r: &MessagesRun) {
     let what = format!(
-        "{:?} via {:?}, seed {}",
-        r.scenario.transport, r.scenario.middlebox, r.scenario.seed
+        "{:?} via {:?}, seed {}, loss {:?}",
+        r.scenario.transport, r.scenario.middlebox, r.scenario.seed, r.scenario.loss
     );
+    if r.error.is_some() && r.generated.iter().all(Option::is_none) {
+        // Every SYN lost on a bursty path: no connection, nothing to check
+        // (TCP gives up after its SYN retries, as Linux does).
+        eprintln!("no connection ({:?}): {what}", r.error);
+        return;
+    }
     assert_eq!(r.error, None, "{what}");
     assert_eq!(r.corrupt_delivered, 0, "corrupt delivery: {what}");
     assert_eq!(r.duplicates_delivered, 0, "duplicate delivery: {what}");
@@ -49,6 +55,44 @@ fn check_invariants(r: &MessagesRun) {
         );
         assert_eq!(r.wire.inconsistent, 0, "{what}");
     }
+    // Accounting (issue 9 item 8): every message was delivered, or the
+    // sender reported it expired — nothing is lost silently. Behind a cache
+    // that replays the original bytes of a retransmitted range, a message
+    // carried in that range which then expires before its own slot is lost
+    // without a report: the sender saw the range acknowledged and cannot
+    // tell (thesis §4.5; docs/HOLLYWOOD.md). At most one such message per
+    // rewrite that carried one.
+    let unaccounted = r
+        .arrival
+        .iter()
+        .zip(&r.expired)
+        .filter(|(a, e)| a.is_none() && !**e)
+        .count() as u64;
+    let caching = matches!(
+        r.scenario.middlebox,
+        MiddleboxKind::Cache | MiddleboxKind::ResegmentCache
+    );
+    if caching {
+        let carried = r.hollywood.ir_sent - r.hollywood.ir_padded;
+        assert!(
+            unaccounted <= carried,
+            "{unaccounted} unaccounted > {carried} carried: {what}"
+        );
+    } else {
+        assert_eq!(
+            unaccounted, 0,
+            "messages neither delivered nor reported expired: {what}"
+        );
+    }
+    assert_eq!(
+        r.expired_events,
+        r.expired.iter().filter(|e| **e).count() as u64,
+        "each message reported at most once: {what}"
+    );
+    // The on-time figures add up.
+    let o = r.on_time;
+    assert_eq!(o.messages, r.scenario.count as u64, "{what}");
+    assert_eq!(o.on_time + o.late + o.never_arrived, o.messages, "{what}");
 }
 
 #[test]
@@ -67,10 +111,20 @@ fn every_deployment_through_every_middlebox() {
                     r.hollywood.ir_sent > 0,
                     "2% loss at 70 ms RTT must trigger replacements"
                 );
-                assert_eq!(
-                    r.wire.inconsistent,
-                    r.hollywood.ir_sent + r.hollywood.replaced_at_first_tx
-                );
+                // Every rewrite goes on the wire, and a rewritten slot that
+                // is resent again differs from its first transmission again;
+                // a first-transmission rewrite is not a retransmission.
+                assert!(r.wire.inconsistent >= r.hollywood.ir_sent, "{r:?}");
+                assert!(r.wire.inconsistent <= r.wire.retransmissions);
+                // Never send what is known to be useless: nothing reported
+                // expired reached the receiver (no middlebox replays here).
+                let expired_but_delivered = r
+                    .expired
+                    .iter()
+                    .zip(&r.arrival)
+                    .filter(|(e, a)| **e && a.is_some())
+                    .count();
+                assert_eq!(expired_but_delivered, 0);
             }
         }
     }

@@ -53,18 +53,26 @@
 //! (never send what is known to be useless).
 //!
 //! A message that travels in another message's slot (a *carried* message)
-//! never gets a slot of its own: every message id appears at exactly one
-//! stream position for the whole connection. The receiver's de-duplication
-//! relies on this.
+//! keeps its place in the queue and still gets a slot of its own when its
+//! turn comes, unless it expires first (thesis §4.2 sends a replacement at
+//! its own transmission time too). The carried copy is an early delivery;
+//! the own slot is the guaranteed one: a cache that replays the original
+//! bytes of a retransmitted range (thesis §4.5) or a delayed original that
+//! the receiver keeps instead (a spurious retransmission) then costs
+//! nothing. A message id can so appear at two stream positions; the
+//! receiver keeps the first copy and drops the other (docs/PROTOCOL.md §5).
 //!
 //! # Accounting
 //!
 //! Every message the table accepted ends in exactly one of: acknowledged
 //! (its slot, or the slot carrying it, was cumulatively ACKed or SACKed),
-//! or reported once through [`MessageTable::poll_expired`]. The D-SACK
-//! (RFC 2883) for a rewritten slot means the receiver already held that
-//! range, so the carried message most likely did not arrive: it is reported
-//! [`ExpiryReason::Displaced`] rather than being lost silently.
+//! or reported once through [`MessageTable::poll_expired`]. A carried
+//! message with a slot of its own (or still queued for one) is accounted
+//! for by that slot; one that expired before its turn is accounted for by
+//! its copy: the D-SACK (RFC 2883) for the slot carrying it means the
+//! receiver already held that range, so the copy most likely did not
+//! arrive, and it is reported [`ExpiryReason::Displaced`] rather than
+//! being lost silently.
 //!
 //! # Middlebox fallback (thesis §4.5)
 //!
@@ -296,6 +304,9 @@ struct Queued {
     frame: Vec<u8>,
     deadline: u64,
     replaceable: bool,
+    /// A copy already travels in another message's slot (it still gets a
+    /// slot of its own when its turn comes, unless it expires first).
+    carried: bool,
 }
 
 fn deadline_of(now: Instant, lifetime: Option<Duration>) -> u64 {
@@ -349,6 +360,10 @@ pub struct MessageTable {
     slots: VecDeque<Slot>,
     /// Messages travelling in another message's slot.
     carried: BTreeMap<u32, Carried>,
+    /// Messages whose carried copy was acknowledged while they still have
+    /// (or wait for) a slot of their own: already delivered, so their own
+    /// slot is not reported when it is replaced.
+    copy_delivered: std::collections::BTreeSet<u32>,
     /// Latest dependency target declared per sub-stream.
     latest_dependency: BTreeMap<u16, u32>,
     /// Targets that are the latest of some sub-stream, with how many.
@@ -470,6 +485,7 @@ impl MessageTable {
             frame,
             deadline,
             replaceable: meta.replaceable,
+            carried: false,
         });
         self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len() as u64);
     }
@@ -531,9 +547,38 @@ impl MessageTable {
             }
             let q = self.queue.pop_front().expect("front exists");
             self.queued_bytes -= q.frame.len();
+            if q.carried {
+                // Its copy in another message's slot stands for it now.
+                self.copy_delivered.remove(&q.id);
+                continue;
+            }
             self.dependents.remove(&q.id);
             self.stats.not_sent += 1;
             self.report(q.id, ExpiryReason::NotSent);
+        }
+    }
+
+    /// Message `id` will still go (or went) on the wire in a slot of its
+    /// own: queued, or holding a slot.
+    fn has_own_path(&self, id: u32) -> bool {
+        self.queue_index(id).is_some() || self.slot_index_of_id(id).is_some()
+    }
+
+    /// The copy of `x` carried in another message's slot is gone
+    /// (replaced, displaced, withdrawn): report `x` unless its own slot
+    /// still accounts for it.
+    fn carried_copy_lost(&mut self, x: u32, reason: ExpiryReason) {
+        self.copy_delivered.remove(&x);
+        if self.carried.remove(&x).is_none() {
+            return;
+        }
+        if let Some(i) = self.queue_index(x) {
+            // Still waiting for its own slot: an ordinary queued message
+            // again (sent, or reported if it expires first).
+            self.queue[i].carried = false;
+        } else if self.slot_index_of_id(x).is_none() {
+            self.dependents.remove(&x);
+            self.report(x, reason);
         }
     }
 
@@ -559,7 +604,9 @@ impl MessageTable {
         let q = self.queue.pop_front()?;
         self.queued_bytes -= q.frame.len();
         debug_assert!(self.slots.back().is_none_or(|s| s.end() == seq));
-        self.sent.push_back((q.id, seq, q.frame.len() as u32));
+        if !q.carried {
+            self.sent.push_back((q.id, seq, q.frame.len() as u32));
+        }
         self.slots.push_back(Slot {
             seq,
             len: q.frame.len() as u32,
@@ -584,7 +631,8 @@ impl MessageTable {
     fn choose(&self, slot_len: usize, arrival: Instant) -> Option<usize> {
         let mut best: Option<(usize, u64)> = None;
         for (i, q) in self.queue.iter().take(CANDIDATE_SCAN).enumerate() {
-            if !q.replaceable || q.frame.len() > slot_len || !live(q.deadline, arrival) {
+            if q.carried || !q.replaceable || q.frame.len() > slot_len || !live(q.deadline, arrival)
+            {
                 continue;
             }
             if best.is_none_or(|(_, d)| q.deadline < d) {
@@ -600,18 +648,19 @@ impl MessageTable {
         let slot_len = self.slots[idx].len as usize;
         let slot_seq = self.slots[idx].seq;
         let mut bytes = Vec::with_capacity(slot_len);
-        let occupant = match cand.and_then(|i| self.queue.remove(i)) {
+        let occupant = match cand.and_then(|i| self.queue.get_mut(i)) {
             Some(q) => {
-                self.queued_bytes -= q.frame.len();
+                // A copy: the message keeps its place in the queue and
+                // still gets a slot of its own (thesis §4.2 sends a
+                // replacement at its own turn too), so that nothing is lost
+                // when the copy is not what reaches the receiver (a cache
+                // replaying the original bytes, thesis §4.5).
+                q.carried = true;
                 bytes.extend_from_slice(&q.frame);
-                self.sent.push_back((q.id, slot_seq, q.frame.len() as u32));
-                self.carried.insert(
-                    q.id,
-                    Carried {
-                        deadline: q.deadline,
-                    },
-                );
-                Occupant::Other(q.id)
+                let (id, len, deadline) = (q.id, q.frame.len() as u32, q.deadline);
+                self.sent.push_back((id, slot_seq, len));
+                self.carried.insert(id, Carried { deadline });
+                Occupant::Other(id)
             }
             None => {
                 if retransmission {
@@ -729,7 +778,7 @@ impl MessageTable {
                 let by = cand.map(|c| self.queue[c].id);
                 let r = self.rewrite(i, cand, true);
                 self.stats.ir_sent += 1;
-                if !self.slots[i].expired_reported {
+                if !self.slots[i].expired_reported && !self.copy_delivered.contains(&id) {
                     self.slots[i].expired_reported = true;
                     self.report(id, ExpiryReason::Replaced { by });
                 }
@@ -749,9 +798,7 @@ impl MessageTable {
                 let by = cand.map(|c| self.queue[c].id);
                 let r = self.rewrite(i, cand, true);
                 self.stats.ir_sent += 1;
-                self.carried.remove(&x);
-                self.dependents.remove(&x);
-                self.report(x, ExpiryReason::Replaced { by });
+                self.carried_copy_lost(x, ExpiryReason::Replaced { by });
                 Some(r)
             }
             Occupant::Padding => {
@@ -788,10 +835,7 @@ impl MessageTable {
                 });
             }
             if let Some(x) = displaced {
-                if self.carried.remove(&x).is_some() {
-                    self.dependents.remove(&x);
-                    self.report(x, ExpiryReason::Displaced);
-                }
+                self.carried_copy_lost(x, ExpiryReason::Displaced);
             }
         }
         out
@@ -846,6 +890,7 @@ impl MessageTable {
             return;
         }
         let mut i = self.slot_from(left);
+        let mut copies = Vec::new();
         while i < self.slots.len() {
             let s = &mut self.slots[i];
             if s.seq >= right {
@@ -855,10 +900,16 @@ impl MessageTable {
                 // Whatever occupies the slot now has arrived (the D-SACK
                 // check in `on_dsack` catches a delayed original).
                 s.slot_received = true;
+                copies.extend(Self::occupant_id(s.occupant));
             } else {
                 s.partially_received = true;
             }
             i += 1;
+        }
+        for x in copies {
+            if self.has_own_path(x) {
+                self.copy_delivered.insert(x);
+            }
         }
     }
 
@@ -876,10 +927,12 @@ impl MessageTable {
             }
             let s = self.slots.pop_front().expect("front exists");
             self.dependents.remove(&s.id);
+            self.copy_delivered.remove(&s.id);
             let carried = Self::occupant_id(s.occupant);
             if let Some(x) = carried {
+                // Delivered (as far as the sender can tell); a copy still
+                // waiting in the queue goes anyway (the receiver keeps one).
                 self.carried.remove(&x);
-                self.dependents.remove(&x);
             }
             if s.original.is_some() {
                 if self.recent_rewrites.len() == RECENT_REWRITES {
@@ -920,18 +973,16 @@ impl MessageTable {
                 spurious += 1;
                 let occ = Self::occupant_id(s.occupant);
                 s.occupant = s.first_occupant;
-                if let Some(x) = occ {
-                    if self.carried.remove(&x).is_some() {
-                        self.dependents.remove(&x);
-                        displaced.push(x);
-                    }
-                }
+                displaced.extend(occ);
             }
             i += 1;
         }
         self.stats.dsack_spurious_rewrites += spurious;
         for x in displaced {
-            self.report(x, ExpiryReason::Displaced);
+            // Acknowledged slots already forgot their copy: report those
+            // without an own slot too.
+            self.carried.insert(x, Carried { deadline: 0 });
+            self.carried_copy_lost(x, ExpiryReason::Displaced);
         }
     }
 
@@ -941,11 +992,14 @@ impl MessageTable {
     /// unknown, and the connection error says so).
     pub fn abandon(&mut self) {
         while let Some(q) = self.queue.pop_front() {
-            self.report(q.id, ExpiryReason::NotSent);
+            if !q.carried {
+                self.report(q.id, ExpiryReason::NotSent);
+            }
         }
         self.queued_bytes = 0;
         self.slots.clear();
         self.carried.clear();
+        self.copy_delivered.clear();
         self.dependents.clear();
     }
 }
