@@ -467,15 +467,26 @@ fuzz_target!(|data: &[u8]| {
     let mut inp = Input { data, pos: 0 };
     let (b0, b1, b2) = (inp.u8(), inp.u8(), inp.u8());
     // RACK-TLP (default on) off for the client or the server by b2 bits.
-    let ccfg = Config {
+    // BBR (always paced) for both ends by the top bit of b2.
+    let bbr = |c: Config| {
+        if b2 & 0x80 != 0 {
+            Config {
+                cc: CcAlgorithm::Bbr,
+                ..c
+            }
+        } else {
+            c
+        }
+    };
+    let ccfg = bbr(Config {
         rack: b2 & 0x20 == 0,
         ..config(b0, b1)
-    };
+    });
     // The server differs in a few switches so negotiation varies.
-    let scfg = Config {
+    let scfg = bbr(Config {
         rack: b2 & 0x40 == 0,
         ..config(b0 ^ (b2 & 0x1f), b1 ^ (b2 & 0x0c))
-    };
+    });
     let v6 = b0 & 128 != 0;
     let (ca, sa): (SocketAddr, SocketAddr) = if v6 {
         (

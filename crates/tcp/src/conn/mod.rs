@@ -1192,8 +1192,9 @@ impl Connection {
             // RFC 8985 §6.2 step 5 / §7.3.
             Timer::Reorder => self.on_reorder_timeout(now),
             Timer::Tlp => self.on_pto(now),
-            // The pacer's release time: `poll_transmit` sends what is due.
-            Timer::Pacing => {}
+            // The pacer's release time: `poll_transmit` sends what is due
+            // (and finds the next release time, if it is held back again).
+            Timer::Pacing => self.pacing_at = None,
         }
     }
 
@@ -1374,7 +1375,7 @@ impl Connection {
         self.arm_rack_timers(now);
         // The pacer holds back a data segment until then.
         match self.pacing_at {
-            Some(t) if self.can_send_data_state() => self.timers.set(Timer::Pacing, t),
+            Some(t) if t > now && self.can_send_data_state() => self.timers.set(Timer::Pacing, t),
             _ => self.timers.stop(Timer::Pacing),
         }
     }

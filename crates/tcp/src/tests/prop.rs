@@ -172,6 +172,75 @@ mod hostile {
             }
         }
 
+        /// The same with every TCP Hollywood switch on (review §3: hostile
+        /// input must reach the message table, the out-of-order copy queue
+        /// and the fallback), any congestion controller, pacing on or off:
+        /// no panic, well-formed output, each message reported at most once.
+        #[test]
+        fn hostile_segments_never_panic_with_hollywood_on(
+            segs in proptest::collection::vec(hostile(), 1..40),
+            ts in any::<bool>(),
+            cc in 0usize..3,
+            pacing in any::<bool>(),
+            always in any::<bool>(),
+            msgs in proptest::collection::vec((1usize..1600, proptest::option::of(0u64..400), any::<bool>(), 0u16..3), 0..60),
+        ) {
+            let cfg = Config {
+                timestamps: ts,
+                recv_buffer: 32 * 1024,
+                cc: [crate::CcAlgorithm::NewReno, crate::CcAlgorithm::Cubic, crate::CcAlgorithm::Bbr][cc],
+                pacing,
+                hollywood: crate::HollywoodConfig {
+                    inconsistent_retransmissions: true,
+                    out_of_order_delivery: true,
+                    always_inconsistent: always,
+                    ..Default::default()
+                },
+                ..Config::hollywood(true, true)
+            };
+            let (mut a, _b) = pair(&cfg);
+            let mut now = Instant::ZERO;
+            let mut latest: std::collections::BTreeMap<u16, u32> = Default::default();
+            for (id, &(len, life, dep, sub)) in msgs.iter().enumerate() {
+                let id = id as u32;
+                let depends_on = (dep && id > 0)
+                    .then(|| id - 1)
+                    .filter(|d| latest.get(&sub).is_none_or(|l| d >= l));
+                if let Some(d) = depends_on {
+                    latest.insert(sub, d);
+                }
+                let meta = crate::MessageMeta {
+                    id,
+                    lifetime: life.map(Duration::from_millis),
+                    depends_on,
+                    replaceable: true,
+                    substream: sub,
+                };
+                let _ = a.send_message(now, &vec![0x11; len], meta);
+            }
+            let mut out = Vec::new();
+            let mut reported = std::collections::BTreeSet::new();
+            let payload = vec![0xAB; 3000];
+            for h in &segs {
+                now += Duration::from_millis(h.advance_ms);
+                let r = repr(&a, h);
+                a.handle_segment(now, &r, &payload[..h.len]);
+                if a.poll_timeout().is_some_and(|t| t <= now) {
+                    a.handle_timeout(now);
+                }
+                while let Some(s) = a.poll_transmit(now, &mut out) {
+                    prop_assert!(out.len() <= cfg.mss as usize);
+                    prop_assert!(s.options.sacks().len() <= 4);
+                }
+                while let Some(e) = a.poll_event() {
+                    if let crate::Event::Expired(x) = e {
+                        prop_assert!(reported.insert(x.id), "message {} reported twice", x.id);
+                    }
+                }
+                while a.recv_segment().is_some() {}
+            }
+        }
+
         /// Random bytes and random segments to an endpoint never panic it.
         #[test]
         fn hostile_packets_never_panic_an_endpoint(

@@ -88,3 +88,23 @@ fn late_keepalive_timer_still_spaces_probes() {
     assert!(event_time(&p.a_events, ha, Event::TimedOut)
         .is_some_and(|t| t - late == Duration::from_secs(3)));
 }
+
+/// Pacing (found by the engine fuzz target): once the pacing timer has
+/// fired, `handle_timeout` must leave no timer due — the release time is
+/// recomputed by the next `poll_transmit`, not re-armed in the past. The
+/// harness (`Pair::step`) checks that after every `handle_timeout`.
+#[test]
+fn no_timer_is_due_after_the_pacing_timer_fires() {
+    let cfg = Config {
+        cc: crate::CcAlgorithm::Bbr,
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg, Config::default(), 52);
+    p.ab.rate_bps = Some(20_000_000);
+    p.ab.queue_limit = 200_000;
+    let (ha, hb) = p.connect();
+    let data = Pair::data(400_000, 3);
+    let got = p.transfer(ha, hb, &data, Duration::from_secs(30));
+    assert_eq!(got, data);
+    assert!(p.ca(ha).pacing_rate().is_some());
+}
