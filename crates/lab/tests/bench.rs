@@ -25,7 +25,9 @@ fn namespaces_of_this_process() -> Vec<String> {
 #[test]
 fn bench_runs_briefly_and_reports_everything() {
     if !hollywood_tun::is_root() {
-        eprintln!("SKIPPED: bench_runs_briefly_and_reports_everything needs root (network namespaces + TUN)");
+        hollywood_tun::skip(
+            "bench_runs_briefly_and_reports_everything needs root (network namespaces + TUN)",
+        );
         return;
     }
     if std::process::Command::new("iperf3")
@@ -33,7 +35,9 @@ fn bench_runs_briefly_and_reports_everything() {
         .output()
         .is_err()
     {
-        eprintln!("SKIPPED: bench_runs_briefly_and_reports_everything needs iperf3 (apt-get install iperf3)");
+        hollywood_tun::skip(
+            "bench_runs_briefly_and_reports_everything needs iperf3 (apt-get install iperf3)",
+        );
         return;
     }
     let opts = BenchOptions {

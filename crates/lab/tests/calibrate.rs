@@ -14,7 +14,7 @@ use hollywood_lab::interop::LAB_PREFIX;
 #[test]
 fn short_call_delivers_everything_on_both_transports() {
     if !hollywood_tun::is_root() {
-        eprintln!("SKIPPED: calibrate needs root (network namespaces, TUN devices, tshark)");
+        hollywood_tun::skip("calibrate needs root (network namespaces, TUN devices, tshark)");
         return;
     }
     let lab = format!("{LAB_PREFIX}-{}-cal", std::process::id());
@@ -70,7 +70,7 @@ fn short_call_delivers_everything_on_both_transports() {
 #[test]
 fn bulk_with_bbr_on_both_transports_completes_and_is_reported() {
     if !hollywood_tun::is_root() {
-        eprintln!("SKIPPED: bulk calibration needs root (network namespaces, TUN devices)");
+        hollywood_tun::skip("bulk calibration needs root (network namespaces, TUN devices)");
         return;
     }
     // A short transfer (10 MB at 50 Mb/s, under 2 s each): both complete

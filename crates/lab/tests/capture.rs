@@ -18,7 +18,9 @@ fn root(test: &str) -> bool {
         let _ = NetNs::remove_stale("hwm");
         true
     } else {
-        eprintln!("SKIPPED: {test} needs root (network namespaces, tshark capture)");
+        hollywood_tun::skip(&format!(
+            "{test} needs root (network namespaces, tshark capture)"
+        ));
         false
     }
 }

@@ -17,7 +17,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn go(test: &str, sender: End, receiver: End) -> Option<InteropReport> {
     if !hollywood_tun::is_root() {
-        eprintln!("SKIPPED: {test} needs root (network namespaces, TUN devices, tshark)");
+        hollywood_tun::skip(&format!(
+            "{test} needs root (network namespaces, TUN devices, tshark)"
+        ));
         return None;
     }
     let _guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -21,7 +21,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn setup(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     if !hollywood_tun::is_root() {
-        eprintln!("SKIPPED: {test} needs root (network namespaces + TUN devices)");
+        hollywood_tun::skip(&format!(
+            "{test} needs root (network namespaces + TUN devices)"
+        ));
         return None;
     }
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

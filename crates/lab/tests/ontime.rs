@@ -45,7 +45,9 @@ fn root(test: &str) -> bool {
     if hollywood_tun::is_root() {
         true
     } else {
-        eprintln!("SKIPPED: {test} needs root (network namespaces, TUN devices, tshark)");
+        hollywood_tun::skip(&format!(
+            "{test} needs root (network namespaces, TUN devices, tshark)"
+        ));
         false
     }
 }

@@ -41,5 +41,5 @@ pub use error::{Error, Result};
 pub use host::{HostStats, HostWaker, Step, TunHost};
 pub use kernel::{KernelListener, KernelStream};
 pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, StreamError};
-pub use netns::{is_root, NetNs, NsThread, VethPair};
+pub use netns::{is_root, skip, NetNs, NsThread, VethPair};
 pub use stack::{Listener, Stack, StackOptions, Stream, StreamStats};

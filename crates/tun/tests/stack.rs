@@ -158,7 +158,9 @@ impl Lab {
 /// Take the per-binary lock, or print the skip line when not root.
 fn start(case: &str) -> Option<MutexGuard<'static, ()>> {
     if !hollywood_tun::is_root() {
-        eprintln!("SKIPPED: stack::{case} needs root (network namespaces + TUN)");
+        hollywood_tun::skip(&format!(
+            "stack::{case} needs root (network namespaces + TUN)"
+        ));
         return None;
     }
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

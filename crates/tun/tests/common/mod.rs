@@ -38,7 +38,7 @@ pub fn root_or_skip(test: &str) -> bool {
     if hollywood_tun::is_root() {
         true
     } else {
-        eprintln!("SKIPPED: {test} needs root (network namespaces + TUN)");
+        hollywood_tun::skip(&format!("{test} needs root (network namespaces + TUN)"));
         false
     }
 }
