@@ -62,6 +62,8 @@ enum SimCommand {
     Bulk(cmd::bulk::BulkArgs),
     /// Send timed messages over TCP or a TCP Hollywood deployment.
     Messages(cmd::messages::MessagesArgs),
+    /// Benchmark: per-message cost of the Hollywood sender vs TCP as the message count grows.
+    Scaling(cmd::scaling::ScalingArgs),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => cmd::compare::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
+        Command::Sim(SimCommand::Scaling(args)) => cmd::scaling::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -66,9 +66,10 @@ pub struct MessagesArgs {
 
 /// A message lifetime; `None` = reliable (never expires).
 #[derive(Debug, Clone, Copy)]
-struct Lifetime(Option<Duration>);
+pub struct Lifetime(pub Option<Duration>);
 
-fn parse_lifetime(s: &str) -> Result<Lifetime, String> {
+/// A lifetime, or `none` (reliable).
+pub fn parse_lifetime(s: &str) -> Result<Lifetime, String> {
     if s == "none" {
         Ok(Lifetime(None))
     } else {

@@ -11,4 +11,5 @@ pub mod messages;
 pub mod middlebox;
 pub mod netem;
 pub mod repro;
+pub mod scaling;
 pub mod voip;
