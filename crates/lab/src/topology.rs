@@ -280,8 +280,11 @@ impl Lab {
             // One segment per packet, as on a wire: a veth would otherwise
             // carry the end hosts' GSO/TSO super-packets (up to 64 KB), which
             // captures see as one packet while the emulator, behind the
-            // forwarding path, gets them cut into MSS-sized segments.
+            // forwarding path, gets them cut into MSS-sized segments. And
+            // each flow's packets on one CPU, in order
+            // (`NetNs::steer_by_flow`).
             for (h, other) in [(x, y), (y, x)] {
+                lab.ns(h).steer_by_flow(&lab.iface(h, other))?;
                 if matches!(h, Host::A | Host::B) {
                     lab.ns(h).ip(&[
                         "link",

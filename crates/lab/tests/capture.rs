@@ -98,7 +98,8 @@ fn capture_is_complete_and_audited() {
     assert_eq!(f.fins, 1);
     assert_eq!(
         (f.seq_holes, f.inconsistent_retransmissions, f.rsts),
-        (0, 0, 0)
+        (0, 0, 0),
+        "{f:?}"
     );
     // tshark reads the same file.
     let syns = tshark_count(&path, "tcp.flags.syn == 1").expect("tshark -r");

@@ -133,6 +133,8 @@ impl TunDevice {
             ns.add_addr(&dev.name, addr, prefix)?;
         }
         ns.link_up(&dev.name)?;
+        // The writer may be a task that moves between threads.
+        ns.steer_by_flow(&dev.name)?;
         Ok(dev)
     }
 
