@@ -36,9 +36,11 @@ pub struct BulkArgs {
     /// product, at least 64 full-size packets.
     #[arg(long, value_parser = parse_size)]
     queue: Option<u64>,
-    /// Congestion control: cubic or newreno.
-    #[arg(long, default_value = "cubic", value_parser = parse_cc)]
-    cc: CcAlgorithm,
+    /// Congestion control: newreno, cubic or bbr; several, comma-separated
+    /// (`bbr,cubic`), run one after the other on the same path and seed and
+    /// are reported side by side (a JSON list).
+    #[arg(long, default_value = "cubic", value_parser = parse_cc, value_delimiter = ',')]
+    cc: Vec<CcAlgorithm>,
     /// Turn SACK off (NewReno-style loss recovery).
     #[arg(long)]
     no_sack: bool,
@@ -109,55 +111,75 @@ pub struct BulkReport {
 }
 
 pub fn run(a: BulkArgs) -> Result<(), String> {
-    let report = simulate(&a)?;
+    if a.cc.is_empty() {
+        return Err("--cc needs at least one congestion control".into());
+    }
+    if a.cc.len() > 1 && a.pcap.is_some() {
+        return Err("--pcap takes a single --cc".into());
+    }
+    let mut reports = Vec::new();
+    for &cc in &a.cc {
+        reports.push(simulate(&a, cc)?);
+    }
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        );
+        let text = if let [one] = reports.as_slice() {
+            serde_json::to_string_pretty(one)
+        } else {
+            serde_json::to_string_pretty(&reports)
+        };
+        println!("{}", text.map_err(|e| e.to_string())?);
     } else {
         println!(
-            "bulk transfer: {} over {} Mb/s, RTT {:?}, loss {}% ({}, seed {})",
-            human_bytes(report.bytes_sent),
+            "bulk transfer: {} over {} Mb/s, RTT {:?}, loss {}% (seed {})",
+            human_bytes(a.bytes),
             a.rate as f64 / 1e6,
             a.rtt,
             a.loss * 100.0,
-            report.cc,
             a.seed
         );
-        println!(
-            "  delivered {} ({}), goodput {:.2} Mb/s ({:.1}% of the link)",
-            human_bytes(report.bytes_delivered),
-            if report.delivered_intact {
-                "intact"
-            } else {
-                "NOT INTACT"
-            },
-            report.goodput_mbps,
-            report.link_utilisation * 100.0
-        );
-        println!(
-            "  {} retransmissions ({} fast retransmits, {} RTOs), {} random drops, {} queue drops",
-            report.retransmissions,
-            report.fast_retransmits,
-            report.rto_events,
-            report.link_loss_drops,
-            report.link_queue_drops
-        );
-        println!(
-            "  simulated {:.2} s in {:.0} ms of wall time ({:.0}x real time)",
-            report.sim_seconds,
-            report.wall_ms,
-            report.sim_seconds * 1000.0 / report.wall_ms.max(1e-3)
-        );
+        for report in &reports {
+            print_report(report);
+        }
         if let Some(p) = &a.pcap {
             println!("  packets written to {}", p.display());
         }
     }
-    if !report.delivered_intact {
-        return Err("the transfer did not complete intact (see the summary)".into());
+    if let Some(r) = reports.iter().find(|r| !r.delivered_intact) {
+        return Err(format!(
+            "the {} transfer did not complete intact (see the summary)",
+            r.cc
+        ));
     }
     Ok(())
+}
+
+fn print_report(report: &BulkReport) {
+    println!(
+        "{:>7}: goodput {:.2} Mb/s ({:.1}% of the link), delivered {} ({})",
+        report.cc,
+        report.goodput_mbps,
+        report.link_utilisation * 100.0,
+        human_bytes(report.bytes_delivered),
+        if report.delivered_intact {
+            "intact"
+        } else {
+            "NOT INTACT"
+        },
+    );
+    println!(
+        "         {} retransmissions ({} fast retransmits, {} RTOs), {} random drops, {} queue drops",
+        report.retransmissions,
+        report.fast_retransmits,
+        report.rto_events,
+        report.link_loss_drops,
+        report.link_queue_drops
+    );
+    println!(
+        "         simulated {:.2} s in {:.0} ms of wall time ({:.0}x real time)",
+        report.sim_seconds,
+        report.wall_ms,
+        report.sim_seconds * 1000.0 / report.wall_ms.max(1e-3)
+    );
 }
 
 fn human_bytes(b: u64) -> String {
@@ -171,7 +193,7 @@ fn human_bytes(b: u64) -> String {
 }
 
 /// Run the scenario and summarise it.
-pub fn simulate(a: &BulkArgs) -> Result<BulkReport, String> {
+pub fn simulate(a: &BulkArgs, cc: CcAlgorithm) -> Result<BulkReport, String> {
     if a.bytes == 0 {
         return Err("--bytes must be at least 1".into());
     }
@@ -183,7 +205,7 @@ pub fn simulate(a: &BulkArgs) -> Result<BulkReport, String> {
     let queue = a.queue.unwrap_or(bdp.max(64 * 1500)) as usize;
     let one_way = a.rtt / 2;
     let mut cfg = Config {
-        cc: a.cc,
+        cc,
         sack: !a.no_sack,
         ..Config::default()
     };
@@ -302,7 +324,7 @@ pub fn simulate(a: &BulkArgs) -> Result<BulkReport, String> {
         wall_ms,
         payload_bytes_per_wall_second: rx_report.bytes_received as f64
             / (wall_ms / 1000.0).max(1e-9),
-        cc: a.cc.name(),
+        cc: cc.name(),
         sack,
         seed: a.seed,
     })

@@ -1,0 +1,188 @@
+//! `hollywood sim bulk`, `sim messages` and `sim scaling` end to end: the
+//! on-time headline and its accounting, several congestion controls side by
+//! side, the scaling benchmark's points, and bad flags.
+
+use serde_json::Value;
+mod common;
+use common::*;
+
+#[test]
+fn bulk_runs_several_congestion_controls_side_by_side() {
+    let v = json(&[
+        "sim",
+        "bulk",
+        "--rate",
+        "20mbit",
+        "--rtt",
+        "40ms",
+        "--loss",
+        "1%",
+        "--bytes",
+        "2MB",
+        "--cc",
+        "bbr,cubic",
+        "--json",
+    ]);
+    let runs = v.as_array().expect("a JSON list with two --cc");
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["cc"], "bbr");
+    assert_eq!(runs[1]["cc"], "cubic");
+    for r in runs {
+        assert_eq!(r["delivered_intact"], true, "{r}");
+        assert_eq!(u(r, "bytes_delivered"), 2_000_000);
+        let util = f(r, "link_utilisation");
+        assert!(util > 0.0 && util < 1.0, "{r}");
+        // The same seed: the same random loss process on the data link.
+        assert!(u(r, "link_loss_drops") > 0, "{r}");
+    }
+    // One --cc keeps the single JSON object.
+    let one = json(&[
+        "sim", "bulk", "--rate", "20mbit", "--bytes", "1MB", "--cc", "bbr", "--json",
+    ]);
+    assert_eq!(one["cc"], "bbr");
+    // Human output names each controller.
+    let out = hollywood(&[
+        "sim",
+        "bulk",
+        "--rate",
+        "20mbit",
+        "--bytes",
+        "1MB",
+        "--cc",
+        "newreno,bbr",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("newreno: goodput"), "{text}");
+    assert!(text.contains("bbr: goodput"), "{text}");
+}
+
+#[test]
+fn bulk_rejects_bad_flags() {
+    for args in [
+        &["sim", "bulk", "--cc", "vegas"][..],
+        &["sim", "bulk", "--cc", "bbr,cubic", "--pcap", "/tmp/x.pcap"][..],
+        &["sim", "bulk", "--bytes", "0"][..],
+    ] {
+        let out = hollywood(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!out.stderr.is_empty(), "{args:?}: no error message");
+    }
+}
+
+fn messages(transport: &str, cc: &str) -> Value {
+    json(&[
+        "sim",
+        "messages",
+        "--rate",
+        "8mbit",
+        "--rtt",
+        "90ms",
+        "--loss",
+        "2%",
+        "--size",
+        "400",
+        "--interval",
+        "10ms",
+        "--lifetime",
+        "150ms",
+        "--messages",
+        "600",
+        "--transport",
+        transport,
+        "--cc",
+        cc,
+        "--seed",
+        "4",
+        "--json",
+    ])
+}
+
+#[test]
+fn messages_on_time_accounting_is_consistent() {
+    for transport in ["tcp", "hollywood"] {
+        for cc in ["cubic", "bbr"] {
+            let v = messages(transport, cc);
+            assert_eq!(v["cc"], cc);
+            let sent = u(&v, "sent");
+            assert_eq!(sent, 600);
+            // Every message is on time, late or never arrived.
+            assert_eq!(
+                u(&v, "on_time") + u(&v, "late") + u(&v, "never_arrived"),
+                sent,
+                "{v}"
+            );
+            assert_eq!(u(&v, "on_time") + u(&v, "late"), u(&v, "delivered"), "{v}");
+            // The oracle loses exactly the messages whose first
+            // transmission the network dropped (all fit the lifetime here).
+            assert!(u(&v, "first_tx_dropped") > 0, "{v}");
+            assert_eq!(
+                u(&v, "oracle_on_time"),
+                sent - u(&v, "first_tx_dropped"),
+                "{v}"
+            );
+            assert_eq!(
+                u(&v, "corrupt_delivered") + u(&v, "duplicates_delivered"),
+                0
+            );
+            if transport == "hollywood" {
+                // Never send what is known to be useless.
+                assert_eq!(u(&v, "expired_but_delivered"), 0, "{v}");
+            } else {
+                assert_eq!(u(&v, "never_arrived"), 0, "standard TCP delivers all: {v}");
+            }
+        }
+    }
+    // With BBR, Hollywood delivers on time what the oracle does (within a
+    // few messages: it may also beat the oracle by repairing a loss in time).
+    let v = messages("hollywood", "bbr");
+    let ratio = u(&v, "on_time") as f64 / u(&v, "oracle_on_time") as f64;
+    assert!(ratio >= 0.97, "{v}");
+}
+
+#[test]
+fn messages_human_summary_leads_with_on_time() {
+    let out = hollywood(&[
+        "sim",
+        "messages",
+        "--messages",
+        "200",
+        "--transport",
+        "hollywood",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let second = text.lines().nth(1).unwrap_or_default();
+    assert!(
+        second.trim_start().starts_with("on time: ") && second.contains("(oracle "),
+        "{text}"
+    );
+}
+
+#[test]
+fn scaling_reports_every_point_and_ratio() {
+    let v = json(&[
+        "sim",
+        "scaling",
+        "--messages",
+        "1000,2000",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    let points = v["points"].as_array().expect("points");
+    // 2 workloads × 2 transports × 2 counts.
+    assert_eq!(points.len(), 8, "{v}");
+    for p in points {
+        assert!(f(p, "wall_ms") > 0.0, "{p}");
+        assert!(f(p, "us_per_message") > 0.0, "{p}");
+        let n = u(p, "messages");
+        assert!(n == 1000 || n == 2000);
+        if p["workload"] == "reliable" {
+            // Nothing expires: every message is delivered.
+            assert_eq!(u(p, "delivered"), n, "{p}");
+        }
+    }
+    let out = hollywood(&["sim", "scaling", "--messages", "0"]);
+    assert!(!out.status.success());
+}
