@@ -295,7 +295,7 @@ fn demo_prints_a_table_and_writes_plots() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [
-        "lost to the app",
+        "on time (oracle)",
         "worst delay",
         "hollywood",
         "faster than real time",

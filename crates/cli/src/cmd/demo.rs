@@ -144,20 +144,26 @@ pub fn run(a: DemoArgs) -> Result<(), String> {
     );
     println!();
     println!(
-        "{:<14} {:<25} {:>16} {:>6} {:>14} {:>12}",
-        "transport", "", "lost to the app", "late", "never arrived", "worst delay"
+        "{:<14} {:<25} {:>20} {:>6} {:>14} {:>12}",
+        "transport", "", "on time (oracle)", "late", "never arrived", "worst delay"
     );
     for (run, r) in &runs {
         println!(
-            "{:<14} {:<25} {:>16} {:>6} {:>14} {:>9.1} ms",
+            "{:<14} {:<25} {:>20} {:>6} {:>14} {:>9.1} ms",
             r.transport,
             what(run.scenario.transport),
-            r.app_lost,
+            format!("{} ({})", r.on_time, r.oracle_on_time),
             r.late,
             r.never_arrived,
             r.transport_delay_ms.max
         );
     }
+    println!();
+    println!(
+        "On time = played at its playout instant, of {}; the oracle loses only what the",
+        a.messages
+    );
+    println!("network dropped and adds no delay.");
     println!();
     let mut rec: Vec<f64> = runs
         .first()
