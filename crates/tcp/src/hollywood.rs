@@ -13,7 +13,8 @@
 //! engine is about to transmit it — the idea of Linux `TCP_NOTSENT_LOWAT`
 //! taken to its end: nothing unsent sits in the send buffer. A message whose
 //! lifetime has passed, or will have passed by the time it arrives
-//! (`now + SRTT/2 > deadline`, the thesis's liveness test), while it waits
+//! (`now + one-way delay > deadline`, the thesis's liveness test with the
+//! engine's one-way delay estimate, `Connection::one_way_delay`), while it waits
 //! is dropped there ([`ExpiryReason::NotSent`]) and never reaches the wire —
 //! unless a live message depends on it or it is the latest dependency target
 //! of a sub-stream (the dependency override, below), or it is on an ordered
@@ -26,7 +27,7 @@
 //! loss detection, tail loss probe or RTO), the engine asks this table what
 //! to put in each whole slot inside it:
 //!
-//! * a message that will still arrive in time (`now + SRTT/2 ≤ deadline`)
+//! * a message that will still arrive in time (`now + one-way delay ≤ deadline`)
 //!   is retransmitted as it was;
 //! * a message that a live message depends on, or that is the latest
 //!   dependency target declared on a sub-stream (so a future message may
