@@ -1,0 +1,201 @@
+//! One sans-IO message-transport interface for every application.
+//!
+//! Applications (timed message streams, VoIP, live video) are written
+//! against [`MessageTransport`]: send a message with a lifetime, a
+//! dependency, a sub-stream and a priority; receive messages with their
+//! arrival time; hear about messages that expired. Implementations:
+//!
+//! - [`quic::QuicTransport`]: QUIC on `quinn-proto` with the stream mappings
+//!   of seed 004 ([`quic::Mapping`]: one stream, stream per group, per
+//!   frame, per message, RFC 9221 datagrams) and QUICsilver's deadline-aware
+//!   partial reliability (seed 002 §4, with thesis §4.2's liveness rule);
+//! - [`udp::UdpTransport`]: one message per datagram, sent once (the floor).
+//!
+//! Like the TCP engine, a transport never reads a clock or touches a
+//! socket: every input carries `now` ([`Instant`], nanoseconds of virtual
+//! or real time), packets in and out are whole IP packets, and
+//! [`MessageTransport::poll_timeout`] says when it next needs a call.
+//! The simulator hosts one per node; on real packets the same object runs
+//! behind a UDP socket.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod pair;
+pub mod quic;
+pub mod record;
+pub mod udp;
+
+pub use hollywood_tcp::Instant;
+use std::time::Duration;
+
+/// Largest message a transport accepts (payload bytes).
+pub const MAX_MESSAGE: usize = 1 << 20;
+
+/// A message handed to a transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutMessage {
+    /// The application's id for the message; unique per sub-stream for the
+    /// connection's lifetime (the receiver reports it back).
+    pub id: u32,
+    /// Payload.
+    pub payload: Vec<u8>,
+    /// Lifetime from now (thesis §4.2); `None` = reliable.
+    pub lifetime: Option<Duration>,
+    /// The message (same sub-stream) this one needs to be useful, e.g. the
+    /// I-frame of a P-frame (thesis §4.2, Table 7.2).
+    pub depends_on: Option<u32>,
+    /// Sub-stream (thesis §4.3).
+    pub substream: u16,
+    /// Higher is sent first where the transport schedules (QUIC streams);
+    /// 0 = default.
+    pub priority: i8,
+    /// The group (GOP) the message belongs to; used by the per-group QUIC
+    /// mapping. `None` = a group of its own.
+    pub group: Option<u64>,
+    /// The frame the message belongs to; used by the per-frame QUIC
+    /// mapping. `None` = a frame of its own.
+    pub frame: Option<u64>,
+}
+
+impl OutMessage {
+    /// A reliable message with default metadata.
+    pub fn new(id: u32, payload: Vec<u8>) -> OutMessage {
+        OutMessage {
+            id,
+            payload,
+            lifetime: None,
+            depends_on: None,
+            substream: 0,
+            priority: 0,
+            group: None,
+            frame: None,
+        }
+    }
+}
+
+/// A message delivered by a transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InMessage {
+    /// The sender's id.
+    pub id: u32,
+    /// Sub-stream.
+    pub substream: u16,
+    /// Payload.
+    pub payload: Vec<u8>,
+    /// When its last byte reached the transport (it is delivered at once).
+    pub arrival: Instant,
+}
+
+/// Why a message will not be delivered by the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiryReason {
+    /// Its lifetime ran out before it was first sent: nothing went on the wire.
+    BeforeSend,
+    /// It was sent, but could no longer arrive in time; the transport gave
+    /// up on it (QUIC: its stream was reset, no retransmission follows).
+    Abandoned,
+    /// The transport's send queue was full and the message was dropped
+    /// (datagrams).
+    QueueFull,
+}
+
+/// What a transport reports to its application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportEvent {
+    /// The connection is up (or, without connections, ready to send).
+    Connected,
+    /// A message arrived.
+    Message(InMessage),
+    /// A message will not be delivered by the transport.
+    Expired {
+        /// Its id.
+        id: u32,
+        /// Its sub-stream.
+        substream: u16,
+        /// Why.
+        reason: ExpiryReason,
+    },
+    /// The peer acknowledged a message completely.
+    Acked {
+        /// Its id.
+        id: u32,
+    },
+    /// Room for more messages after [`SendError::WouldBlock`].
+    Writable,
+    /// The peer closed; everything it sent has been delivered or expired.
+    PeerClosed,
+    /// The connection is closed (both directions).
+    Closed,
+    /// The connection failed.
+    Failed(String),
+}
+
+/// Why a send was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// No room now; retry after [`TransportEvent::Writable`].
+    #[error("the transport cannot take the message now")]
+    WouldBlock,
+    /// Larger than the transport can carry.
+    #[error("message of {0} bytes is larger than the transport can carry")]
+    TooLarge(usize),
+    /// Not connected yet, or closed.
+    #[error("not connected")]
+    NotConnected,
+}
+
+/// Counters every transport keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    /// IP packets sent.
+    pub packets_sent: u64,
+    /// IP bytes sent (headers included).
+    pub bytes_sent: u64,
+    /// IP packets received and accepted.
+    pub packets_received: u64,
+    /// Packets the transport declared lost (and repaired if reliable).
+    pub packets_lost: u64,
+    /// Messages handed to the transport.
+    pub messages_sent: u64,
+    /// Messages delivered to the application.
+    pub messages_delivered: u64,
+    /// Messages reported expired.
+    pub messages_expired: u64,
+    /// Streams the sender reset (QUIC): partial reliability at work.
+    pub streams_reset: u64,
+    /// Streams the receiver saw reset before they completed.
+    pub streams_reset_received: u64,
+    /// Packets or records refused as malformed.
+    pub malformed: u64,
+    /// Smoothed RTT when last known.
+    pub srtt: Option<Duration>,
+}
+
+/// The sans-IO message-transport contract.
+///
+/// After any input (`start`, `handle_packet`, `handle_timeout`, `send`,
+/// `close`), the host drains `poll_transmit` and `poll_event`, then reads
+/// `poll_timeout`.
+pub trait MessageTransport {
+    /// Short name (`quic-pps`, `udp`, ...).
+    fn name(&self) -> &'static str;
+    /// Begin: a client connects, a server listens.
+    fn start(&mut self, now: Instant);
+    /// A whole IP packet arrived for this host.
+    fn handle_packet(&mut self, now: Instant, packet: &[u8]);
+    /// The time from `poll_timeout` has come (may be early or spurious).
+    fn handle_timeout(&mut self, now: Instant);
+    /// The next whole IP packet to send.
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>>;
+    /// When the transport next needs `handle_timeout`.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Queue a message.
+    fn send(&mut self, now: Instant, msg: OutMessage) -> Result<(), SendError>;
+    /// The next event for the application.
+    fn poll_event(&mut self) -> Option<TransportEvent>;
+    /// Close gracefully once everything queued is delivered or expired.
+    fn close(&mut self, now: Instant);
+    /// Counters.
+    fn stats(&self) -> TransportStats;
+}

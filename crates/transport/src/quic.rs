@@ -1,0 +1,1111 @@
+//! QUIC on quinn-proto behind [`MessageTransport`]: the stream mappings of
+//! seed 004 and QUICsilver's deadline-aware partial reliability (seed 002).
+//!
+//! One [`QuicTransport`] is one endpoint with at most one connection: the
+//! client connects at [`MessageTransport::start`], the server accepts the
+//! first connection and refuses others. Messages travel as [`record`]s on
+//! unidirectional streams (or in RFC 9221 datagrams), as the [`Mapping`]
+//! says:
+//!
+//! | mapping | streams | loss of one packet delays |
+//! | --- | --- | --- |
+//! | `quic-ss` | one for the connection (standard QUIC) | everything behind it |
+//! | `quic-gop` | one per group ([`OutMessage::group`]) | the rest of its group |
+//! | `quic-fps` | one per frame ([`OutMessage::frame`]) | the rest of its frame |
+//! | `quic-pps` | one per message | only itself |
+//! | `quic-dgram` | none: a datagram per message, never retransmitted | nothing (it is gone) |
+//! | `quicsilver` | one per message, reset when it cannot arrive in time | only itself |
+//!
+//! Every stream mapping reads streams in order and delivers each record when
+//! its last byte arrives. Newer streams are sent first (a priority rising
+//! with each message, shifted by [`OutMessage::priority`]), as MoQ does
+//! per group.
+//!
+//! **QUICsilver** (seed 002 §4, with thesis §4.2's liveness rule): a message
+//! with a lifetime whose arrival can no longer be on time — `now + SRTT/2 >
+//! deadline` — is given up: before it is sent it never opens a stream
+//! ([`ExpiryReason::BeforeSend`]); after, its stream is reset (RESET_STREAM:
+//! quinn drops its unsent and unacknowledged data, so nothing of it is
+//! retransmitted; [`ExpiryReason::Abandoned`]). A message a live message
+//! depends on (`depends_on`: an I-frame of later P-frames) is kept until the
+//! last of its dependents' deadlines has passed too, and is sent before them
+//! (its stream's priority is raised above theirs). The receiver skips a
+//! reset stream without waiting for it, and delivers a late but complete
+//! dependency (a decoder can still use a late I-frame; QUICsilver's
+//! single-stream design could not, seed 002 §6.2). Seed 002 removed stale
+//! data with falsified ACKs, which also hid the loss from congestion
+//! control; a reset does not, so congestion control sees every loss.
+//!
+//! A reset stream's message may have reached the receiver already (its
+//! acknowledgement still in flight): [`ExpiryReason::Abandoned`] means the
+//! sender stopped trying, not that the message was lost.
+
+use crate::clock::{Clock, VirtualSystemTime};
+use crate::record::{self, StreamParser};
+use crate::{
+    ExpiryReason, InMessage, Instant, MessageTransport, OutMessage, SendError, TransportEvent,
+    TransportStats, MAX_MESSAGE,
+};
+use bytes::{Bytes, BytesMut};
+use quinn_proto::{
+    congestion, ClientConfig, Connection, ConnectionError, ConnectionHandle, DatagramEvent, Dir,
+    Endpoint, EndpointConfig, Event, ReadError, ServerConfig, StreamEvent, StreamId,
+    TransportConfig, VarInt,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How messages map onto QUIC (seed 004 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mapping {
+    /// One stream for every message (standard QUIC; QUICsilver's baseline).
+    SingleStream,
+    /// A stream per group of pictures ([`OutMessage::group`]).
+    PerGroup,
+    /// A stream per frame ([`OutMessage::frame`]).
+    PerFrame,
+    /// A stream per message (packet).
+    PerMessage,
+    /// An RFC 9221 datagram per message.
+    Datagram,
+}
+
+/// Congestion control of a QUIC connection (quinn-proto's controllers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum QuicCc {
+    /// NewReno.
+    NewReno,
+    /// CUBIC (quinn's default).
+    #[default]
+    Cubic,
+    /// BBR (quinn's BBRv1).
+    Bbr,
+}
+
+/// Configuration of a QUIC transport.
+#[derive(Debug, Clone)]
+pub struct QuicConfig {
+    /// Stream mapping.
+    pub mapping: Mapping,
+    /// Deadline-aware partial reliability (needs [`Mapping::PerMessage`]).
+    pub quicsilver: bool,
+    /// Congestion control.
+    pub cc: QuicCc,
+    /// Concurrent unidirectional streams the peer may open (quinn's
+    /// default 100 is short for a stream per message; MoQ uses 1024).
+    pub max_streams: u32,
+    /// Messages waiting for a stream or the handshake, at most.
+    pub max_backlog: usize,
+}
+
+impl QuicConfig {
+    /// The configuration behind a transport name (`quic-ss`, `quic-gop`,
+    /// `quic-fps`, `quic-pps`, `quic-dgram`, `quicsilver`).
+    pub fn named(name: &str) -> Option<QuicConfig> {
+        let (mapping, quicsilver) = match name {
+            "quic-ss" => (Mapping::SingleStream, false),
+            "quic-gop" => (Mapping::PerGroup, false),
+            "quic-fps" => (Mapping::PerFrame, false),
+            "quic-pps" => (Mapping::PerMessage, false),
+            "quic-dgram" => (Mapping::Datagram, false),
+            "quicsilver" => (Mapping::PerMessage, true),
+            _ => return None,
+        };
+        Some(QuicConfig {
+            mapping,
+            quicsilver,
+            ..QuicConfig::default()
+        })
+    }
+
+    /// The transport name.
+    pub fn name(&self) -> &'static str {
+        match (self.mapping, self.quicsilver) {
+            (Mapping::PerMessage, true) => "quicsilver",
+            (Mapping::SingleStream, _) => "quic-ss",
+            (Mapping::PerGroup, _) => "quic-gop",
+            (Mapping::PerFrame, _) => "quic-fps",
+            (Mapping::PerMessage, false) => "quic-pps",
+            (Mapping::Datagram, _) => "quic-dgram",
+        }
+    }
+
+    /// Every named configuration, in the order experiments report them.
+    pub const NAMES: [&'static str; 6] = [
+        "quic-ss",
+        "quic-gop",
+        "quic-fps",
+        "quic-pps",
+        "quic-dgram",
+        "quicsilver",
+    ];
+}
+
+impl Default for QuicConfig {
+    fn default() -> Self {
+        QuicConfig {
+            mapping: Mapping::SingleStream,
+            quicsilver: false,
+            cc: QuicCc::Cubic,
+            max_streams: 1024,
+            max_backlog: 4096,
+        }
+    }
+}
+
+/// A self-signed certificate for `localhost` (Ed25519: fixed-size
+/// signatures, so handshake packet sizes do not vary between runs) and
+/// its key, shared by the server (which presents it) and the client
+/// (which trusts it).
+#[derive(Debug, Clone)]
+pub struct QuicIdentity {
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: Vec<u8>,
+}
+
+impl QuicIdentity {
+    /// Generate a fresh identity.
+    pub fn generate() -> Result<QuicIdentity, String> {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+            .map_err(|e| format!("key generation: {e}"))?;
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .and_then(|p| p.self_signed(&key))
+            .map_err(|e| format!("certificate: {e}"))?;
+        Ok(QuicIdentity {
+            cert: cert.der().clone(),
+            key: key.serialize_der(),
+        })
+    }
+
+    fn server_config(&self, transport: Arc<TransportConfig>) -> Result<ServerConfig, String> {
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(self.key.clone().into());
+        let mut c = ServerConfig::with_single_cert(vec![self.cert.clone()], key)
+            .map_err(|e| format!("server TLS: {e}"))?;
+        c.transport_config(transport).migration(false);
+        Ok(c)
+    }
+
+    fn client_config(&self, transport: Arc<TransportConfig>) -> Result<ClientConfig, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(self.cert.clone())
+            .map_err(|e| format!("trust anchor: {e}"))?;
+        let mut c = ClientConfig::with_root_certificates(Arc::new(roots))
+            .map_err(|e| format!("client TLS: {e}"))?;
+        c.transport_config(transport);
+        Ok(c)
+    }
+}
+
+/// Which end of the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Connects to `remote` at start.
+    Client {
+        /// The server.
+        remote: SocketAddr,
+    },
+    /// Accepts the first connection.
+    Server,
+}
+
+/// Error code of a stream reset because its message expired.
+const EXPIRED: u32 = 1;
+/// Error code of a receive stream stopped because of malformed records.
+const MALFORMED: u32 = 2;
+/// Bytes of messages waiting before the handshake or for a stream, at most.
+const MAX_BACKLOG_BYTES: usize = 16 << 20;
+
+/// How long after sending an acknowledgement is overdue: 1.5 SRTT plus
+/// the peer's maximum ACK delay (quinn's default 25 ms).
+fn ack_overdue(srtt: Duration) -> Duration {
+    srtt * 3 / 2 + Duration::from_millis(25)
+}
+
+/// A message on the sender's books.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    substream: u16,
+    id: u32,
+    /// Absolute deadline, if it has a lifetime.
+    deadline: Option<Instant>,
+    /// When it was handed to quinn.
+    queued: Instant,
+    /// Position in sending order.
+    order: u64,
+}
+
+/// A send stream with bytes still to write or acknowledge.
+#[derive(Debug, Default)]
+struct SendState {
+    /// Bytes not yet accepted by quinn (flow control).
+    unwritten: Vec<u8>,
+    /// Finish once `unwritten` is empty.
+    finish: bool,
+    /// The messages on this stream (one except for ss/gop/fps).
+    messages: Vec<Live>,
+    priority: i32,
+}
+
+/// QUIC on quinn-proto as a [`MessageTransport`].
+pub struct QuicTransport {
+    cfg: QuicConfig,
+    role: Role,
+    local: SocketAddr,
+    remote: Option<SocketAddr>,
+    clock: Clock,
+    vtime: Arc<VirtualSystemTime>,
+    endpoint: Endpoint,
+    client_config: Option<ClientConfig>,
+    conn: Option<(ConnectionHandle, Connection)>,
+    now: Instant,
+    started: bool,
+    connected: bool,
+    /// Datagrams the endpoint itself produced (refusals, stateless resets).
+    responses: VecDeque<Vec<u8>>,
+    events: VecDeque<TransportEvent>,
+    // Sender.
+    backlog: VecDeque<(OutMessage, Instant)>,
+    backlog_bytes: usize,
+    streams: BTreeMap<StreamId, SendState>,
+    /// The open stream of ss/gop/fps and its key (group or frame).
+    current: Option<(StreamId, Option<u64>)>,
+    /// Live message → its stream (QUICsilver bookkeeping).
+    by_message: HashMap<(u16, u32), StreamId>,
+    /// Latest deadline among the live dependents of a message.
+    dependents_until: HashMap<(u16, u32), Option<Instant>>,
+    order: u32,
+    /// Messages given to quinn so far (sending order).
+    sequence: u64,
+    /// The newest message (sending order) acknowledged so far.
+    newest_acked: Option<u64>,
+    close_requested: bool,
+    close_sent: bool,
+    // Receiver.
+    parsers: HashMap<StreamId, StreamParser>,
+    records: Vec<(record::Header, Vec<u8>)>,
+    stats: TransportStats,
+    scratch: Vec<u8>,
+    /// The datagram send buffer's free space when empty.
+    datagram_space: usize,
+    closed_reported: bool,
+    /// The connection's timer as of the last input or transmit (quinn's
+    /// `poll_timeout` needs `&mut`).
+    conn_timeout: Option<Instant>,
+    done: bool,
+}
+
+impl std::fmt::Debug for QuicTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuicTransport")
+            .field("name", &self.cfg.name())
+            .field("role", &self.role)
+            .field("local", &self.local)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuicTransport {
+    /// A QUIC endpoint at `local`. `seed` makes the run deterministic in
+    /// time and sizes (quinn's RNG); TLS and connection ids stay random in
+    /// their bytes, never in their lengths.
+    pub fn new(
+        cfg: QuicConfig,
+        role: Role,
+        local: SocketAddr,
+        identity: &QuicIdentity,
+        seed: u64,
+    ) -> Result<QuicTransport, String> {
+        if cfg.quicsilver && cfg.mapping != Mapping::PerMessage {
+            return Err("QUICsilver needs the stream-per-message mapping".into());
+        }
+        let mut tc = TransportConfig::default();
+        tc.max_concurrent_uni_streams(VarInt::from_u32(cfg.max_streams.max(1)))
+            .max_concurrent_bidi_streams(VarInt::from_u32(0))
+            .enable_segmentation_offload(false);
+        match cfg.cc {
+            QuicCc::NewReno => {
+                tc.congestion_controller_factory(Arc::new(congestion::NewRenoConfig::default()))
+            }
+            QuicCc::Cubic => {
+                tc.congestion_controller_factory(Arc::new(congestion::CubicConfig::default()))
+            }
+            QuicCc::Bbr => {
+                tc.congestion_controller_factory(Arc::new(congestion::BbrConfig::default()))
+            }
+        };
+        let tc = Arc::new(tc);
+        let vtime = VirtualSystemTime::new();
+        let mut ec = EndpointConfig::default();
+        let mut rng_seed = [0u8; 32];
+        rng_seed[..8].copy_from_slice(&seed.to_le_bytes());
+        rng_seed[8..16].copy_from_slice(&(local.port() as u64).to_le_bytes());
+        ec.rng_seed(Some(rng_seed));
+        let (server, client_config) = match role {
+            Role::Server => {
+                let mut sc = identity.server_config(tc)?;
+                sc.time_source(vtime.clone());
+                (Some(Arc::new(sc)), None)
+            }
+            Role::Client { .. } => (None, Some(identity.client_config(tc)?)),
+        };
+        let remote = match role {
+            Role::Client { remote } => Some(remote),
+            Role::Server => None,
+        };
+        Ok(QuicTransport {
+            role,
+            local,
+            remote,
+            clock: Clock::new(),
+            vtime,
+            endpoint: Endpoint::new(Arc::new(ec), server, true, None),
+            client_config,
+            conn: None,
+            now: Instant::ZERO,
+            started: false,
+            connected: false,
+            responses: VecDeque::new(),
+            events: VecDeque::new(),
+            backlog: VecDeque::new(),
+            backlog_bytes: 0,
+            streams: BTreeMap::new(),
+            current: None,
+            by_message: HashMap::new(),
+            dependents_until: HashMap::new(),
+            order: 0,
+            sequence: 0,
+            newest_acked: None,
+            close_requested: false,
+            close_sent: false,
+            parsers: HashMap::new(),
+            records: Vec::new(),
+            stats: TransportStats::default(),
+            scratch: Vec::new(),
+            datagram_space: 0,
+            closed_reported: false,
+            conn_timeout: None,
+            done: false,
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &QuicConfig {
+        &self.cfg
+    }
+
+    /// quinn's connection statistics, once connected.
+    pub fn connection_stats(&self) -> Option<quinn_proto::ConnectionStats> {
+        self.conn.as_ref().map(|(_, c)| c.stats())
+    }
+
+    fn set_now(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.vtime.set(self.now);
+    }
+
+    fn std_now(&self) -> std::time::Instant {
+        self.clock.to_std(self.now)
+    }
+
+    fn srtt(&self) -> Duration {
+        self.conn
+            .as_ref()
+            .map_or(Duration::from_millis(333), |(_, c)| c.rtt())
+    }
+
+    fn wrap(&mut self, dst: SocketAddr, payload: &[u8]) -> Vec<u8> {
+        let p = hollywood_wire::build_udp_ip(self.local, dst, payload);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += p.len() as u64;
+        p
+    }
+
+    /// Feed endpoint events, read connection events, expire, write.
+    fn pump(&mut self) {
+        let now = self.std_now();
+        loop {
+            let mut progress = false;
+            if let Some((h, conn)) = self.conn.as_mut() {
+                while let Some(ev) = conn.poll_endpoint_events() {
+                    progress = true;
+                    if let Some(cev) = self.endpoint.handle_event(*h, ev) {
+                        conn.handle_event(cev);
+                    }
+                }
+            }
+            while let Some(ev) = self.conn.as_mut().and_then(|(_, c)| c.poll()) {
+                progress = true;
+                self.on_event(ev);
+            }
+            if !progress {
+                break;
+            }
+        }
+        if self.connected {
+            self.flush_backlog();
+            self.write_pending();
+            self.expire();
+            self.maybe_close(now);
+        }
+        self.refresh_timeout();
+        if let Some((_, c)) = &self.conn {
+            self.stats.packets_lost = c.stats().path.lost_packets;
+            self.stats.srtt = Some(c.rtt());
+            if c.is_drained() {
+                self.conn = None;
+                self.done = true;
+                self.connected = false;
+                if !self.closed_reported {
+                    self.closed_reported = true;
+                    self.events.push_back(TransportEvent::Closed);
+                }
+            }
+        }
+    }
+
+    fn refresh_timeout(&mut self) {
+        let clock = self.clock;
+        self.conn_timeout = self
+            .conn
+            .as_mut()
+            .and_then(|(_, c)| c.poll_timeout())
+            .map(|t| clock.from_std(t));
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::HandshakeDataReady => {}
+            Event::Connected => {
+                self.connected = true;
+                if let Some((_, c)) = self.conn.as_mut() {
+                    self.datagram_space = c.datagrams().send_buffer_space();
+                }
+                self.events.push_back(TransportEvent::Connected);
+            }
+            Event::ConnectionLost { reason } => {
+                self.connected = false;
+                match reason {
+                    ConnectionError::ApplicationClosed(c)
+                        if c.error_code == VarInt::from_u32(0) =>
+                    {
+                        self.drain_all_streams();
+                        self.events.push_back(TransportEvent::PeerClosed);
+                        self.events.push_back(TransportEvent::Closed);
+                        self.closed_reported = true;
+                    }
+                    ConnectionError::LocallyClosed => {
+                        self.closed_reported = true;
+                        self.events.push_back(TransportEvent::Closed)
+                    }
+                    other => {
+                        self.closed_reported = true;
+                        self.events
+                            .push_back(TransportEvent::Failed(other.to_string()))
+                    }
+                }
+            }
+            Event::Stream(StreamEvent::Opened { dir: Dir::Uni }) => self.accept_streams(),
+            Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {}
+            Event::Stream(StreamEvent::Readable { id }) => self.read_stream(id),
+            Event::Stream(StreamEvent::Finished { id }) => {
+                if let Some(s) = self.streams.remove(&id) {
+                    for m in &s.messages {
+                        self.forget(m);
+                        self.newest_acked = self.newest_acked.max(Some(m.order));
+                        self.events.push_back(TransportEvent::Acked { id: m.id });
+                    }
+                }
+            }
+            Event::Stream(StreamEvent::Stopped { id, .. }) => {
+                // The peer will not read it: the messages on it are gone.
+                if let Some(s) = self.streams.remove(&id) {
+                    for m in &s.messages {
+                        self.forget(m);
+                        self.expired(m, ExpiryReason::Abandoned);
+                    }
+                }
+            }
+            Event::Stream(StreamEvent::Writable { .. })
+            | Event::Stream(StreamEvent::Available { .. })
+            | Event::DatagramsUnblocked => {
+                self.events.push_back(TransportEvent::Writable);
+            }
+            Event::DatagramReceived => self.read_datagrams(),
+        }
+    }
+
+    fn forget(&mut self, m: &Live) {
+        self.by_message.remove(&(m.substream, m.id));
+        self.dependents_until.remove(&(m.substream, m.id));
+    }
+
+    fn expired(&mut self, m: &Live, reason: ExpiryReason) {
+        self.stats.messages_expired += 1;
+        self.events.push_back(TransportEvent::Expired {
+            id: m.id,
+            substream: m.substream,
+            reason,
+        });
+    }
+
+    // ---- receiver ----
+
+    fn accept_streams(&mut self) {
+        while let Some(id) = self
+            .conn
+            .as_mut()
+            .and_then(|(_, c)| c.streams().accept(Dir::Uni))
+        {
+            self.parsers.entry(id).or_default();
+            self.read_stream(id);
+        }
+    }
+
+    fn read_stream(&mut self, id: StreamId) {
+        let Some((_, conn)) = self.conn.as_mut() else {
+            return;
+        };
+        let mut recv = conn.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return; // closed or not ours
+        };
+        let parser = self.parsers.entry(id).or_default();
+        let mut bad = false;
+        let mut ended = false;
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => {
+                    if parser.push(&chunk.bytes, &mut self.records).is_err() {
+                        bad = true;
+                    }
+                }
+                Ok(None) => {
+                    ended = true;
+                    if parser.finish().is_err() {
+                        bad = true;
+                    }
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+                Err(ReadError::Reset(_)) => {
+                    // Skipped, never waited for (QUICsilver): whatever of
+                    // it had not completed a record is gone.
+                    ended = true;
+                    self.stats.streams_reset_received += 1;
+                    break;
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        if bad {
+            self.stats.malformed += 1;
+            let _ = conn.recv_stream(id).stop(VarInt::from_u32(MALFORMED));
+            ended = true;
+        }
+        if ended {
+            self.parsers.remove(&id);
+        }
+        self.deliver_records();
+    }
+
+    fn read_datagrams(&mut self) {
+        let Some((_, conn)) = self.conn.as_mut() else {
+            return;
+        };
+        while let Some(d) = conn.datagrams().recv() {
+            match record::parse_datagram(&d) {
+                Ok((h, p)) => self.records.push((h, p.to_vec())),
+                Err(_) => self.stats.malformed += 1,
+            }
+        }
+        self.deliver_records();
+    }
+
+    fn deliver_records(&mut self) {
+        for (h, payload) in self.records.drain(..) {
+            self.stats.messages_delivered += 1;
+            self.events.push_back(TransportEvent::Message(InMessage {
+                id: h.id,
+                substream: h.substream,
+                payload,
+                arrival: self.now,
+            }));
+        }
+    }
+
+    fn drain_all_streams(&mut self) {
+        let ids: Vec<StreamId> = self.parsers.keys().copied().collect();
+        for id in ids {
+            self.read_stream(id);
+        }
+    }
+
+    // ---- sender ----
+
+    fn deadline(&self, msg: &OutMessage, queued: Instant) -> Option<Instant> {
+        msg.lifetime.map(|l| queued + l)
+    }
+
+    /// QUICsilver's liveness test (thesis §4.2): can it still arrive by
+    /// `deadline`, given a one-way delay of SRTT/2?
+    fn can_arrive(&self, deadline: Instant) -> bool {
+        self.now + self.srtt() / 2 <= deadline
+    }
+
+    fn flush_backlog(&mut self) {
+        while let Some((msg, queued)) = self.backlog.pop_front() {
+            self.backlog_bytes -= msg.payload.len();
+            match self.transmit_message(msg, queued) {
+                Ok(()) => {}
+                Err((msg, queued)) => {
+                    self.backlog_bytes += msg.payload.len();
+                    self.backlog.push_front((msg, queued));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Put a message on a stream or in a datagram; gives it back if no
+    /// stream can be opened now.
+    fn transmit_message(
+        &mut self,
+        msg: OutMessage,
+        queued: Instant,
+    ) -> Result<(), (OutMessage, Instant)> {
+        let deadline = self.deadline(&msg, queued);
+        let live = Live {
+            substream: msg.substream,
+            id: msg.id,
+            deadline,
+            queued: self.now,
+            order: self.sequence,
+        };
+        self.sequence += 1;
+        if self.cfg.quicsilver {
+            if let Some(d) = deadline {
+                if !self.can_arrive(d) {
+                    self.expired(&live, ExpiryReason::BeforeSend);
+                    return Ok(());
+                }
+            }
+        }
+        let mut bytes = Vec::with_capacity(msg.payload.len() + 24);
+        record::encode(
+            &mut bytes,
+            msg.id,
+            msg.substream,
+            msg.depends_on,
+            &msg.payload,
+        );
+        let Some((_, conn)) = self.conn.as_mut() else {
+            return Err((msg, queued));
+        };
+        if self.cfg.mapping == Mapping::Datagram {
+            match conn.datagrams().send(Bytes::from(bytes), false) {
+                Ok(()) => {}
+                Err(quinn_proto::SendDatagramError::Blocked(_)) => {
+                    self.expired(&live, ExpiryReason::QueueFull)
+                }
+                Err(e) => self
+                    .events
+                    .push_back(TransportEvent::Failed(format!("datagram: {e}"))),
+            }
+            return Ok(());
+        }
+        let key = match self.cfg.mapping {
+            Mapping::PerGroup => msg.group,
+            Mapping::PerFrame => msg.frame,
+            _ => None,
+        };
+        let reuse = match (self.cfg.mapping, self.current) {
+            (Mapping::SingleStream, Some((id, _))) => Some(id),
+            (Mapping::PerGroup | Mapping::PerFrame, Some((id, k))) if key.is_some() && k == key => {
+                Some(id)
+            }
+            _ => None,
+        };
+        let id = match reuse {
+            Some(id) => id,
+            None => {
+                let Some(id) = conn.streams().open(Dir::Uni) else {
+                    return Err((msg, queued)); // stream credit: wait for Available
+                };
+                // The previous group's or frame's stream is complete.
+                if let Some((old, _)) = self.current.take() {
+                    if let Some(s) = self.streams.get_mut(&old) {
+                        s.finish = true;
+                    }
+                }
+                self.order = self.order.wrapping_add(1);
+                // Newer first; the application's priority class on top.
+                let priority = match self.cfg.mapping {
+                    Mapping::SingleStream => 0,
+                    _ => (i32::from(msg.priority) << 23) | (self.order & 0x7F_FFFF) as i32,
+                };
+                let _ = conn.send_stream(id).set_priority(priority);
+                self.streams.insert(
+                    id,
+                    SendState {
+                        priority,
+                        ..SendState::default()
+                    },
+                );
+                if matches!(
+                    self.cfg.mapping,
+                    Mapping::SingleStream | Mapping::PerGroup | Mapping::PerFrame
+                ) {
+                    self.current = Some((id, key));
+                }
+                id
+            }
+        };
+        let s = self.streams.get_mut(&id).expect("stream on the books");
+        s.unwritten.extend_from_slice(&bytes);
+        s.messages.push(live);
+        let own_priority = s.priority;
+        if self.cfg.mapping == Mapping::PerMessage {
+            s.finish = true;
+        }
+        if self.cfg.quicsilver {
+            self.by_message.insert((msg.substream, msg.id), id);
+            if let Some(dep) = msg.depends_on {
+                // Keep the dependency while this one lives, and send it first.
+                if self.by_message.contains_key(&(msg.substream, dep)) {
+                    let until = self
+                        .dependents_until
+                        .entry((msg.substream, dep))
+                        .or_insert(deadline);
+                    // None (a reliable dependent) keeps it for good.
+                    *until = match (*until, deadline) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
+                if let Some(&dep_stream) = self.by_message.get(&(msg.substream, dep)) {
+                    if let Some(ds) = self.streams.get_mut(&dep_stream) {
+                        if ds.priority <= own_priority {
+                            ds.priority = own_priority.saturating_add(1);
+                            if let Some((_, conn)) = self.conn.as_mut() {
+                                let _ = conn.send_stream(dep_stream).set_priority(ds.priority);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_pending(&mut self) {
+        let Some((_, conn)) = self.conn.as_mut() else {
+            return;
+        };
+        for (&id, s) in self.streams.iter_mut() {
+            if !s.unwritten.is_empty() {
+                match conn.send_stream(id).write(&s.unwritten) {
+                    Ok(n) => {
+                        s.unwritten.drain(..n);
+                    }
+                    Err(quinn_proto::WriteError::Blocked) => continue,
+                    Err(_) => {
+                        // Stopped or closed: the Stopped event reports it.
+                        s.unwritten.clear();
+                        s.finish = false;
+                        continue;
+                    }
+                }
+            }
+            if s.unwritten.is_empty() && s.finish {
+                s.finish = false;
+                let _ = conn.send_stream(id).finish();
+            }
+        }
+    }
+
+    /// QUICsilver: give up on messages that cannot arrive in time and that
+    /// no live message depends on.
+    fn expire(&mut self) {
+        if !self.cfg.quicsilver {
+            return;
+        }
+        let srtt = self.srtt();
+        let horizon = self.now + srtt / 2;
+        let mut gone = Vec::new();
+        for (&id, s) in &self.streams {
+            let Some(m) = s.messages.first() else {
+                continue;
+            };
+            let Some(d) = m.deadline else { continue };
+            // Only once it looks lost: a message sent after it was
+            // acknowledged first (what quinn's loss detection waits for
+            // too), or its acknowledgement is overdue. Before that no
+            // retransmission is due and the message may well be arriving:
+            // resetting it would report a delivered message as expired.
+            // Acknowledgements and loss detection are handled in the same
+            // input as this check, so the reset comes before a
+            // retransmission is sent.
+            let overtaken = self.newest_acked.is_some_and(|n| n > m.order);
+            if horizon <= d || !(overtaken || self.now >= m.queued + ack_overdue(srtt)) {
+                continue;
+            }
+            match self.dependents_until.get(&(m.substream, m.id)) {
+                Some(None) => continue,                             // a reliable dependent
+                Some(Some(until)) if horizon <= *until => continue, // a live dependent
+                _ => gone.push(id),
+            }
+        }
+        for id in gone {
+            let Some(s) = self.streams.remove(&id) else {
+                continue;
+            };
+            if let Some((_, conn)) = self.conn.as_mut() {
+                let _ = conn.send_stream(id).reset(VarInt::from_u32(EXPIRED));
+            }
+            self.stats.streams_reset += 1;
+            for m in &s.messages {
+                self.forget(m);
+                self.expired(m, ExpiryReason::Abandoned);
+            }
+        }
+    }
+
+    /// When QUICsilver next has to look at its streams.
+    fn next_expiry(&self) -> Option<Instant> {
+        if !self.cfg.quicsilver || !self.connected {
+            return None;
+        }
+        let srtt = self.srtt();
+        let half = srtt / 2;
+        self.streams
+            .values()
+            .filter_map(|s| {
+                let m = s.messages.first()?;
+                let d = m.deadline?;
+                let until = match self.dependents_until.get(&(m.substream, m.id)) {
+                    Some(None) => return None,
+                    Some(Some(u)) => d.max(*u),
+                    None => d,
+                };
+                // The first instant at which now + half > until, and an
+                // acknowledgement is overdue.
+                let hopeless = until
+                    .checked_sub(half)
+                    .map_or(Instant::ZERO, |t| t + Duration::from_nanos(1));
+                Some(hopeless.max(m.queued + ack_overdue(srtt)))
+            })
+            .min()
+    }
+
+    fn maybe_close(&mut self, now: std::time::Instant) {
+        if !self.close_requested || self.close_sent {
+            return;
+        }
+        if let Some((old, _)) = self.current.take() {
+            if let Some(s) = self.streams.get_mut(&old) {
+                s.finish = true;
+            }
+            self.write_pending();
+        }
+        let space = self.datagram_space;
+        let datagrams_queued = self.cfg.mapping == Mapping::Datagram
+            && self
+                .conn
+                .as_mut()
+                .is_some_and(|(_, c)| c.datagrams().send_buffer_space() < space);
+        if self.backlog.is_empty() && self.streams.is_empty() && !datagrams_queued {
+            if let Some((_, c)) = self.conn.as_mut() {
+                c.close(now, VarInt::from_u32(0), Bytes::from_static(b"done"));
+                self.close_sent = true;
+            }
+        }
+    }
+}
+
+impl MessageTransport for QuicTransport {
+    fn name(&self) -> &'static str {
+        self.cfg.name()
+    }
+
+    fn start(&mut self, now: Instant) {
+        self.set_now(now);
+        if self.started {
+            return;
+        }
+        self.started = true;
+        if let (Role::Client { remote }, Some(cc)) = (self.role, self.client_config.take()) {
+            match self
+                .endpoint
+                .connect(self.std_now(), cc, remote, "localhost")
+            {
+                Ok((h, c)) => self.conn = Some((h, c)),
+                Err(e) => self
+                    .events
+                    .push_back(TransportEvent::Failed(format!("connect: {e}"))),
+            }
+        }
+        self.pump();
+    }
+
+    fn handle_packet(&mut self, now: Instant, packet: &[u8]) {
+        self.set_now(now);
+        let Ok(d) = hollywood_wire::parse_udp_ip(packet) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if d.dst != self.local {
+            return;
+        }
+        if self.remote.is_some_and(|r| r != d.src) && self.conn.is_some() {
+            return; // one connection, one peer
+        }
+        self.stats.packets_received += 1;
+        let std_now = self.std_now();
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let ev = self.endpoint.handle(
+            std_now,
+            d.src,
+            Some(d.dst.ip()),
+            None,
+            BytesMut::from(d.payload),
+            &mut buf,
+        );
+        match ev {
+            Some(DatagramEvent::ConnectionEvent(h, cev)) => {
+                if let Some((ch, c)) = self.conn.as_mut() {
+                    if *ch == h {
+                        c.handle_event(cev);
+                    }
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                if self.conn.is_none() && !self.done {
+                    match self.endpoint.accept(incoming, std_now, &mut buf, None) {
+                        Ok((h, c)) => {
+                            self.remote = Some(d.src);
+                            self.conn = Some((h, c));
+                        }
+                        Err(e) => {
+                            if let Some(t) = e.response {
+                                let p = self.wrap(t.destination, &buf[..t.size]);
+                                self.responses.push_back(p);
+                            }
+                        }
+                    }
+                } else {
+                    let t = self.endpoint.refuse(incoming, &mut buf);
+                    let p = self.wrap(t.destination, &buf[..t.size]);
+                    self.responses.push_back(p);
+                }
+            }
+            Some(DatagramEvent::Response(t)) => {
+                let p = self.wrap(t.destination, &buf[..t.size]);
+                self.responses.push_back(p);
+            }
+            None => {}
+        }
+        self.scratch = buf;
+        self.pump();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.set_now(now);
+        let std_now = self.std_now();
+        if let Some((_, c)) = self.conn.as_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= std_now) {
+                c.handle_timeout(std_now);
+            }
+        }
+        self.pump();
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.set_now(now);
+        if let Some(p) = self.responses.pop_front() {
+            return Some(p);
+        }
+        let std_now = self.std_now();
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let t = self
+            .conn
+            .as_mut()
+            .and_then(|(_, c)| c.poll_transmit(std_now, 1, &mut buf));
+        let out = t.map(|t| self.wrap(t.destination, &buf[..t.size]));
+        self.scratch = buf;
+        self.refresh_timeout();
+        if out.is_none() {
+            // Sending may have produced events (e.g. a connection that
+            // finished closing).
+            self.pump();
+        }
+        out
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match (self.conn_timeout, self.next_expiry()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn send(&mut self, now: Instant, msg: OutMessage) -> Result<(), SendError> {
+        self.set_now(now);
+        if msg.payload.len() > MAX_MESSAGE {
+            return Err(SendError::TooLarge(msg.payload.len()));
+        }
+        if self.close_requested || self.done {
+            return Err(SendError::NotConnected);
+        }
+        if self.cfg.mapping == Mapping::Datagram {
+            let max = self
+                .conn
+                .as_mut()
+                .and_then(|(_, c)| c.datagrams().max_size())
+                .unwrap_or(1200 - 60);
+            let need =
+                record::encoded_len(msg.id, msg.substream, msg.depends_on, msg.payload.len());
+            if need > max {
+                return Err(SendError::TooLarge(msg.payload.len()));
+            }
+        }
+        if self.backlog.len() >= self.cfg.max_backlog
+            || self.backlog_bytes + msg.payload.len() > MAX_BACKLOG_BYTES
+        {
+            return Err(SendError::WouldBlock);
+        }
+        self.stats.messages_sent += 1;
+        let queued = self.now;
+        if self.connected && self.backlog.is_empty() {
+            if let Err((msg, queued)) = self.transmit_message(msg, queued) {
+                self.backlog_bytes += msg.payload.len();
+                self.backlog.push_back((msg, queued));
+            }
+        } else {
+            self.backlog_bytes += msg.payload.len();
+            self.backlog.push_back((msg, queued));
+        }
+        self.pump();
+        Ok(())
+    }
+
+    fn poll_event(&mut self) -> Option<TransportEvent> {
+        self.events.pop_front()
+    }
+
+    fn close(&mut self, now: Instant) {
+        self.set_now(now);
+        self.close_requested = true;
+        self.pump();
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+}
