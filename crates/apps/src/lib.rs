@@ -4,6 +4,9 @@
 //!   four TCP Hollywood deployments ([`Transport`], thesis §4.4), with the
 //!   intermediary layer (`hollywood-msg`) on both sides and per-message
 //!   records.
+//! - [`generic`]: the same message stream over any
+//!   `hollywood_transport::MessageTransport` (QUIC mappings, QUICsilver,
+//!   UDP).
 //! - [`scenario`]: the sender/receiver over a bottleneck with loss and an
 //!   optional middlebox, with everything recorded per message.
 //! - [`voip`]: the thesis's simulated VoIP application (§5.1.2): fixed
@@ -18,6 +21,7 @@
 
 pub mod analysis;
 pub mod audit;
+pub mod generic;
 pub mod messages;
 pub mod ontime;
 pub mod scenario;
@@ -25,6 +29,7 @@ pub mod voip;
 
 pub use analysis::{MediaTiming, Region, Utility};
 pub use audit::{WireAudit, WireAuditReport};
+pub use generic::{GenericStats, GenericTransport};
 pub use messages::{
     payload_for, MessageReceiver, MessageSender, ReceiverRecord, SenderConfig, SenderRecord,
     Transport,

@@ -59,6 +59,13 @@ pub struct MessagesScenario {
     pub drop_packets: Vec<u64>,
     /// Keep every packet the receiver sent (for wire comparisons).
     pub record_receiver_packets: bool,
+    /// Run over this transport instead of the TCP deployment `transport`
+    /// (QUIC mappings, QUICsilver, UDP; `crate::generic`).
+    pub generic: Option<crate::generic::GenericTransport>,
+    /// Messages per group (GOP): the first of each group is depended upon
+    /// by the rest, and the per-group QUIC mapping puts a group on one
+    /// stream. 0 = none.
+    pub group: u32,
 }
 
 impl Default for MessagesScenario {
@@ -80,6 +87,8 @@ impl Default for MessagesScenario {
             pcap: None,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
+            generic: None,
+            group: 0,
         }
     }
 }
@@ -130,6 +139,12 @@ pub struct MessagesRun {
     pub error: Option<String>,
     /// Packets the receiver sent, if recorded.
     pub receiver_packets: Vec<Vec<u8>>,
+    /// Transport counters of both ends (generic transports only).
+    pub transport: crate::generic::GenericStats,
+    /// Packets the sender offered to the data link.
+    pub wire_packets: u64,
+    /// Bytes (whole IP packets) the sender offered to the data link.
+    pub wire_bytes: u64,
 }
 
 const TX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -229,6 +244,9 @@ impl MessagesScenario {
     pub fn run(&self) -> Result<MessagesRun, String> {
         if self.count == 0 || self.size == 0 {
             return Err("message count and size must be at least 1".into());
+        }
+        if let Some(g) = &self.generic {
+            return crate::generic::run(self, g);
         }
         let mut sim = SimBuilder::new().seed(self.seed).build();
         let dst = SocketAddr::new(IpAddr::V4(RX), 5004);
@@ -350,6 +368,9 @@ impl MessagesScenario {
         let wire = audit.borrow().report();
         let log = std::mem::take(&mut *wire_log.borrow_mut());
         let mut run = collect(self, &mut sim, tx, rx, mbox, wire, &log)?;
+        let link = sim.link_stats(fwd).map_err(|e| e.to_string())?;
+        run.wire_packets = link.packets_sent;
+        run.wire_bytes = link.bytes_sent;
         run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
         Ok(run)
     }
@@ -450,6 +471,9 @@ fn collect(
         sim_time: sim.now().since_epoch(),
         error,
         receiver_packets: Vec::new(),
+        transport: Default::default(),
+        wire_packets: 0,
+        wire_bytes: 0,
     })
 }
 

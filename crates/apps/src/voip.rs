@@ -277,6 +277,8 @@ impl VoipScenario {
             pcap: self.pcap.clone(),
             drop_packets: Vec::new(),
             record_receiver_packets: false,
+            generic: None,
+            group: 0,
         };
         let m = sc.run().map_err(VoipError::Simulation)?;
         let records = schedule(

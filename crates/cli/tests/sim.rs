@@ -186,3 +186,138 @@ fn scaling_reports_every_point_and_ratio() {
     let out = hollywood(&["sim", "scaling", "--messages", "0"]);
     assert!(!out.status.success());
 }
+
+/// The QUIC scenario, shortened.
+fn quic_args(transport: &str) -> Vec<String> {
+    [
+        "sim",
+        "messages",
+        "--transport",
+        transport,
+        "--rate",
+        "8mbit",
+        "--rtt",
+        "100ms",
+        "--loss",
+        "1%",
+        "--size",
+        "1200",
+        "--interval",
+        "16.7ms",
+        "--lifetime",
+        "120ms",
+        "--messages",
+        "600",
+        "--seed",
+        "1",
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn without_wall(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("wall_ms");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+#[test]
+fn quic_transports_print_the_tcp_keys_and_are_deterministic() {
+    let args = quic_args("quicsilver");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let q = json(&args);
+    let tcp_args = quic_args("hollywood");
+    let tcp_args: Vec<&str> = tcp_args.iter().map(String::as_str).collect();
+    let t = json(&tcp_args);
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&q), keys(&t));
+    assert_eq!(q["transport"], "quicsilver");
+    assert_eq!(without_wall(json(&args)), without_wall(q.clone()));
+    // Every message delivered or reported expired; nothing corrupt.
+    let sent = u(&q, "sent");
+    assert_eq!(sent, 600);
+    assert_eq!(
+        u(&q, "corrupt_delivered") + u(&q, "duplicates_delivered"),
+        0
+    );
+    assert!(u(&q, "delivered") + u(&q, "expired_events") >= sent, "{q}");
+    assert!(u(&q, "on_time") <= sent);
+}
+
+#[test]
+fn all_transports_run_side_by_side_on_one_link() {
+    let args = quic_args("all");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = json(&args);
+    let runs = v.as_array().expect("a list");
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|r| r["transport"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "tcp",
+            "hollywood-ir",
+            "hollywood-ooo",
+            "hollywood",
+            "quic-ss",
+            "quic-gop",
+            "quic-fps",
+            "quic-pps",
+            "quic-dgram",
+            "quicsilver",
+            "udp"
+        ]
+    );
+    let get = |n: &str| runs.iter().find(|r| r["transport"] == n).unwrap();
+    // The floor sends every message once and repairs nothing.
+    assert_eq!(u(get("udp"), "retransmissions"), 0);
+    assert_eq!(u(get("udp"), "packets_on_wire"), 600);
+    // Head-of-line blocking: one stream is late more often than a stream
+    // per message or QUICsilver.
+    let late = |n| u(get(n), "late");
+    assert!(late("quic-ss") > late("quicsilver"), "{v}");
+    assert!(late("quic-ss") > late("quic-pps"), "{v}");
+    assert!(u(get("quicsilver"), "streams_reset") > 0);
+    for r in runs {
+        assert_eq!(
+            u(r, "corrupt_delivered") + u(r, "duplicates_delivered"),
+            0,
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn unknown_transports_and_middleboxes_for_quic_are_refused() {
+    let e = fails(&["sim", "messages", "--transport", "sctp"]);
+    assert!(e.contains("unknown transport 'sctp'"), "{e}");
+    let e = fails(&[
+        "sim",
+        "messages",
+        "--transport",
+        "quic-pps",
+        "--middlebox",
+        "cache",
+    ]);
+    assert!(e.contains("TCP transports"), "{e}");
+}
+
+/// Run a command that must fail; its standard error.
+fn fails(args: &[&str]) -> String {
+    let out = hollywood(args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -50,6 +50,7 @@ pub mod rule;
 pub mod sim;
 pub mod tcp_host;
 pub mod trace;
+pub mod transport_host;
 
 pub use apps::{BulkReceiver, BulkSender, ReceiverReport, SenderReport};
 pub use error::SimError;
@@ -68,3 +69,4 @@ pub use rule::{PacketInfo, Verdict};
 pub use sim::{SimBuilder, SimConfig, SimStats, Simulator};
 pub use tcp_host::{App, HostStats, TcpHost};
 pub use trace::{CaptureFilter, CapturePoint, SharedBuffer, TraceEvent, TraceKind};
+pub use transport_host::{TransportApp, TransportHost};

@@ -4,9 +4,10 @@
 
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::{MessagesRun, MessagesScenario, Transport};
+use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario, Transport};
 use hollywood_sim::{LossModel, MiddleboxKind};
 use hollywood_tcp::{CcAlgorithm, Config};
+use hollywood_transport::quic::QuicCc;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -38,9 +39,15 @@ pub struct MessagesArgs {
     /// Message lifetime from generation ("none" = reliable).
     #[arg(long, default_value = "50ms", value_parser = parse_lifetime)]
     lifetime: Lifetime,
-    /// tcp | hollywood | hollywood-ir | hollywood-ooo
-    #[arg(long, default_value = "hollywood", value_parser = Transport::parse)]
-    transport: Transport,
+    /// tcp | hollywood | hollywood-ir | hollywood-ooo | quic-ss | quic-gop |
+    /// quic-fps | quic-pps | quic-dgram | quicsilver | udp; several,
+    /// comma-separated, or `all`: run on the same link and seed, one table
+    #[arg(long, default_value = "hollywood", value_parser = parse_choices)]
+    transport: Choices,
+    /// Messages per group (GOP) for quic-gop and for dependencies: the
+    /// first message of each group is depended on by the others. 0 = none.
+    #[arg(long, default_value_t = 0)]
+    group: u32,
     /// none | resegment | cache | resegment-cache
     #[arg(long, default_value = "none", value_parser = parse_middlebox)]
     middlebox: MiddleboxKind,
@@ -62,6 +69,59 @@ pub struct MessagesArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// A transport of `sim messages`.
+#[derive(Debug, Clone)]
+pub enum Choice {
+    /// A TCP deployment (thesis §4.4).
+    Tcp(Transport),
+    /// QUIC or UDP.
+    Generic(GenericTransport),
+}
+
+impl Choice {
+    fn name(&self) -> &'static str {
+        match self {
+            Choice::Tcp(t) => t.name(),
+            Choice::Generic(g) => g.name(),
+        }
+    }
+}
+
+/// The transports to run.
+#[derive(Debug, Clone)]
+pub struct Choices(pub Vec<Choice>);
+
+/// A transport name, a comma-separated list, or `all`.
+pub fn parse_choices(s: &str) -> Result<Choices, String> {
+    let all: Vec<Choice> = Transport::ALL
+        .into_iter()
+        .map(Choice::Tcp)
+        .chain(
+            GenericTransport::NAMES
+                .iter()
+                .filter_map(|n| GenericTransport::parse(n).map(Choice::Generic)),
+        )
+        .collect();
+    if s == "all" {
+        return Ok(Choices(all));
+    }
+    let mut out = Vec::new();
+    for name in s.split(',') {
+        let c = match Transport::parse(name) {
+            Ok(t) => Choice::Tcp(t),
+            Err(_) => Choice::Generic(GenericTransport::parse(name).ok_or_else(|| {
+                format!(
+                    "unknown transport '{name}': use {}, {} or all",
+                    all.iter().map(Choice::name).collect::<Vec<_>>().join(", "),
+                    "a comma-separated list"
+                )
+            })?),
+        };
+        out.push(c);
+    }
+    Ok(Choices(out))
 }
 
 /// A message lifetime; `None` = reliable (never expires).
@@ -174,6 +234,17 @@ pub struct MessagesReport {
     pub cache_replayed_bytes: u64,
     /// Generation → delivery to the application, delivered messages only.
     pub transport_delay_ms: Percentiles,
+    /// Packets the sender offered to the data link (all of them: data,
+    /// retransmissions, acknowledgements, handshake).
+    pub packets_on_wire: u64,
+    /// Bytes (whole IP packets) the sender offered to the data link.
+    pub bytes_on_wire: u64,
+    /// Retransmissions: TCP segments repeating sequence space (from the
+    /// wire); QUIC packets the sender declared lost (repaired unless
+    /// abandoned); 0 for UDP.
+    pub retransmissions: u64,
+    /// QUIC streams the sender reset (QUICsilver giving up).
+    pub streams_reset: u64,
     /// Virtual seconds simulated.
     pub sim_seconds: f64,
     /// Wall-clock milliseconds.
@@ -195,6 +266,7 @@ fn middlebox_name(m: MiddleboxKind) -> &'static str {
 
 /// Summarise a run.
 pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
+    let generic = run.scenario.generic.as_ref();
     let sent = run.generated.iter().filter(|g| g.is_some()).count() as u64;
     let delivered = run.arrival.iter().filter(|a| a.is_some()).count() as u64;
     let delays: Vec<f64> = run
@@ -212,7 +284,7 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
         .filter(|(e, a)| **e && a.is_some())
         .count() as u64;
     MessagesReport {
-        transport: run.scenario.transport.name(),
+        transport: generic.map_or(run.scenario.transport.name(), GenericTransport::name),
         middlebox: middlebox_name(run.scenario.middlebox),
         cc: run.scenario.base.cc.name(),
         sent,
@@ -237,6 +309,14 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
         ooo_segments: run.ooo.out_of_order,
         cache_replayed_bytes: run.cache_replayed_bytes,
         transport_delay_ms: Percentiles::of(delays),
+        packets_on_wire: run.wire_packets,
+        bytes_on_wire: run.wire_bytes,
+        retransmissions: if generic.is_some() {
+            run.transport.sender.packets_lost
+        } else {
+            run.wire.retransmissions
+        },
+        streams_reset: run.transport.sender.streams_reset,
         sim_seconds: run.sim_time.as_secs_f64(),
         wall_ms,
         seed: run.scenario.seed,
@@ -251,77 +331,167 @@ pub fn run(a: MessagesArgs) -> Result<(), String> {
     if a.messages == 0 {
         return Err("--messages must be at least 1".into());
     }
-    let sc = MessagesScenario {
-        rate_bps: a.rate,
-        uplink_bps: a.uplink.unwrap_or(a.rate),
-        rtt: a.rtt,
-        loss: a.loss,
-        queue_bytes: a.queue as usize,
-        count: a.messages,
-        size: a.size as usize,
-        interval: a.interval,
-        lifetime: a.lifetime.0,
-        transport: a.transport,
-        middlebox: a.middlebox,
-        seed: a.seed,
-        pcap: a.pcap.clone(),
-        base: Config {
-            cc: a.cc,
-            pacing: a.pacing,
-            ..Config::default()
-        },
-        ..MessagesScenario::default()
-    };
-    let wall = std::time::Instant::now();
-    let run = sc.run()?;
-    let r = summarise(&run, wall.elapsed().as_secs_f64() * 1000.0);
+    let several = a.transport.0.len() > 1;
+    if several && a.pcap.is_some() {
+        return Err("--pcap needs a single transport".into());
+    }
+    let mut reports = Vec::new();
+    for choice in &a.transport.0 {
+        let (transport, generic) = match choice {
+            Choice::Tcp(t) => (*t, None),
+            Choice::Generic(g) => {
+                let mut g = g.clone();
+                if let GenericTransport::Quic(q) = &mut g {
+                    // quinn's controllers: BBR is its BBRv1.
+                    q.cc = match a.cc {
+                        CcAlgorithm::NewReno => QuicCc::NewReno,
+                        CcAlgorithm::Cubic => QuicCc::Cubic,
+                        CcAlgorithm::Bbr => QuicCc::Bbr,
+                    };
+                }
+                (Transport::Tcp, Some(g))
+            }
+        };
+        if generic.is_some() && a.middlebox != MiddleboxKind::None {
+            if several {
+                continue; // the middleboxes model TCP boxes
+            }
+            return Err(format!(
+                "--middlebox applies to the TCP transports, not {}",
+                choice.name()
+            ));
+        }
+        let sc = MessagesScenario {
+            rate_bps: a.rate,
+            uplink_bps: a.uplink.unwrap_or(a.rate),
+            rtt: a.rtt,
+            loss: a.loss,
+            queue_bytes: a.queue as usize,
+            count: a.messages,
+            size: a.size as usize,
+            interval: a.interval,
+            lifetime: a.lifetime.0,
+            transport,
+            middlebox: a.middlebox,
+            seed: a.seed,
+            pcap: a.pcap.clone(),
+            base: Config {
+                cc: a.cc,
+                pacing: a.pacing,
+                ..Config::default()
+            },
+            generic,
+            group: a.group,
+            ..MessagesScenario::default()
+        };
+        #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
+        let wall = std::time::Instant::now();
+        let run = sc.run()?;
+        let r = summarise(&run, wall.elapsed().as_secs_f64() * 1000.0);
+        if !several && !a.json {
+            print_human(&a, &run, &r);
+        }
+        reports.push(r);
+    }
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-        );
-    } else {
-        println!(
-            "{} messages of {} B every {:?} over {} with {} ({} Mb/s, RTT {:?}, middlebox {}), seed {}",
-            r.sent,
-            a.size,
-            a.interval,
-            r.transport,
-            r.cc,
-            a.rate as f64 / 1e6,
-            a.rtt,
-            r.middlebox,
-            a.seed
-        );
-        println!(
-            "  {} ({:.1} % of the oracle)",
-            run.on_time,
-            100.0 * r.on_time_of_oracle
-        );
-        println!(
-            "  delivered {} ({} never arrived; {} first transmissions dropped), corrupt {}, duplicates {}",
-            r.delivered, r.never_arrived, r.first_tx_dropped, r.corrupt_delivered, r.duplicates_delivered
-        );
-        println!(
-            "  inconsistent retransmissions: {} sent, {} seen on the wire; {} expired events ({} never sent, {} expired but delivered)",
-            r.ir_sent, r.ir_seen_on_wire, r.expired_events, r.not_sent, r.expired_but_delivered
-        );
-        println!(
-            "  wire: {} sequence holes, {} retransmission length mismatches; CRC rejected {}",
-            r.seq_holes_on_wire, r.retransmit_length_mismatches, r.crc_rejected
-        );
-        println!(
-            "  transport delay ms: p50 {:.1}, p99 {:.1}, max {:.1}",
-            r.transport_delay_ms.p50, r.transport_delay_ms.p99, r.transport_delay_ms.max
-        );
+        let v = if several {
+            serde_json::to_string_pretty(&reports)
+        } else {
+            serde_json::to_string_pretty(&reports[0])
+        };
+        println!("{}", v.map_err(|e| e.to_string())?);
+    } else if several {
+        print_table(&a, &reports);
     }
-    if let Some(e) = &r.error {
-        return Err(format!("the connection failed: {e}"));
-    }
-    if r.corrupt_delivered > 0 || r.duplicates_delivered > 0 || r.seq_holes_on_wire > 0 {
-        return Err(
-            "an invariant was violated (corrupt/duplicate delivery or a sequence hole)".into(),
-        );
+    for r in &reports {
+        if let Some(e) = &r.error {
+            return Err(format!("{}: the connection failed: {e}", r.transport));
+        }
+        if r.corrupt_delivered > 0 || r.duplicates_delivered > 0 || r.seq_holes_on_wire > 0 {
+            return Err(format!(
+                "{}: an invariant was violated (corrupt/duplicate delivery or a sequence hole)",
+                r.transport
+            ));
+        }
     }
     Ok(())
+}
+
+fn print_table(a: &MessagesArgs, reports: &[MessagesReport]) {
+    println!(
+        "{} messages of {} B every {:?}, lifetime {:?}, {} Mb/s, RTT {:?}, loss {:?}, seed {} (TCP congestion control {})",
+        a.messages,
+        a.size,
+        a.interval,
+        a.lifetime.0,
+        a.rate as f64 / 1e6,
+        a.rtt,
+        a.loss,
+        a.seed,
+        a.cc.name()
+    );
+    println!(
+        "{:<14} {:>16} {:>6} {:>6} {:>9} {:>9} {:>8} {:>10} {:>6} {:>6}",
+        "transport",
+        "on time (oracle)",
+        "late",
+        "never",
+        "p50 ms",
+        "p99 ms",
+        "packets",
+        "bytes",
+        "rtx",
+        "resets"
+    );
+    for r in reports {
+        println!(
+            "{:<14} {:>16} {:>6} {:>6} {:>9.1} {:>9.1} {:>8} {:>10} {:>6} {:>6}",
+            r.transport,
+            format!("{} ({})", r.on_time, r.oracle_on_time),
+            r.late,
+            r.never_arrived,
+            r.transport_delay_ms.p50,
+            r.transport_delay_ms.p99,
+            r.packets_on_wire,
+            r.bytes_on_wire,
+            r.retransmissions,
+            r.streams_reset
+        );
+    }
+}
+
+fn print_human(a: &MessagesArgs, run: &MessagesRun, r: &MessagesReport) {
+    println!(
+        "{} messages of {} B every {:?} over {} with {} ({} Mb/s, RTT {:?}, middlebox {}), seed {}",
+        r.sent,
+        a.size,
+        a.interval,
+        r.transport,
+        r.cc,
+        a.rate as f64 / 1e6,
+        a.rtt,
+        r.middlebox,
+        a.seed
+    );
+    println!(
+        "  {} ({:.1} % of the oracle)",
+        run.on_time,
+        100.0 * r.on_time_of_oracle
+    );
+    println!(
+        "  delivered {} ({} never arrived; {} first transmissions dropped), corrupt {}, duplicates {}",
+        r.delivered, r.never_arrived, r.first_tx_dropped, r.corrupt_delivered, r.duplicates_delivered
+    );
+    println!(
+        "  inconsistent retransmissions: {} sent, {} seen on the wire; {} expired events ({} never sent, {} expired but delivered)",
+        r.ir_sent, r.ir_seen_on_wire, r.expired_events, r.not_sent, r.expired_but_delivered
+    );
+    println!(
+        "  wire: {} sequence holes, {} retransmission length mismatches; CRC rejected {}",
+        r.seq_holes_on_wire, r.retransmit_length_mismatches, r.crc_rejected
+    );
+    println!(
+        "  transport delay ms: p50 {:.1}, p99 {:.1}, max {:.1}",
+        r.transport_delay_ms.p50, r.transport_delay_ms.p99, r.transport_delay_ms.max
+    );
 }
