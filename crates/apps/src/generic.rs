@@ -522,13 +522,10 @@ pub(crate) fn run(
             network_dropped[id] |= p.network_dropped;
         }
     }
-    let mut on_time = crate::OnTime::default();
-    for id in 0..n {
-        let Some(gen) = generated[id] else { continue };
-        let oracle = !network_dropped[id]
-            && crate::oracle_in_time(one_way, sc.rate_bps, sc.size + PACKET_OVERHEAD, sc.lifetime);
-        on_time.add(crate::Timeliness::of(gen, arrival[id], sc.lifetime), oracle);
-    }
+    let fits = crate::oracle_in_time(one_way, sc.rate_bps, sc.size + PACKET_OVERHEAD, sc.lifetime);
+    let on_time = crate::OnTime::of_run(&generated, &arrival, sc.lifetime, |id| {
+        fits && !network_dropped[id]
+    });
     Ok(crate::MessagesRun {
         scenario: sc.clone(),
         generated,

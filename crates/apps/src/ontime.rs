@@ -81,6 +81,23 @@ impl OnTime {
         self.oracle_on_time += oracle_on_time as u64;
     }
 
+    /// Count every generated message of a run: `generated` and `arrival`
+    /// per message id, `oracle(id)` whether the oracle delivers it in time.
+    pub fn of_run(
+        generated: &[Option<Instant>],
+        arrival: &[Option<Instant>],
+        lifetime: Option<Duration>,
+        oracle: impl Fn(usize) -> bool,
+    ) -> OnTime {
+        let mut o = OnTime::default();
+        for (id, (g, a)) in generated.iter().zip(arrival).enumerate() {
+            if let Some(g) = *g {
+                o.add(Timeliness::of(g, *a, lifetime), oracle(id));
+            }
+        }
+        o
+    }
+
     /// `on_time / oracle_on_time` (1.0 when the oracle delivers nothing).
     pub fn of_oracle(&self) -> f64 {
         if self.oracle_on_time == 0 {

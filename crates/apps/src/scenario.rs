@@ -441,15 +441,11 @@ fn collect(
         }
     }
     let one_way = sc.rtt / 2;
-    let mut on_time = crate::OnTime::default();
-    for id in 0..n {
-        let Some(g) = generated[id] else { continue };
-        // Frame plus IPv4 (20), TCP (20) and timestamp option (12) headers.
+    // Frame plus IPv4 (20), TCP (20) and timestamp option (12) headers.
+    let on_time = crate::OnTime::of_run(&generated, &arrival, sc.lifetime, |id| {
         let wire = (offsets[id + 1] - offsets[id]) as usize + 52;
-        let oracle =
-            !network_dropped[id] && crate::oracle_in_time(one_way, sc.rate_bps, wire, sc.lifetime);
-        on_time.add(crate::Timeliness::of(g, arrival[id], sc.lifetime), oracle);
-    }
+        !network_dropped[id] && crate::oracle_in_time(one_way, sc.rate_bps, wire, sc.lifetime)
+    });
     Ok(MessagesRun {
         scenario: sc.clone(),
         generated,
