@@ -12,7 +12,12 @@
 //!
 //! A connection is removed automatically once its
 //! [`Event::Closed`](crate::Event::Closed) has been returned by
-//! [`Endpoint::poll_event`] (and any final RST sent).
+//! [`Endpoint::poll_event`] (and any final RST sent) and the application
+//! has read everything that arrived ([`Connection::has_unread`]; TCP
+//! acknowledged those bytes, so they are never dropped behind the
+//! application's back). Until then it stays reachable through
+//! [`Endpoint::connection_mut`] in state CLOSED, no longer bound to its
+//! 4-tuple; [`Connection::abort`] gives the unread data up.
 //!
 //! # SYN floods (RFC 4987)
 //!
@@ -138,8 +143,13 @@ struct Entry {
     /// Reported to the application (always for active opens; on
     /// ESTABLISHED for passive ones).
     announced: bool,
-    /// `Closed` was returned by `poll_event`; remove once the RST is out.
+    /// `Closed` was returned by `poll_event`; remove once the RST is out
+    /// and the application has read what arrived.
     closed_reported: bool,
+    /// Closed and reported, but holding unread data: no longer in the
+    /// 4-tuple map (the tuple is free for a new connection), removed once
+    /// drained ([`Connection::has_unread`]) or aborted.
+    detached: bool,
     /// A half-open connection counted in this listener's backlog (until it
     /// is accepted or removed).
     backlog_of: Option<SocketAddr>,
@@ -317,6 +327,7 @@ impl Endpoint {
                 conn,
                 announced: !passive,
                 closed_reported: false,
+                detached: false,
                 backlog_of,
             },
         );
@@ -327,7 +338,10 @@ impl Endpoint {
     fn remove(&mut self, h: u64) {
         self.leave_backlog(h);
         if let Some(e) = self.conns.remove(&h) {
-            self.by_tuple.remove(&(e.conn.local(), e.conn.remote()));
+            let key = (e.conn.local(), e.conn.remote());
+            if self.by_tuple.get(&key) == Some(&h) {
+                self.by_tuple.remove(&key);
+            }
             self.dirty.remove(&h);
             self.stats.connections_closed += 1;
         }
@@ -675,7 +689,7 @@ impl Endpoint {
             };
             let Some(repr) = e.conn.poll_transmit(now, &mut self.scratch) else {
                 if e.closed_reported {
-                    self.remove(h);
+                    self.retire(h);
                 }
                 continue;
             };
@@ -683,7 +697,7 @@ impl Endpoint {
                 hollywood_wire::build_tcp_ip(e.conn.local(), e.conn.remote(), &repr, &self.scratch);
             self.dirty.insert(h);
             if e.closed_reported && !e.conn.rst_pending() {
-                self.remove(h);
+                self.retire(h);
             }
             self.rr = key;
             self.stats.packets_out += 1;
@@ -744,15 +758,39 @@ impl Endpoint {
                 .push_back(EndpointEvent::Conn { handle, event: ev });
             if ev == Event::Closed {
                 e.closed_reported = true;
-                remove = !e.conn.rst_pending();
             }
         }
+        // Reported closed, final RST out: forget it, or detach it while
+        // the application still has data to read (checked again each time
+        // the application touches it through `connection_mut`).
+        let retire = e.closed_reported && !e.conn.rst_pending();
         if e.announced {
             // Accepted: no longer half-open.
             self.leave_backlog(h);
         }
         if remove {
             self.remove(h);
+        } else if retire {
+            self.retire(h);
+        }
+    }
+
+    /// A closed connection whose `Closed` event was reported: removed, or
+    /// detached from its 4-tuple while it holds unread data.
+    fn retire(&mut self, h: u64) {
+        let Some(e) = self.conns.get_mut(&h) else {
+            return;
+        };
+        if !e.conn.has_unread() {
+            self.remove(h);
+            return;
+        }
+        if !e.detached {
+            e.detached = true;
+            let key = (e.conn.local(), e.conn.remote());
+            if self.by_tuple.get(&key) == Some(&h) {
+                self.by_tuple.remove(&key);
+            }
         }
     }
 

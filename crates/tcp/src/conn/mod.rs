@@ -874,6 +874,15 @@ impl Connection {
     pub fn recv_ready(&self) -> usize {
         self.rcv_buf.ready()
     }
+    /// Received data the application has not taken yet: bytes for
+    /// [`Connection::recv`] or segments for [`Connection::recv_segment`].
+    /// The endpoint keeps a CLOSED connection while this holds, so that
+    /// bytes TCP acknowledged are never lost to the application (an RST in
+    /// TIME-WAIT or the final ACK of LAST-ACK can close the connection
+    /// before the application has read everything).
+    pub fn has_unread(&self) -> bool {
+        self.rcv_buf.ready() > 0 || !self.ooo.is_empty()
+    }
     /// The peer's current window (bytes, scaled).
     pub fn peer_window(&self) -> usize {
         self.snd_wnd
@@ -1131,9 +1140,18 @@ impl Connection {
                 self.abandon_messages();
                 self.set_closed();
             }
-            State::Closed => {}
+            // CLOSED with unread data: the application gives it up, so the
+            // endpoint can forget the connection.
+            State::Closed => self.discard_unread(),
             _ => self.set_closed(),
         }
+    }
+
+    /// Drop received data the application did not read.
+    fn discard_unread(&mut self) {
+        self.rcv_buf.consume_ready();
+        self.ooo.clear();
+        self.ooo_bytes = 0;
     }
 
     // ------------------------------------------------------------------

@@ -30,6 +30,18 @@ fn inject(
     data: &[u8],
 ) {
     let client = p.ca(ha).local();
+    inject_from(p, client, seq, ack, flags, data);
+}
+
+/// [`inject`] with the client's address given (its connection may be gone).
+fn inject_from(
+    p: &mut Pair,
+    client: std::net::SocketAddr,
+    seq: SeqNumber,
+    ack: Option<SeqNumber>,
+    flags: TcpFlags,
+    data: &[u8],
+) {
     let tcp = TcpRepr {
         src_port: client.port(),
         dst_port: p.b_addr.port(),
@@ -205,4 +217,67 @@ fn desynchronized_peers_do_not_ack_storm() {
     assert!(n <= 12, "{n} segments exchanged in 2 s");
     assert!(n >= 2, "the injections are acknowledged");
     assert_eq!(p.a.state_of(ha), Some(State::Established));
+}
+
+/// An RST that closes a connection in TIME-WAIT (the peer forgot it after
+/// its LAST-ACK and answers our duplicate ACK with a bare RST, as Linux
+/// does) must not take away data TCP already acknowledged: the
+/// application still reads every byte, then the connection is forgotten.
+/// Found on real packets against Linux (`interop_linux`
+/// `c_bulk_with_1pct_loss`, about 1 run in 80).
+#[test]
+fn rst_in_time_wait_keeps_unread_data_readable() {
+    let (mut p, ha, hb) = pair();
+    let client = p.ca(ha).local();
+    // The server half-closes first, the client then sends and closes.
+    p.cb(hb).close();
+    p.run_for(Duration::from_millis(50));
+    assert_eq!(p.b.state_of(hb), Some(State::FinWait2));
+    let data = Pair::data(30_000, 9);
+    let mut off = 0;
+    while off < data.len() {
+        off += p.ca(ha).send(&data[off..]).unwrap();
+        p.run_for(Duration::from_millis(20));
+    }
+    p.ca(ha).close();
+    p.run_for(Duration::from_millis(100));
+    assert_eq!(p.b.state_of(hb), Some(State::TimeWait));
+    // The server read nothing yet. The client forgot the connection, so
+    // it answers with a bare RST at the server's RCV.NXT.
+    let nxt = p.cb(hb).rcv_nxt();
+    inject_from(&mut p, client, nxt, None, TcpFlags::RST, &[]);
+    p.run_for(Duration::from_millis(10));
+    assert!(has_event(&p.b_events, hb, Event::Closed));
+    assert_eq!(p.b.state_of(hb), Some(State::Closed));
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match p.cb(hb).recv(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("recv after {} bytes: {e:?}", got.len()),
+        }
+    }
+    assert_eq!(got, data, "every acknowledged byte reaches the application");
+    p.run_for(Duration::from_millis(10));
+    assert_eq!(p.b.connection_count(), 0, "forgotten once drained");
+}
+
+/// `abort` on a CLOSED connection with unread data gives the data up.
+#[test]
+fn abort_after_close_discards_unread_data() {
+    let (mut p, ha, hb) = pair();
+    let client = p.ca(ha).local();
+    p.cb(hb).close();
+    p.run_for(Duration::from_millis(50));
+    p.ca(ha).send(b"never read").unwrap();
+    p.ca(ha).close();
+    p.run_for(Duration::from_millis(100));
+    let nxt = p.cb(hb).rcv_nxt();
+    inject_from(&mut p, client, nxt, None, TcpFlags::RST, &[]);
+    p.run_for(Duration::from_millis(10));
+    assert_eq!(p.b.connection_count(), 1, "kept for its unread data");
+    p.cb(hb).abort();
+    p.run_for(Duration::from_millis(10));
+    assert_eq!(p.b.connection_count(), 0);
 }
