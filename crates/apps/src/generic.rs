@@ -127,7 +127,7 @@ pub struct GenericRecord {
 }
 
 /// The sending application.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct GenericSender {
     cfg: GenericSenderConfig,
     next: u32,
@@ -377,12 +377,133 @@ pub type SenderHost = TransportHost<GenericSender>;
 pub type ReceiverHost = TransportHost<GenericReceiver>;
 
 /// One packet the sender offered to the lossy link.
-#[derive(Debug, Clone, Copy)]
-struct Offered {
-    time: Instant,
-    len: usize,
-    network_dropped: bool,
-    dropped: bool,
+/// A packet the sender offered to the lossy link, for the oracle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offered {
+    /// When it was sent.
+    pub time: Instant,
+    /// Whole IP packet length.
+    pub len: usize,
+    /// The network's random loss (or a drop rule) took it.
+    pub network_dropped: bool,
+    /// Dropped for any reason (loss or a full queue).
+    pub dropped: bool,
+}
+
+/// The scenario's sender and receiver applications.
+pub fn apps(sc: &crate::MessagesScenario) -> (GenericSender, GenericReceiver) {
+    let sender = GenericSender::new(GenericSenderConfig {
+        count: sc.count,
+        size: sc.size,
+        interval: sc.interval,
+        lifetime: sc.lifetime,
+        seed: sc.seed,
+        linger: sc.rtt * 4 + Duration::from_secs(1),
+        group: sc.group,
+    });
+    (sender, GenericReceiver::new(sc.count, sc.size, sc.seed))
+}
+
+/// The oracle's attribution of packets to messages (module docs): per
+/// message, whether the link dropped (for any reason) a packet of its
+/// first transmission, and whether the network's loss did.
+pub fn attribute(
+    generated: &[Option<Instant>],
+    packets: &[Offered],
+    size: usize,
+) -> (Vec<bool>, Vec<bool>) {
+    let n = generated.len();
+    let mut first_tx_dropped = vec![false; n];
+    let mut network_dropped = vec![false; n];
+    let mut at = 0;
+    for id in 0..n {
+        let Some(gen) = generated[id] else { continue };
+        while at < packets.len() && (packets[at].time < gen || packets[at].len < ATTRIBUTE_MIN) {
+            at += 1;
+        }
+        let mut carried = 0;
+        while at < packets.len() && carried < size {
+            let p = packets[at];
+            at += 1;
+            if p.len < ATTRIBUTE_MIN {
+                continue;
+            }
+            carried += p.len.saturating_sub(PACKET_OVERHEAD).max(1);
+            first_tx_dropped[id] |= p.dropped;
+            network_dropped[id] |= p.network_dropped;
+        }
+    }
+    (first_tx_dropped, network_dropped)
+}
+
+/// What one run of the generic stream measured, wherever it ran.
+#[derive(Debug)]
+pub struct Outcome<'a> {
+    /// The sending application after the run.
+    pub sender: &'a GenericSender,
+    /// Its transport's counters.
+    pub sender_stats: TransportStats,
+    /// The receiving application after the run.
+    pub receiver: &'a GenericReceiver,
+    /// Its transport's counters.
+    pub receiver_stats: TransportStats,
+    /// The sender's packets as offered to the lossy link, in order.
+    pub offered: &'a [Offered],
+    /// Packets the sender put on the data link.
+    pub wire_packets: u64,
+    /// Their bytes (whole IP packets).
+    pub wire_bytes: u64,
+    /// How long the run took (virtual or real).
+    pub duration: Duration,
+    /// Connection failure, if any.
+    pub error: Option<String>,
+}
+
+/// Results of a run in the shape of the TCP runs (same report keys).
+pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::MessagesRun {
+    let generated: Vec<Option<Instant>> = o.sender.records().iter().map(|r| r.generated).collect();
+    let expired: Vec<bool> = o.sender.records().iter().map(|r| r.expired).collect();
+    let arrival = o.receiver.arrival().to_vec();
+    let (first_tx_dropped, network_dropped) = attribute(&generated, o.offered, sc.size);
+    let one_way = sc.rtt / 2;
+    let fits = crate::oracle_in_time(one_way, sc.rate_bps, sc.size + PACKET_OVERHEAD, sc.lifetime);
+    let on_time = crate::OnTime::of_run(&generated, &arrival, sc.lifetime, |id| {
+        fits && !network_dropped[id]
+    });
+    let error = o
+        .error
+        .or_else(|| o.sender.error().map(str::to_owned))
+        .or_else(|| {
+            (o.sender.generated() == 0).then(|| "the connection was not established".to_string())
+        });
+    crate::MessagesRun {
+        scenario: sc.clone(),
+        generated,
+        arrival,
+        expired,
+        first_tx_dropped,
+        network_dropped,
+        on_time,
+        corrupt_delivered: o.receiver.corrupt_delivered() + o.receiver.unknown_delivered(),
+        duplicates_delivered: o.receiver.duplicates_delivered(),
+        crc_rejected: 0,
+        deframer: Default::default(),
+        hollywood: Default::default(),
+        sender_srtt: o.sender_stats.srtt,
+        ooo: Default::default(),
+        wire: Default::default(),
+        expired_events: o.sender.expired_events(),
+        cache_replayed_bytes: 0,
+        sim_time: o.duration,
+        error,
+        receiver_packets: Vec::new(),
+        transport: GenericStats {
+            sender: o.sender_stats,
+            receiver: o.receiver_stats,
+        },
+        wire_packets: o.wire_packets,
+        wire_bytes: o.wire_bytes,
+    }
 }
 
 /// Bytes of a packet that are not message: IPv4 (20) + UDP (8) + a short
@@ -410,16 +531,7 @@ pub(crate) fn run(
     let tx_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 4000);
     let rx_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 5004);
     let (a, b) = g.endpoints(tx_addr, rx_addr, sim.derive_seed(1))?;
-    let sender = GenericSender::new(GenericSenderConfig {
-        count: sc.count,
-        size: sc.size,
-        interval: sc.interval,
-        lifetime: sc.lifetime,
-        seed: sc.seed,
-        linger: sc.rtt * 4 + Duration::from_secs(1),
-        group: sc.group,
-    });
-    let receiver = GenericReceiver::new(sc.count, sc.size, sc.seed);
+    let (sender, receiver) = apps(sc);
     let tx = sim.add_node(TransportHost::new(tx_addr.ip(), a, sender));
     let rx = sim.add_node(TransportHost::new(rx_addr.ip(), b, receiver));
     let one_way = sc.rtt / 2;
@@ -485,73 +597,27 @@ pub(crate) fn run(
     sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
     let link = sim.link_stats(fwd).map_err(|e| e.to_string())?;
 
-    let s = sim.node_mut::<SenderHost>(tx).expect("sender");
-    let generated: Vec<Option<Instant>> = s.app().records().iter().map(|r| r.generated).collect();
-    let expired: Vec<bool> = s.app().records().iter().map(|r| r.expired).collect();
-    let expired_events = s.app().expired_events();
-    let sender_stats = s.transport().stats();
-    let error = s.app().error().map(str::to_owned).or_else(|| {
-        (s.app().generated() == 0).then(|| "the connection was not established".to_string())
-    });
+    let wire_packets = link.packets_sent;
+    let wire_bytes = link.bytes_sent;
+    let duration = sim.now().since_epoch();
+    let sender = sim.node_mut::<SenderHost>(tx).expect("sender");
+    let sender_stats = sender.transport().stats();
+    let sender_app = sender.app().clone();
     let r = sim.node_mut::<ReceiverHost>(rx).expect("receiver");
-    let arrival = r.app().arrival().to_vec();
-    let corrupt_delivered = r.app().corrupt_delivered() + r.app().unknown_delivered();
-    let duplicates_delivered = r.app().duplicates_delivered();
     let receiver_stats = r.transport().stats();
-
-    // The oracle: attribute packets to messages by time (module docs).
-    let n = sc.count as usize;
-    let mut first_tx_dropped = vec![false; n];
-    let mut network_dropped = vec![false; n];
-    let packets = &offered.borrow().0;
-    let mut at = 0;
-    for id in 0..n {
-        let Some(gen) = generated[id] else { continue };
-        while at < packets.len() && (packets[at].time < gen || packets[at].len < ATTRIBUTE_MIN) {
-            at += 1;
-        }
-        let mut carried = 0;
-        while at < packets.len() && carried < sc.size {
-            let p = packets[at];
-            at += 1;
-            if p.len < ATTRIBUTE_MIN {
-                continue;
-            }
-            carried += p.len.saturating_sub(PACKET_OVERHEAD).max(1);
-            first_tx_dropped[id] |= p.dropped;
-            network_dropped[id] |= p.network_dropped;
-        }
-    }
-    let fits = crate::oracle_in_time(one_way, sc.rate_bps, sc.size + PACKET_OVERHEAD, sc.lifetime);
-    let on_time = crate::OnTime::of_run(&generated, &arrival, sc.lifetime, |id| {
-        fits && !network_dropped[id]
-    });
-    Ok(crate::MessagesRun {
-        scenario: sc.clone(),
-        generated,
-        arrival,
-        expired,
-        first_tx_dropped,
-        network_dropped,
-        on_time,
-        corrupt_delivered,
-        duplicates_delivered,
-        crc_rejected: 0,
-        deframer: Default::default(),
-        hollywood: Default::default(),
-        sender_srtt: sender_stats.srtt,
-        ooo: Default::default(),
-        wire: Default::default(),
-        expired_events,
-        cache_replayed_bytes: 0,
-        sim_time: sim.now().since_epoch(),
-        error,
-        receiver_packets: Vec::new(),
-        transport: GenericStats {
-            sender: sender_stats,
-            receiver: receiver_stats,
+    let offered = offered.borrow();
+    Ok(assemble(
+        sc,
+        Outcome {
+            sender: &sender_app,
+            sender_stats,
+            receiver: r.app(),
+            receiver_stats,
+            offered: &offered.0,
+            wire_packets,
+            wire_bytes,
+            duration,
+            error: None,
         },
-        wire_packets: link.packets_sent,
-        wire_bytes: link.bytes_sent,
-    })
+    ))
 }

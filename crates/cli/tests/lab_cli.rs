@@ -206,3 +206,51 @@ fn bad_arguments_fail_before_touching_anything() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `hollywood lab messages` prints the keys of `sim messages` for QUIC and
+/// for a TCP deployment, runs several transports in one table, and leaves
+/// no lab behind.
+#[test]
+fn lab_messages_prints_the_sim_keys() {
+    let Some(_g) = setup("lab_messages_prints_the_sim_keys") else {
+        return;
+    };
+    let name = format!("hwn-{}-m", std::process::id());
+    let common = [
+        "--rate",
+        "8mbit",
+        "--rtt",
+        "60ms",
+        "--loss",
+        "1%",
+        "--size",
+        "1000",
+        "--interval",
+        "10ms",
+        "--lifetime",
+        "150ms",
+        "--messages",
+        "200",
+        "--json",
+    ];
+    let run = |sub: &[&str], transport: &str| -> serde_json::Value {
+        let mut args: Vec<&str> = sub.to_vec();
+        args.extend(["--transport", transport]);
+        args.extend(common);
+        serde_json::from_str(&ok(&args)).expect("JSON")
+    };
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    let sim = run(&["sim", "messages"], "quic-pps");
+    let lab = run(&["lab", "messages", "--name", &name], "quic-pps,hollywood");
+    let rows = lab.as_array().expect("one row per transport");
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert_eq!(keys(r), keys(&sim), "{r}");
+        assert_eq!(r["error"], serde_json::Value::Null, "{r}");
+        assert_eq!(r["sent"], 200, "{r}");
+        assert_eq!(r["corrupt_delivered"], 0, "{r}");
+    }
+    assert_eq!(rows[0]["transport"], "quic-pps");
+    assert_eq!(rows[1]["transport"], "hollywood");
+    assert!(namespaces_of(&name).is_empty(), "labs deleted");
+}

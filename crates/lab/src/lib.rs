@@ -9,6 +9,7 @@
 //! - [`topology`]: two- and three-host labs (namespaces, veths, addresses,
 //!   routes, the emulator), idempotent and torn down on drop.
 //! - [`capture`]: tshark captures on the path and their wire audit.
+//! - [`messages`]: `sim messages` on real packets (QUIC, UDP, TCP);
 //! - [`interop`], [`middlebox`], [`calibrate`], [`bench`], [`compare`]: the
 //!   experiments;
 //!   [`workload`]: self-checking timed message workloads they share;
@@ -25,6 +26,7 @@ pub mod calibrate;
 pub mod capture;
 pub mod compare;
 pub mod interop;
+pub mod messages;
 pub mod middlebox;
 pub mod netem;
 pub mod topology;

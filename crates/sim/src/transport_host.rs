@@ -3,22 +3,9 @@
 
 use crate::node::Node;
 use hollywood_tcp::Instant;
-use hollywood_transport::{MessageTransport, TransportEvent};
+use hollywood_transport::MessageTransport;
+pub use hollywood_transport::TransportApp;
 use std::net::IpAddr;
-
-/// Application logic on a [`TransportHost`].
-pub trait TransportApp: 'static {
-    /// Called once, at the host's first wake-up, after the transport started.
-    fn on_start(&mut self, now: Instant, t: &mut dyn MessageTransport);
-    /// A transport event.
-    fn on_event(&mut self, now: Instant, t: &mut dyn MessageTransport, ev: TransportEvent);
-    /// The app's own timer is due (may be early or spurious).
-    fn on_timeout(&mut self, _now: Instant, _t: &mut dyn MessageTransport) {}
-    /// The app's next wake-up.
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-}
 
 /// A [`Node`] with one interface (0), one address, a transport and an app.
 pub struct TransportHost<A: TransportApp> {

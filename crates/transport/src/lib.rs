@@ -177,7 +177,7 @@ pub struct TransportStats {
 /// After any input (`start`, `handle_packet`, `handle_timeout`, `send`,
 /// `close`), the host drains `poll_transmit` and `poll_event`, then reads
 /// `poll_timeout`.
-pub trait MessageTransport {
+pub trait MessageTransport: Send {
     /// Short name (`quic-pps`, `udp`, ...).
     fn name(&self) -> &'static str;
     /// Begin: a client connects, a server listens.
@@ -198,4 +198,20 @@ pub trait MessageTransport {
     fn close(&mut self, now: Instant);
     /// Counters.
     fn stats(&self) -> TransportStats;
+}
+
+/// Application logic written against a [`MessageTransport`]: the same code
+/// runs on a simulated host (`hollywood_sim::TransportHost`, virtual time)
+/// and on real packets (`hollywood_tun::udp_host`, the OS clock).
+pub trait TransportApp: Send + 'static {
+    /// Called once, at the host's first wake-up, after the transport started.
+    fn on_start(&mut self, now: Instant, t: &mut dyn MessageTransport);
+    /// A transport event.
+    fn on_event(&mut self, now: Instant, t: &mut dyn MessageTransport, ev: TransportEvent);
+    /// The app's own timer is due (may be early or spurious).
+    fn on_timeout(&mut self, _now: Instant, _t: &mut dyn MessageTransport) {}
+    /// The app's next wake-up.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
 }

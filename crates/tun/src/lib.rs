@@ -16,6 +16,8 @@
 //!   [`Stream`] in byte-stream or message mode (thesis §7.2).
 //! - [`kernel`]: the same message layer over an ordinary kernel TCP socket
 //!   (thesis §4.4 partial deployment).
+//! - [`udp_host`]: any `hollywood_transport::MessageTransport` (QUIC,
+//!   UDP) with its application on a real UDP socket and the OS clock.
 //! - [`message`]: what both share: [`SendMessage`], [`ReceivedMessage`],
 //!   [`MessageStream`], [`StreamError`].
 //!
@@ -35,6 +37,7 @@ pub mod netns;
 pub mod offload;
 pub mod stack;
 mod sys;
+pub mod udp_host;
 
 pub use device::{TunConfig, TunDevice};
 pub use error::{Error, Result};
@@ -43,3 +46,4 @@ pub use kernel::{KernelListener, KernelStream};
 pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, StreamError};
 pub use netns::{is_root, skip, NetNs, NsThread, VethPair};
 pub use stack::{Listener, Stack, StackOptions, Stream, StreamStats};
+pub use udp_host::{UdpHost, UdpHostStats};

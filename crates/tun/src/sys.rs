@@ -157,3 +157,30 @@ pub(crate) fn set_tun_offload(fd: &impl AsRawFd, flags: libc::c_uint) -> io::Res
     }
     Ok(())
 }
+
+/// Wait until `fd` is readable or `timeout` passed (`ppoll`, nanosecond
+/// timeout on the kernel's high-resolution timers: a socket's
+/// `SO_RCVTIMEO` rounds up to scheduler ticks, too coarse for pacing).
+/// Returns whether it is readable. `EINTR` counts as a timeout.
+pub(crate) fn wait_readable(fd: &impl AsRawFd, timeout: std::time::Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `pfd` and `ts` are live locals for the call; one descriptor
+    // is passed (nfds = 1), kept open by the borrow of `fd`; no signal mask.
+    let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(rc > 0 && pfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
+}

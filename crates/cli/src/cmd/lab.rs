@@ -36,6 +36,21 @@ pub enum LabCommand {
     Status(StatusArgs),
     /// Bring up a temporary lab and check RTT and throughput against the configuration.
     Verify(VerifyArgs),
+    /// `sim messages` on real packets: the same scenario, transports and
+    /// JSON keys, over a fresh lab whose emulator runs the same link model
+    /// (QUIC and UDP on UDP sockets, the TCP deployments on our engine).
+    Messages(MessagesLabArgs),
+}
+
+/// Arguments of `hollywood lab messages`.
+#[derive(Args, Debug)]
+pub struct MessagesLabArgs {
+    /// Name of the temporary lab (one per transport: NAME-0, NAME-1, ...;
+    /// deleted afterwards).
+    #[arg(long, default_value = "hwmsg")]
+    pub name: String,
+    #[command(flatten)]
+    pub messages: crate::cmd::messages::MessagesArgs,
 }
 
 /// `--name`.
@@ -136,6 +151,7 @@ pub fn run(c: LabCommand) -> Result<(), String> {
         LabCommand::Exec(a) => exec(a),
         LabCommand::Status(a) => status(a),
         LabCommand::Verify(a) => verify(a),
+        LabCommand::Messages(a) => crate::cmd::messages::run_lab(a.messages, &a.name),
     }
 }
 

@@ -324,7 +324,25 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
     }
 }
 
+/// Where a run happens.
+enum Place<'a> {
+    /// The discrete-event simulator.
+    Sim,
+    /// Real packets in a lab of this name (root).
+    Lab(&'a str),
+}
+
 pub fn run(a: MessagesArgs) -> Result<(), String> {
+    run_in(a, Place::Sim)
+}
+
+/// `hollywood lab messages`: the same scenario on real packets.
+pub fn run_lab(a: MessagesArgs, lab: &str) -> Result<(), String> {
+    hollywood_lab::topology::check_name(lab).map_err(|e| e.to_string())?;
+    run_in(a, Place::Lab(lab))
+}
+
+fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
     if a.size == 0 || a.size > 1 << 20 {
         return Err("--size must be between 1 byte and 1 MiB".into());
     }
@@ -336,7 +354,7 @@ pub fn run(a: MessagesArgs) -> Result<(), String> {
         return Err("--pcap needs a single transport".into());
     }
     let mut reports = Vec::new();
-    for choice in &a.transport.0 {
+    for (index, choice) in a.transport.0.iter().enumerate() {
         let (transport, generic) = match choice {
             Choice::Tcp(t) => (*t, None),
             Choice::Generic(g) => {
@@ -386,7 +404,17 @@ pub fn run(a: MessagesArgs) -> Result<(), String> {
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
         let wall = std::time::Instant::now();
-        let run = sc.run()?;
+        let run = match place {
+            Place::Sim => sc.run()?,
+            Place::Lab(lab) => {
+                let lab = format!("{lab}-{index}");
+                match &sc.generic {
+                    Some(g) => hollywood_lab::messages::run_generic(&sc, g, &lab),
+                    None => hollywood_lab::messages::run_tcp(&sc, &lab),
+                }
+                .map_err(|e| format!("{}: {e}", choice.name()))?
+            }
+        };
         let r = summarise(&run, wall.elapsed().as_secs_f64() * 1000.0);
         if !several && !a.json {
             print_human(&a, &run, &r);

@@ -1,0 +1,260 @@
+//! `hollywood lab messages`: the timed message stream of `sim messages` on
+//! real packets (issue 10, "a real-packet twin of `sim messages`").
+//!
+//! The scenario is the simulator's [`MessagesScenario`]; the path is a
+//! two-host lab whose user-space emulator runs the simulator's own link
+//! model with the same parameters (rate and queue each way, half the RTT
+//! each way, the loss model on a→b only). The result is the simulator's
+//! [`MessagesRun`], so the CLI prints the same JSON keys for both.
+//!
+//! QUIC and UDP run their sans-IO transports (the very ones the simulator
+//! runs) and the same applications ([`hollywood_apps::generic`]) on real
+//! UDP sockets in the lab's namespaces, through
+//! [`hollywood_tun::udp_host`], on the OS clock. The oracle is the
+//! simulator's attribution of packets to messages by time
+//! ([`hollywood_apps::generic::attribute`]), with each packet's fate read
+//! from the emulator's drop log by its fingerprint (computed from the
+//! packet as the transport built it; the kernel sends the same addresses,
+//! ports and payload).
+
+use crate::netem::{segment_fingerprint, Direction};
+use crate::topology::{Host, Lab, LabError, LabSpec};
+use hollywood_apps::generic::{self, GenericReceiver, GenericSender, Offered, Outcome};
+use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
+use hollywood_sim::{DropReason, LinkConfig, MiddleboxKind};
+use hollywood_tcp::Instant;
+use hollywood_tun::{NetNs, UdpHost};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Errors (setup failures; a transport's own failure is in the run).
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// Sender and receiver ports (as in the simulator).
+const SENDER_PORT: u16 = 4000;
+const RECEIVER_PORT: u16 = 5004;
+
+/// A packet the sender sent: when, IP length, emulator fingerprint.
+type SentPacket = (Instant, usize, Option<u64>);
+
+/// The emulated links of a scenario: a→b carries data and the loss model,
+/// b→a the acknowledgements.
+pub fn links(sc: &MessagesScenario) -> (LinkConfig, LinkConfig) {
+    let one_way = sc.rtt / 2;
+    let fwd = LinkConfig::new(sc.rate_bps, one_way)
+        .with_queue_bytes(sc.queue_bytes)
+        .with_loss(sc.loss);
+    let rev = LinkConfig::new(sc.uplink_bps, one_way).with_queue_bytes(sc.queue_bytes);
+    (fwd, rev)
+}
+
+/// Run `sc` over `g` (QUIC or UDP) in a fresh lab named `lab_name`.
+pub fn run_generic(
+    sc: &MessagesScenario,
+    g: &GenericTransport,
+    lab_name: &str,
+) -> Result<MessagesRun, Error> {
+    if !hollywood_tun::is_root() {
+        return Err(Box::new(LabError::NotRoot));
+    }
+    if sc.middlebox != MiddleboxKind::None {
+        return Err(format!("{} runs without a middlebox", g.name()).into());
+    }
+    if sc.pcap.is_some() {
+        return Err(
+            "--pcap is the simulator's capture; on real packets use `hollywood lab` with tshark"
+                .into(),
+        );
+    }
+    crate::interop::remove_stale_labs();
+    let (fwd, rev) = links(sc);
+    let lab = Lab::up(LabSpec {
+        name: lab_name.to_string(),
+        three_hosts: false,
+        a_to_b: fwd,
+        b_to_a: rev,
+        seed: sc.seed,
+        hook: None,
+    })?;
+    let tx_addr = SocketAddr::new(lab.addr(Host::A, false), SENDER_PORT);
+    let rx_addr = SocketAddr::new(lab.addr(Host::B, false), RECEIVER_PORT);
+    let ns_a = NetNs::open(lab.ns(Host::A).name().ok_or("named namespace")?)?;
+    let ns_b = NetNs::open(lab.ns(Host::B).name().ok_or("named namespace")?)?;
+    // Sockets are created inside the namespaces and keep belonging to them.
+    let tx_sock = ns_a.run(move || UdpSocket::bind(tx_addr))??;
+    let rx_sock = ns_b.run(move || UdpSocket::bind(rx_addr))??;
+    // Same seeds as the simulator's run of this scenario.
+    let transport_seed = hollywood_sim::SimBuilder::new()
+        .seed(sc.seed)
+        .build()
+        .derive_seed(1);
+    let (ta, tb) = g.endpoints(tx_addr, rx_addr, transport_seed)?;
+    let (sender, receiver) = generic::apps(sc);
+    let epoch = std::time::Instant::now();
+    let mut rx = UdpHost::new(rx_sock, tb, receiver, epoch)?;
+    let mut tx = UdpHost::new(tx_sock, ta, sender, epoch)?;
+    let sent: Arc<Mutex<Vec<SentPacket>>> = Arc::default();
+    {
+        let sent = sent.clone();
+        tx.set_transmit_hook(Box::new(move |now, packet| {
+            let fp = segment_fingerprint(packet);
+            sent.lock()
+                .expect("transmit log")
+                .push((now, packet.len(), fp));
+        }));
+    }
+    let limit = Instant::ZERO + sc.interval * sc.count + sc.rtt * 20 + Duration::from_secs(60);
+    let sender_done = Arc::new(AtomicBool::new(false));
+    let rx_thread = {
+        let done = sender_done.clone();
+        std::thread::Builder::new()
+            .name("lab-msg-rx".into())
+            .spawn(move || -> std::io::Result<UdpHost<GenericReceiver>> {
+                rx.run_until(limit, |_, _| done.load(Ordering::Acquire))?;
+                Ok(rx)
+            })?
+    };
+    let tx_result = tx.run_until(limit, |app: &GenericSender, _| app.finished());
+    sender_done.store(true, Ordering::Release);
+    let rx = rx_thread.join().map_err(|_| "receiver thread panicked")??;
+    let finished = tx_result?;
+    let duration = tx.now().since_epoch();
+    let drops = lab
+        .netem()
+        .map(|m| m.drop_log(Direction::AtoB))
+        .unwrap_or_default();
+    drop(lab);
+
+    let sent = sent.lock().expect("transmit log");
+    let offered: Vec<Offered> = sent
+        .iter()
+        .map(|&(time, len, fp)| {
+            let reason = fp.and_then(|fp| drops.reason_of(fp));
+            Offered {
+                time,
+                len,
+                dropped: reason.is_some(),
+                network_dropped: matches!(reason, Some(DropReason::Loss | DropReason::Rule)),
+            }
+        })
+        .collect();
+    let stats = tx.stats();
+    let error = (!finished).then(|| format!("the sender did not finish within {limit:?}"));
+    Ok(generic::assemble(
+        sc,
+        Outcome {
+            sender: tx.app(),
+            sender_stats: tx.transport().stats(),
+            receiver: rx.app(),
+            receiver_stats: rx.transport().stats(),
+            offered: &offered,
+            wire_packets: stats.datagrams_out,
+            wire_bytes: stats.ip_bytes_out,
+            duration,
+            error,
+        },
+    ))
+}
+
+/// Run `sc` over its TCP deployment (`sc.transport`: tcp, hollywood-ir,
+/// hollywood-ooo, hollywood) with our engine on TUN at both ends, in a
+/// fresh lab named `lab_name`: the interop runner
+/// ([`crate::interop::run_pair`]) with the deployment's engine
+/// configurations, its wire audit from a capture at the sender's side of
+/// the emulator and its oracle from the emulator's drop log.
+pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Error> {
+    use crate::interop::{run_pair, End, PairSpec};
+    if sc.middlebox != MiddleboxKind::None {
+        return Err("middleboxes on real packets: `hollywood middlebox`".into());
+    }
+    if sc.pcap.is_some() {
+        return Err("--pcap is the simulator's capture; real-packet captures: `hollywood interop --pcap-dir`".into());
+    }
+    crate::interop::remove_stale_labs();
+    let (a_to_b, b_to_a) = links(sc);
+    let spec = PairSpec {
+        lab: lab_name.to_string(),
+        sender: End::Engine,
+        receiver: End::Engine,
+        sender_config: sc.transport.sender_config(&sc.base),
+        receiver_config: sc.transport.receiver_config(&sc.base),
+        a_to_b,
+        b_to_a,
+        seed: sc.seed,
+        messages: sc.count,
+        size: sc.size.max(crate::workload::MIN_PAYLOAD),
+        interval: sc.interval,
+        lifetime: sc.lifetime,
+        port: 5400,
+        pcap: None,
+        drain: Duration::from_secs(10),
+        kernel_cc: None,
+    };
+    if spec.size != sc.size {
+        return Err(format!(
+            "messages must be at least {} bytes on real packets (they carry their id)",
+            crate::workload::MIN_PAYLOAD
+        )
+        .into());
+    }
+    let run = run_pair(&spec)?;
+    let t = |d: Duration| Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let generated: Vec<Option<Instant>> = run.sent_at.iter().map(|s| s.map(t)).collect();
+    let arrival: Vec<Option<Instant>> = run.arrival.iter().map(|a| a.map(t)).collect();
+    let mut expired = vec![false; sc.count as usize];
+    for &id in &run.sender.expired_ids {
+        if let Some(e) = expired.get_mut(id as usize) {
+            *e = true;
+        }
+    }
+    let mut network_dropped = run.network_dropped.clone();
+    network_dropped.resize(sc.count as usize, false);
+    let hollywood = hollywood_tcp::HollywoodStats {
+        ir_sent: run.sender.ir_sent.unwrap_or(0),
+        replaced_at_first_tx: run.sender.replaced_at_first_tx.unwrap_or(0),
+        not_sent: run.sender.expired_before_send,
+        ..Default::default()
+    };
+    let ooo = hollywood_tcp::OooStats {
+        out_of_order: run.receiver.ooo_segments.unwrap_or(0),
+        ..Default::default()
+    };
+    let wire = hollywood_apps::WireAuditReport {
+        data_segments: run.wire.data_segments,
+        seq_holes: run.wire.seq_holes,
+        retransmissions: run.wire.retransmissions,
+        length_mismatches: run.wire.length_mismatches,
+        inconsistent: run.wire.inconsistent_retransmissions,
+        not_tcp: 0,
+    };
+    Ok(MessagesRun {
+        scenario: sc.clone(),
+        on_time: run.on_time(),
+        generated,
+        arrival,
+        expired,
+        first_tx_dropped: network_dropped.clone(),
+        network_dropped,
+        corrupt_delivered: run.tally.corrupt + run.tally.unknown,
+        duplicates_delivered: run.tally.duplicates,
+        crc_rejected: run.receiver.messages.deframer.crc_rejected,
+        deframer: run.receiver.messages.deframer,
+        hollywood,
+        sender_srtt: run
+            .sender
+            .srtt_ms
+            .map(|ms| Duration::from_secs_f64(ms / 1e3)),
+        ooo,
+        wire,
+        expired_events: run.sender.expired_ids.len() as u64,
+        cache_replayed_bytes: 0,
+        sim_time: run.duration,
+        error: run.error.clone(),
+        receiver_packets: Vec::new(),
+        transport: Default::default(),
+        wire_packets: run.netem.a_to_b.packets_in,
+        wire_bytes: run.netem.a_to_b.bytes_in,
+    })
+}
