@@ -530,6 +530,16 @@ pub(crate) fn run(
     let mut sim = SimBuilder::new().seed(sc.seed).build();
     let tx_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 4000);
     let rx_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 5004);
+    let mut g = g.clone();
+    let key_log = match (&mut g, &sc.keylog) {
+        (GenericTransport::Quic(q), Some(_)) => {
+            let k = std::sync::Arc::new(hollywood_transport::quic::KeyLogLines::default());
+            q.key_log = Some(k.clone());
+            Some(k)
+        }
+        (_, Some(_)) => return Err(format!("--keylog applies to QUIC, not {}", g.name())),
+        _ => None,
+    };
     let (a, b) = g.endpoints(tx_addr, rx_addr, sim.derive_seed(1))?;
     let (sender, receiver) = apps(sc);
     let tx = sim.add_node(TransportHost::new(tx_addr.ip(), a, sender));
@@ -595,6 +605,10 @@ pub(crate) fn run(
     }
     sim.run_for(sc.rtt * 2).map_err(|e| e.to_string())?;
     sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
+    if let (Some(k), Some(path)) = (&key_log, &sc.keylog) {
+        std::fs::write(path, k.to_file_contents())
+            .map_err(|e| format!("cannot write key log {}: {e}", path.display()))?;
+    }
     let link = sim.link_stats(fwd).map_err(|e| e.to_string())?;
 
     let wire_packets = link.packets_sent;

@@ -54,6 +54,9 @@ pub struct MessagesScenario {
     pub base: Config,
     /// Write the sender-side packets here.
     pub pcap: Option<PathBuf>,
+    /// QUIC transports: write the connection's TLS secrets here in
+    /// SSLKEYLOGFILE format, so Wireshark decrypts the pcap.
+    pub keylog: Option<PathBuf>,
     /// Also drop these packets (0-based indices of packets offered to the
     /// lossy link), to script exact scenarios.
     pub drop_packets: Vec<u64>,
@@ -85,6 +88,7 @@ impl Default for MessagesScenario {
             seed: 1,
             base: Config::default(),
             pcap: None,
+            keylog: None,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
             generic: None,

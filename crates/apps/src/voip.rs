@@ -275,6 +275,7 @@ impl VoipScenario {
             seed: self.seed,
             base: self.base.clone(),
             pcap: self.pcap.clone(),
+            keylog: None,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
             generic: None,

@@ -13,7 +13,8 @@
 //! - [`interop`], [`middlebox`], [`calibrate`], [`bench`], [`compare`]: the
 //!   experiments;
 //!   [`workload`]: self-checking timed message workloads they share;
-//!   [`wiremsg`]: workload messages read back from a capture (oracle, order).
+//!   [`wiremsg`]: workload messages read back from a capture (oracle, order);
+//!   [`quicwire`]: QUIC STREAM frames from a decrypted capture (retransmissions).
 //!
 //! Everything that touches the network needs Linux and root.
 #![deny(unsafe_code)]
@@ -29,6 +30,7 @@ pub mod interop;
 pub mod messages;
 pub mod middlebox;
 pub mod netem;
+pub mod quicwire;
 pub mod topology;
 pub mod wiremsg;
 pub mod workload;

@@ -98,6 +98,61 @@ pub struct QuicConfig {
     pub max_streams: u32,
     /// Messages waiting for a stream or the handshake, at most.
     pub max_backlog: usize,
+    /// Collect the connection's TLS secrets (client side) in
+    /// SSLKEYLOGFILE format, so a capture can be decrypted (Wireshark's
+    /// `tls.keylog_file`). Off by default: the secrets are the keys.
+    pub key_log: Option<Arc<KeyLogLines>>,
+}
+
+/// TLS secrets in the SSLKEYLOGFILE format (`LABEL client_random secret`,
+/// hex), collected in memory by rustls's [`rustls::KeyLog`] hook.
+#[derive(Default)]
+pub struct KeyLogLines {
+    lines: std::sync::Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for KeyLogLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secrets themselves.
+        f.debug_struct("KeyLogLines")
+            .field("lines", &self.lines().len())
+            .finish()
+    }
+}
+
+impl KeyLogLines {
+    /// The lines logged so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The file Wireshark reads: one line per secret.
+    pub fn to_file_contents(&self) -> String {
+        let mut s = String::new();
+        for l in self.lines() {
+            s.push_str(&l);
+            s.push('\n');
+        }
+        s
+    }
+}
+
+impl rustls::KeyLog for KeyLogLines {
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let line = format!("{label} {} {}", hex(client_random), hex(secret));
+        self.lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(line);
+    }
+
+    fn will_log(&self, _label: &str) -> bool {
+        true
+    }
 }
 
 impl QuicConfig {
@@ -151,6 +206,7 @@ impl Default for QuicConfig {
             cc: QuicCc::Cubic,
             max_streams: 1024,
             max_backlog: 4096,
+            key_log: None,
         }
     }
 }
@@ -187,13 +243,29 @@ impl QuicIdentity {
         Ok(c)
     }
 
-    fn client_config(&self, transport: Arc<TransportConfig>) -> Result<ClientConfig, String> {
+    fn client_config(
+        &self,
+        transport: Arc<TransportConfig>,
+        key_log: Option<Arc<KeyLogLines>>,
+    ) -> Result<ClientConfig, String> {
         let mut roots = rustls::RootCertStore::empty();
         roots
             .add(self.cert.clone())
             .map_err(|e| format!("trust anchor: {e}"))?;
-        let mut c = ClientConfig::with_root_certificates(Arc::new(roots))
+        // What quinn's `ClientConfig::with_root_certificates` builds (TLS
+        // 1.3 only, ring), plus the key-log hook.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| format!("client TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        if let Some(k) = key_log {
+            tls.key_log = k;
+        }
+        let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| format!("client TLS: {e}"))?;
+        let mut c = ClientConfig::new(Arc::new(quic));
         c.transport_config(transport);
         Ok(c)
     }
@@ -350,7 +422,7 @@ impl QuicTransport {
                 sc.time_source(vtime.clone());
                 (Some(Arc::new(sc)), None)
             }
-            Role::Client { .. } => (None, Some(identity.client_config(tc)?)),
+            Role::Client { .. } => (None, Some(identity.client_config(tc, cfg.key_log.clone())?)),
         };
         let remote = match role {
             Role::Client { remote } => Some(remote),

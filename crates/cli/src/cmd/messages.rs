@@ -66,6 +66,10 @@ pub struct MessagesArgs {
     /// Write the sender's packets (at link ingress) to this pcap file.
     #[arg(long)]
     pcap: Option<std::path::PathBuf>,
+    /// QUIC: write the TLS secrets to this SSLKEYLOGFILE, so Wireshark or
+    /// `tshark -o tls.keylog_file:FILE` decrypts the --pcap capture.
+    #[arg(long, requires = "pcap")]
+    keylog: Option<std::path::PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -393,6 +397,7 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
             middlebox: a.middlebox,
             seed: a.seed,
             pcap: a.pcap.clone(),
+            keylog: a.keylog.clone(),
             base: Config {
                 cc: a.cc,
                 pacing: a.pacing,
