@@ -82,6 +82,11 @@ pub enum VoipTransport {
     Stream(Transport),
     /// Plain UDP datagrams, no retransmission at all.
     Udp,
+    /// A QUIC transport behind the message-transport interface, by name
+    /// (`quic-ss`, `quic-gop`, `quic-fps`, `quic-pps`, `quic-dgram`,
+    /// `quicsilver`; see [`crate::GenericTransport`]): the same call over
+    /// the same link through [`MessagesScenario`], no per-transport code.
+    Quic(&'static str),
 }
 
 impl VoipTransport {
@@ -101,6 +106,7 @@ impl VoipTransport {
         match self {
             VoipTransport::Stream(t) => t.name(),
             VoipTransport::Udp => "udp",
+            VoipTransport::Quic(name) => name,
         }
     }
 
@@ -109,16 +115,27 @@ impl VoipTransport {
         if s == "udp" {
             return Ok(VoipTransport::Udp);
         }
+        if let Some(name) = crate::GenericTransport::NAMES
+            .iter()
+            .find(|n| **n == s && s.starts_with("quic"))
+        {
+            return Ok(VoipTransport::Quic(name));
+        }
         Transport::parse(s).map(VoipTransport::Stream).map_err(|_| {
             format!(
-                "unknown transport '{s}': use tcp, hollywood, hollywood-ir, hollywood-ooo or udp"
+                "unknown transport '{s}': use tcp, hollywood, hollywood-ir, hollywood-ooo, udp, quic-ss, quic-gop, quic-fps, quic-pps, quic-dgram or quicsilver"
             )
         })
     }
 
-    /// The transport retransmits (every TCP deployment).
+    /// The transport retransmits (every TCP deployment, QUIC's streams;
+    /// not UDP or QUIC datagrams).
     pub fn retransmits(self) -> bool {
-        matches!(self, VoipTransport::Stream(_))
+        match self {
+            VoipTransport::Stream(_) => true,
+            VoipTransport::Udp => false,
+            VoipTransport::Quic(name) => name != "quic-dgram",
+        }
     }
 }
 
@@ -254,12 +271,23 @@ impl VoipScenario {
     pub fn run(&self) -> Result<VoipRun, VoipError> {
         self.validate()?;
         match self.transport {
-            VoipTransport::Stream(t) => self.run_stream(t),
+            VoipTransport::Stream(t) => self.run_stream(t, None),
             VoipTransport::Udp => self.run_udp(),
+            VoipTransport::Quic(name) => {
+                let g = crate::GenericTransport::parse(name).ok_or_else(|| {
+                    VoipError::InvalidScenario(format!("unknown transport {name}"))
+                })?;
+                self.run_stream(Transport::Tcp, Some(g))
+            }
         }
     }
 
-    fn run_stream(&self, t: Transport) -> Result<VoipRun, VoipError> {
+    /// Over a TCP deployment `t`, or over `generic` when given.
+    fn run_stream(
+        &self,
+        t: Transport,
+        generic: Option<crate::GenericTransport>,
+    ) -> Result<VoipRun, VoipError> {
         let sc = MessagesScenario {
             rate_bps: self.rate_bps,
             uplink_bps: self.uplink_bps,
@@ -278,7 +306,7 @@ impl VoipScenario {
             keylog: None,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
-            generic: None,
+            generic,
             group: 0,
         };
         let m = sc.run().map_err(VoipError::Simulation)?;
@@ -1004,6 +1032,45 @@ mod tests {
             assert_eq!(VoipTransport::parse(t.name()), Ok(t));
         }
         assert!(VoipTransport::parse("sctp").is_err());
+        for name in [
+            "quic-ss",
+            "quic-gop",
+            "quic-fps",
+            "quic-pps",
+            "quic-dgram",
+            "quicsilver",
+        ] {
+            let t = VoipTransport::parse(name).unwrap();
+            assert_eq!(t, VoipTransport::Quic(name));
+            assert_eq!(t.name(), name);
+        }
+    }
+
+    /// The call over QUIC through the message-transport interface: one
+    /// stream blocks behind each loss as TCP does; QUICsilver gives up what
+    /// cannot be played in time and is (almost) never late.
+    #[test]
+    fn voice_over_quic_one_stream_blocks_quicsilver_does_not() {
+        let run = |name| {
+            VoipScenario {
+                transport: VoipTransport::parse(name).unwrap(),
+                loss: LossModel::Bernoulli(0.01),
+                count: 1500,
+                ..VoipScenario::intercontinental()
+            }
+            .run()
+            .unwrap()
+        };
+        let (ss, qs) = (run("quic-ss").summary(), run("quicsilver").summary());
+        assert!(ss.first_tx_dropped > 5, "{ss:?}");
+        assert!(
+            ss.late > ss.first_tx_dropped,
+            "head-of-line blocking: {ss:?}"
+        );
+        // The srtt/2 estimate of the repair time can be a little short.
+        assert!(qs.late * 5 <= ss.late, "{qs:?} vs {ss:?}");
+        assert!(qs.played > ss.played, "{qs:?} vs {ss:?}");
+        assert!(qs.played + 2 >= qs.oracle_on_time, "{qs:?}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the thesis's intercontinental path (§5.1.2: 8 Mb/s down, 1 Mb/s up,
 //! 70 ms RTT, 0.1 % random loss, 160-byte messages every 20 ms, 30 ms
 //! playout delay) over standard TCP, the three TCP Hollywood deployments
-//! (§4.4) and plain UDP, side by side: a short table a newcomer can read,
+//! (§4.4), standard QUIC (one stream), QUICsilver (stream per message,
+//! deadline-aware resets) and plain UDP, side by side: a short table a newcomer can read,
 //! and per-message plots in the style of the thesis's Figs. 5.7–5.16.
 
 use crate::cmd::voip::{plot_run, zoom_range, VoipReport};
@@ -31,11 +32,13 @@ pub struct DemoArgs {
 }
 
 /// The transports in the order the table shows them.
-const TRANSPORTS: [VoipTransport; 5] = [
+const TRANSPORTS: [VoipTransport; 7] = [
     VoipTransport::Stream(Transport::Tcp),
     VoipTransport::Stream(Transport::HollywoodIr),
     VoipTransport::Stream(Transport::HollywoodOoo),
     VoipTransport::Stream(Transport::Hollywood),
+    VoipTransport::Quic("quic-ss"),
+    VoipTransport::Quic("quicsilver"),
     VoipTransport::Udp,
 ];
 
@@ -46,6 +49,9 @@ fn what(t: VoipTransport) -> &'static str {
         VoipTransport::Stream(Transport::HollywoodOoo) => "Hollywood receiver only",
         VoipTransport::Stream(Transport::Hollywood) => "TCP Hollywood, both ends",
         VoipTransport::Udp => "UDP, never retransmits",
+        VoipTransport::Quic("quicsilver") => "QUIC, deadline resets",
+        VoipTransport::Quic("quic-ss") => "standard QUIC, one stream",
+        VoipTransport::Quic(_) => "QUIC",
     }
 }
 
@@ -179,6 +185,8 @@ pub fn run(a: DemoArgs) -> Result<(), String> {
     println!("messages. TCP Hollywood sends a newer message in the retransmission's place");
     println!("(inconsistent retransmission) and hands over messages as they arrive (out-of-order");
     println!("delivery): it loses only the dropped message, like UDP, on a TCP wire image.");
+    println!("QUIC with one stream blocks like TCP; QUICsilver (a stream per message, reset");
+    println!("when it cannot arrive in time) matches TCP Hollywood where UDP passes.");
     if !plots.is_empty() {
         println!();
         println!(
