@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod host;
 pub mod pair;
 pub mod quic;
 pub mod record;

@@ -17,6 +17,7 @@
 
 use crate::sys;
 use hollywood_tcp::Instant;
+use hollywood_transport::host::Hosted;
 use hollywood_transport::{MessageTransport, TransportApp};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -52,10 +53,8 @@ pub type TransmitHook = Box<dyn FnMut(Instant, &[u8]) + Send>;
 pub struct UdpHost<A: TransportApp> {
     socket: UdpSocket,
     local: SocketAddr,
-    transport: Box<dyn MessageTransport>,
-    app: A,
+    hosted: Hosted<A>,
     epoch: std::time::Instant,
-    started: bool,
     stats: UdpHostStats,
     on_transmit: Option<TransmitHook>,
     buf: Vec<u8>,
@@ -65,7 +64,7 @@ impl<A: TransportApp> std::fmt::Debug for UdpHost<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UdpHost")
             .field("local", &self.local)
-            .field("transport", &self.transport.name())
+            .field("transport", &self.hosted.transport().name())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
@@ -94,10 +93,8 @@ impl<A: TransportApp> UdpHost<A> {
         Ok(UdpHost {
             socket,
             local,
-            transport,
-            app,
+            hosted: Hosted::new(transport, app),
             epoch,
-            started: false,
             stats: UdpHostStats::default(),
             on_transmit: None,
             buf: vec![0u8; 65_536],
@@ -123,12 +120,12 @@ impl<A: TransportApp> UdpHost<A> {
 
     /// The application.
     pub fn app(&self) -> &A {
-        &self.app
+        self.hosted.app()
     }
 
     /// The transport.
     pub fn transport(&self) -> &dyn MessageTransport {
-        &*self.transport
+        self.hosted.transport()
     }
 
     /// Counters.
@@ -145,63 +142,21 @@ impl<A: TransportApp> UdpHost<A> {
     ) -> io::Result<bool> {
         loop {
             let now = self.now();
-            self.step(now)?;
-            if stop(&self.app, now) {
+            self.hosted.handle_timeout(now);
+            while let Some(packet) = self.hosted.poll_transmit(now) {
+                self.send_one(now, &packet)?;
+            }
+            if stop(self.hosted.app(), now) {
                 return Ok(true);
             }
             if now >= limit {
                 return Ok(false);
             }
-            let next = [self.transport.poll_timeout(), self.app.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min()
-                .map_or(limit, |t| t.min(limit));
+            let next = self.hosted.poll_timeout().map_or(limit, |t| t.min(limit));
             let wait = next.saturating_duration_since(now).min(MAX_WAIT);
             if wait.is_zero() || sys::wait_readable(&self.socket, wait)? {
                 self.receive()?;
             }
-        }
-    }
-
-    /// Start, fire due timers, hand events to the application, send.
-    fn step(&mut self, now: Instant) -> io::Result<()> {
-        if !self.started {
-            self.started = true;
-            self.transport.start(now);
-            self.app.on_start(now, &mut *self.transport);
-        }
-        if self.transport.poll_timeout().is_some_and(|t| t <= now) {
-            self.transport.handle_timeout(now);
-        }
-        self.pump(now);
-        if self.app.poll_timeout().is_some_and(|t| t <= now) {
-            self.app.on_timeout(now, &mut *self.transport);
-            self.pump(now);
-        }
-        self.transmit(now)
-    }
-
-    fn pump(&mut self, now: Instant) {
-        while let Some(ev) = self.transport.poll_event() {
-            self.app.on_event(now, &mut *self.transport, ev);
-        }
-    }
-
-    fn transmit(&mut self, now: Instant) -> io::Result<()> {
-        loop {
-            let Some(packet) = self.transport.poll_transmit(now) else {
-                // Sending may have produced events (e.g. Writable).
-                self.pump(now);
-                match self.transport.poll_transmit(now) {
-                    Some(p) => {
-                        self.send_one(now, &p)?;
-                        continue;
-                    }
-                    None => return Ok(()),
-                }
-            };
-            self.send_one(now, &packet)?;
         }
     }
 
@@ -248,8 +203,7 @@ impl<A: TransportApp> UdpHost<A> {
             let now = self.now();
             self.stats.datagrams_in += 1;
             self.stats.ip_bytes_in += packet.len() as u64;
-            self.transport.handle_packet(now, &packet);
-            self.pump(now);
+            self.hosted.handle_packet(now, &packet);
         }
         Ok(())
     }
