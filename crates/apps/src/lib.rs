@@ -1,12 +1,11 @@
 //! Applications that run over Hollywood transports in the simulator.
 //!
-//! - [`messages`]: a timed message stream (sender + receiver) over any of the
-//!   four TCP Hollywood deployments ([`Transport`], thesis §4.4), with the
-//!   intermediary layer (`hollywood-msg`) on both sides and per-message
-//!   records.
-//! - [`generic`]: the same message stream over any
-//!   `hollywood_transport::MessageTransport` (QUIC mappings, QUICsilver,
-//!   UDP).
+//! - [`messages`]: a timed message stream (sender + receiver) written
+//!   against `hollywood_transport::MessageTransport`, with per-message
+//!   records: it runs over TCP and the four TCP Hollywood deployments
+//!   ([`Transport`], thesis §4.4), the QUIC mappings and QUICsilver, and UDP.
+//! - [`generic`]: every transport by name ([`GenericTransport`]) and what a
+//!   run measured (the oracle's view of the wire, the report).
 //! - [`scenario`]: the sender/receiver over a bottleneck with loss and an
 //!   optional middlebox, with everything recorded per message.
 //! - [`voip`]: the thesis's simulated VoIP application (§5.1.2): fixed
@@ -31,8 +30,7 @@ pub use analysis::{MediaTiming, Region, Utility};
 pub use audit::{WireAudit, WireAuditReport};
 pub use generic::{GenericStats, GenericTransport};
 pub use messages::{
-    payload_for, MessageReceiver, MessageSender, ReceiverRecord, SenderConfig, SenderRecord,
-    Transport,
+    payload_for, MessageReceiver, MessageSender, SenderConfig, SenderRecord, Transport,
 };
 pub use ontime::{oracle_in_time, OnTime, Timeliness};
 pub use scenario::{MessagesRun, MessagesScenario};

@@ -1,102 +1,18 @@
-//! A timed message stream over TCP / TCP Hollywood (thesis ch. 4–5).
+//! A timed message stream over any [`MessageTransport`]: TCP and the TCP
+//! Hollywood deployments (thesis ch. 4–5), the QUIC mappings and
+//! QUICsilver, UDP — one application, no per-transport code.
 //!
 //! [`MessageSender`] generates `count` messages of `size` bytes every
-//! `interval`, frames them with the intermediary layer (`hollywood-msg`) and
-//! queues them with their lifetime; [`MessageReceiver`] deframes whatever the
-//! transport hands it — segments as they arrive (out-of-order delivery) or the
-//! in-order byte stream — and records each message once. Payloads are derived
-//! from `(seed, id)` so the receiver verifies every byte.
+//! `interval` and sends each with its lifetime (and, with groups, a
+//! dependency on the group's first message); [`MessageReceiver`] records
+//! each message once, with its arrival time. Payloads are derived from
+//! `(seed, id)` so the receiver verifies every byte.
 
-use hollywood_msg::{Deframer, DeframerConfig, DeframerStats, Framer, FramerConfig};
-use hollywood_sim::App;
-use hollywood_tcp::{
-    Config, ConnHandle, Endpoint, EndpointEvent, Event, ExpiredMessage, HollywoodStats, Instant,
-    MessageMeta, OooStats, SendMessageError,
-};
+use hollywood_tcp::Instant;
+pub use hollywood_transport::tcp::Deployment as Transport;
+use hollywood_transport::{MessageTransport, OutMessage, SendError, TransportApp, TransportEvent};
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::time::Duration;
-
-/// Which halves of TCP Hollywood are deployed (thesis §4.4). The
-/// intermediary layer (framing, CRC, de-duplication) runs in every case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// Neither side modified: standard TCP (Nagle off) carrying framed
-    /// messages in order.
-    Tcp,
-    /// Both extensions: inconsistent retransmissions at the sender,
-    /// out-of-order delivery at the receiver.
-    Hollywood,
-    /// Sender only: inconsistent retransmissions (and consistent
-    /// segmentation); the receiver is standard TCP.
-    HollywoodIr,
-    /// Receiver only: out-of-order delivery; the sender is standard TCP.
-    HollywoodOoo,
-}
-
-impl Transport {
-    /// All four, in the order experiments report them.
-    pub const ALL: [Transport; 4] = [
-        Transport::Tcp,
-        Transport::HollywoodIr,
-        Transport::HollywoodOoo,
-        Transport::Hollywood,
-    ];
-
-    /// Command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Tcp => "tcp",
-            Transport::Hollywood => "hollywood",
-            Transport::HollywoodIr => "hollywood-ir",
-            Transport::HollywoodOoo => "hollywood-ooo",
-        }
-    }
-
-    /// Parse a command-line name.
-    pub fn parse(s: &str) -> Result<Transport, String> {
-        match s {
-            "tcp" => Ok(Transport::Tcp),
-            "hollywood" => Ok(Transport::Hollywood),
-            "hollywood-ir" => Ok(Transport::HollywoodIr),
-            "hollywood-ooo" => Ok(Transport::HollywoodOoo),
-            _ => Err(format!(
-                "unknown transport '{s}': use tcp, hollywood, hollywood-ir or hollywood-ooo"
-            )),
-        }
-    }
-
-    /// Inconsistent retransmissions at the sender.
-    pub fn sender_ir(self) -> bool {
-        matches!(self, Transport::Hollywood | Transport::HollywoodIr)
-    }
-
-    /// Out-of-order delivery at the receiver.
-    pub fn receiver_ooo(self) -> bool {
-        matches!(self, Transport::Hollywood | Transport::HollywoodOoo)
-    }
-
-    /// The sender's engine configuration on top of `base`: Nagle off in all
-    /// cases (the thesis's evaluations set TCP_NODELAY); a modified sender
-    /// also segments consistently (thesis §4.2).
-    pub fn sender_config(self, base: &Config) -> Config {
-        let mut c = base.clone();
-        c.nagle = false;
-        c.consistent_segmentation = self.sender_ir();
-        c.hollywood.inconsistent_retransmissions = self.sender_ir();
-        c.hollywood.out_of_order_delivery = false;
-        c
-    }
-
-    /// The receiver's engine configuration on top of `base`.
-    pub fn receiver_config(self, base: &Config) -> Config {
-        let mut c = base.clone();
-        c.nagle = false;
-        c.hollywood.inconsistent_retransmissions = false;
-        c.hollywood.out_of_order_delivery = self.receiver_ooo();
-        c
-    }
-}
 
 /// Deterministic payload of message `id` for stream `seed` (the receiver
 /// checks every byte against it).
@@ -121,152 +37,114 @@ pub fn payload_for(seed: u64, id: u32, size: usize) -> Vec<u8> {
 /// What the sender does.
 #[derive(Debug, Clone)]
 pub struct SenderConfig {
-    /// Local address (port 0 = ephemeral).
-    pub local: SocketAddr,
-    /// The receiver.
-    pub remote: SocketAddr,
-    /// Messages to send.
+    /// Messages.
     pub count: u32,
-    /// Payload bytes per message.
+    /// Payload bytes.
     pub size: usize,
-    /// Time between messages.
+    /// Between messages.
     pub interval: Duration,
-    /// Message lifetime from generation (thesis §4.2); `None` = reliable.
+    /// Lifetime from generation; `None` = reliable.
     pub lifetime: Option<Duration>,
     /// Payload seed.
     pub seed: u64,
-    /// Sub-stream for every message.
-    pub substream: u16,
-    /// Close the connection this long after the last message was queued.
+    /// Close this long after the last message.
     pub linger: Duration,
+    /// Messages per group (GOP) for the per-group mapping; every message
+    /// of a group after the first depends on the first (an I-frame and
+    /// its P-frames). 0 = no groups, no dependencies.
+    pub group: u32,
 }
 
 /// Per-message sender record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SenderRecord {
-    /// When the application generated the message.
+    /// Generated at.
     pub generated: Option<Instant>,
-    /// When it was handed to the transport (later than `generated` only if
-    /// the send buffer was full).
-    pub queued: Option<Instant>,
-    /// The transport reported it expired (replaced or sent too late).
+    /// Reported expired.
     pub expired: bool,
-    /// A TCP Hollywood sender put it on the wire: when, and where its frame
-    /// lies in the sequence space (`Event::MessageSent`).
-    pub sent: Option<(Instant, hollywood_wire::SeqNumber, u32)>,
 }
 
 /// The sending application.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct MessageSender {
     cfg: SenderConfig,
-    framer: Framer,
-    handle: Option<ConnHandle>,
-    connected: bool,
     next: u32,
     next_at: Option<Instant>,
-    backlog: VecDeque<(u32, Vec<u8>, Instant)>,
+    backlog: VecDeque<(OutMessage, Instant)>,
     records: Vec<SenderRecord>,
-    expired: Vec<ExpiredMessage>,
+    expired_events: u64,
+    too_large: u64,
     close_at: Option<Instant>,
     closed: bool,
-    hollywood: HollywoodStats,
-    srtt: Option<Duration>,
     error: Option<String>,
 }
 
 impl MessageSender {
-    /// A sender; it connects at its host's first wake-up and sends the first
-    /// message once connected.
+    /// A sender that starts once the transport is connected.
     pub fn new(cfg: SenderConfig) -> MessageSender {
         let n = cfg.count as usize;
         MessageSender {
             cfg,
-            framer: Framer::new(FramerConfig::default()),
-            handle: None,
-            connected: false,
             next: 0,
             next_at: None,
             backlog: VecDeque::new(),
             records: vec![SenderRecord::default(); n],
-            expired: Vec::new(),
+            expired_events: 0,
+            too_large: 0,
             close_at: None,
             closed: false,
-            hollywood: HollywoodStats::default(),
-            srtt: None,
             error: None,
         }
     }
 
-    /// Per-message records, indexed by message id.
+    /// Per-message records.
     pub fn records(&self) -> &[SenderRecord] {
         &self.records
     }
 
-    /// Expired events in the order the transport reported them.
-    pub fn expired(&self) -> &[ExpiredMessage] {
-        &self.expired
+    /// Expired events.
+    pub fn expired_events(&self) -> u64 {
+        self.expired_events
     }
 
-    /// Messages generated so far.
+    /// Messages the transport refused as too large (counted as expired).
+    pub fn too_large(&self) -> u64 {
+        self.too_large
+    }
+
+    /// Messages generated.
     pub fn generated(&self) -> u32 {
         self.next
     }
 
-    /// Everything generated, handed to the transport and the connection closed.
+    /// Closed.
     pub fn finished(&self) -> bool {
         self.closed
     }
 
-    /// The sender's inconsistent-retransmission counters (last seen).
-    pub fn hollywood_stats(&self) -> HollywoodStats {
-        self.hollywood
-    }
-
-    /// The connection's smoothed RTT (RFC 6298) when last seen: the
-    /// estimate TCP Hollywood's liveness test uses (thesis §4.2).
-    pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
-    }
-
-    /// Connection handle.
-    pub fn handle(&self) -> Option<ConnHandle> {
-        self.handle
-    }
-
-    /// A fatal problem (connection failed, framing error).
+    /// A fatal problem.
     pub fn error(&self) -> Option<&str> {
         self.error.as_deref()
     }
 
-    fn meta(&self, id: u32, generated: Instant, now: Instant) -> MessageMeta {
-        MessageMeta {
-            id,
-            // Lifetime runs from generation; time spent in the application's
-            // backlog is already used up.
-            lifetime: self.cfg.lifetime.map(|l| l.saturating_sub(now - generated)),
-            depends_on: None,
-            replaceable: true,
-            substream: self.cfg.substream,
-        }
-    }
-
-    fn flush(&mut self, now: Instant, ep: &mut Endpoint) {
-        let Some(h) = self.handle else { return };
-        while let Some((id, frame, generated)) = self.backlog.pop_front() {
-            let meta = self.meta(id, generated, now);
-            let Some(conn) = ep.connection_mut(h) else {
-                return;
-            };
-            match conn.send_message(now, &frame, meta) {
-                Ok(()) => {
-                    if let Some(r) = self.records.get_mut(id as usize) {
-                        r.queued = Some(now);
-                    }
-                }
-                Err(SendMessageError::WouldBlock) => {
-                    self.backlog.push_front((id, frame, generated));
+    fn flush(&mut self, now: Instant, t: &mut dyn MessageTransport) {
+        while let Some((mut m, generated)) = self.backlog.pop_front() {
+            // Time spent waiting here is used up.
+            m.lifetime = self.cfg.lifetime.map(|l| l.saturating_sub(now - generated));
+            match t.send(now, m.clone()) {
+                Ok(()) => {}
+                Err(SendError::WouldBlock) => {
+                    self.backlog.push_front((m, generated));
                     return;
+                }
+                Err(SendError::TooLarge(_)) => {
+                    // Not this message (a datagram before the path MTU
+                    // was discovered); the stream goes on.
+                    self.too_large += 1;
+                    self.expired_events += 1;
+                    if let Some(r) = self.records.get_mut(m.id as usize) {
+                        r.expired = true;
+                    }
                 }
                 Err(e) => {
                     self.error = Some(e.to_string());
@@ -274,106 +152,66 @@ impl MessageSender {
                 }
             }
         }
-        if let Some(conn) = ep.connection(h) {
-            self.hollywood = *conn.hollywood_stats();
-            self.srtt = conn.srtt().or(self.srtt);
-        }
     }
 
-    fn generate_due(&mut self, now: Instant, ep: &mut Endpoint) {
+    fn generate_due(&mut self, now: Instant, t: &mut dyn MessageTransport) {
         while let Some(at) = self.next_at {
             if at > now || self.next >= self.cfg.count {
                 break;
             }
-            let id_expected = self.next;
-            let payload = payload_for(self.cfg.seed, id_expected, self.cfg.size);
-            let mut frame = Vec::new();
-            match self
-                .framer
-                .frame(self.cfg.substream, false, &payload, &mut frame)
-            {
-                Ok(id) => {
-                    debug_assert_eq!(id, id_expected);
-                    self.records[id as usize].generated = Some(at);
-                    self.backlog.push_back((id, frame, at));
-                }
-                Err(e) => {
-                    self.error = Some(format!("framing: {e:?}"));
-                    self.next_at = None;
-                    return;
+            let id = self.next;
+            let mut m = OutMessage::new(id, payload_for(self.cfg.seed, id, self.cfg.size));
+            m.lifetime = self.cfg.lifetime;
+            if let Some(g) = id.checked_div(self.cfg.group) {
+                m.group = Some(u64::from(g));
+                let first = g * self.cfg.group;
+                if id != first {
+                    m.depends_on = Some(first);
                 }
             }
+            m.frame = Some(u64::from(id));
+            self.records[id as usize].generated = Some(at);
+            self.backlog.push_back((m, at));
             self.next += 1;
-            self.next_at = if self.next < self.cfg.count {
-                Some(at + self.cfg.interval)
-            } else {
-                None
-            };
+            self.next_at = (self.next < self.cfg.count).then(|| at + self.cfg.interval);
         }
-        self.flush(now, ep);
+        self.flush(now, t);
         if self.next >= self.cfg.count && self.backlog.is_empty() && self.close_at.is_none() {
             self.close_at = Some(now + self.cfg.linger);
         }
     }
 }
 
-impl App for MessageSender {
-    fn on_start(&mut self, now: Instant, ep: &mut Endpoint) {
-        match ep.connect(now, self.cfg.local, self.cfg.remote) {
-            Ok(h) => self.handle = Some(h),
-            Err(e) => self.error = Some(format!("connect: {e}")),
-        }
-    }
+impl TransportApp for MessageSender {
+    fn on_start(&mut self, _now: Instant, _t: &mut dyn MessageTransport) {}
 
-    fn on_event(&mut self, now: Instant, ep: &mut Endpoint, ev: EndpointEvent) {
-        let EndpointEvent::Conn { handle, event } = ev else {
-            return;
-        };
-        if Some(handle) != self.handle {
-            return;
-        }
-        match event {
-            Event::Connected => {
-                self.connected = true;
+    fn on_event(&mut self, now: Instant, t: &mut dyn MessageTransport, ev: TransportEvent) {
+        match ev {
+            TransportEvent::Connected if self.next_at.is_none() && self.next == 0 => {
                 self.next_at = Some(now);
-                self.generate_due(now, ep);
+                self.generate_due(now, t);
             }
-            Event::Writable => self.flush(now, ep),
-            Event::Expired(e) => {
-                if let Some(r) = self.records.get_mut(e.id as usize) {
+            TransportEvent::Writable => self.flush(now, t),
+            TransportEvent::Expired { id, .. } => {
+                self.expired_events += 1;
+                if let Some(r) = self.records.get_mut(id as usize) {
                     r.expired = true;
                 }
-                self.expired.push(e);
             }
-            Event::MessageSent { id, seq, len } => {
-                if let Some(r) = self.records.get_mut(id as usize) {
-                    r.sent.get_or_insert((now, seq, len));
-                }
+            TransportEvent::Closed => self.closed = true,
+            TransportEvent::Failed(e) => {
+                self.error = Some(e);
+                self.closed = true;
             }
-            Event::Reset | Event::TimedOut => {
-                self.error = Some(format!("connection failed: {event:?}"))
-            }
-            Event::Closed => self.closed = true,
             _ => {}
-        }
-        if let Some(conn) = ep.connection(handle) {
-            self.hollywood = *conn.hollywood_stats();
-            self.srtt = conn.srtt().or(self.srtt);
         }
     }
 
-    fn on_timeout(&mut self, now: Instant, ep: &mut Endpoint) {
-        if self.connected {
-            self.generate_due(now, ep);
-        }
-        if let (Some(at), Some(h)) = (self.close_at, self.handle) {
-            if now >= at {
-                self.close_at = None;
-                if let Some(c) = ep.connection_mut(h) {
-                    self.hollywood = *c.hollywood_stats();
-                    c.close();
-                }
-            }
+    fn on_timeout(&mut self, now: Instant, t: &mut dyn MessageTransport) {
+        self.generate_due(now, t);
+        if self.close_at.is_some_and(|c| c <= now) {
+            self.close_at = None;
+            t.close(now);
         }
     }
 
@@ -385,165 +223,83 @@ impl App for MessageSender {
     }
 }
 
-/// Per-message receiver record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReceiverRecord {
-    /// When the message reached the application (first and only delivery).
-    pub arrival: Option<Instant>,
-}
-
 /// The receiving application.
 #[derive(Debug)]
 pub struct MessageReceiver {
-    listen: SocketAddr,
     seed: u64,
     size: usize,
-    ooo: bool,
-    deframer: Deframer,
-    handle: Option<ConnHandle>,
-    records: Vec<ReceiverRecord>,
+    arrival: Vec<Option<Instant>>,
     corrupt: u64,
     duplicates: u64,
     unknown: u64,
-    ooo_stats: OooStats,
-    eof: bool,
-    scratch: Vec<u8>,
+    peer_closed: bool,
 }
 
 impl MessageReceiver {
-    /// Listen on `listen` for `count` messages of `size` bytes with payload
-    /// seed `seed`. `ooo` must match the engine's out-of-order switch.
-    pub fn new(
-        listen: SocketAddr,
-        count: u32,
-        size: usize,
-        seed: u64,
-        ooo: bool,
-    ) -> MessageReceiver {
+    /// Expect `count` messages of `size` bytes with payload seed `seed`.
+    pub fn new(count: u32, size: usize, seed: u64) -> MessageReceiver {
         MessageReceiver {
-            listen,
             seed,
             size,
-            ooo,
-            deframer: Deframer::new(DeframerConfig::default()),
-            handle: None,
-            records: vec![ReceiverRecord::default(); count as usize],
+            arrival: vec![None; count as usize],
             corrupt: 0,
             duplicates: 0,
             unknown: 0,
-            ooo_stats: OooStats::default(),
-            eof: false,
-            scratch: vec![0; 64 * 1024],
+            peer_closed: false,
         }
     }
 
-    /// Per-message records, indexed by message id.
-    pub fn records(&self) -> &[ReceiverRecord] {
-        &self.records
+    /// Arrival per message id.
+    pub fn arrival(&self) -> &[Option<Instant>] {
+        &self.arrival
     }
 
-    /// Messages delivered with a payload different from what was sent
-    /// (must be 0: the CRC rejects corrupted frames).
+    /// Wrong content (must be 0).
     pub fn corrupt_delivered(&self) -> u64 {
         self.corrupt
     }
 
-    /// Messages delivered a second time (must be 0: exactly once or never).
+    /// Delivered twice (must be 0).
     pub fn duplicates_delivered(&self) -> u64 {
         self.duplicates
     }
 
-    /// Messages with an id that was never sent.
+    /// Ids never sent (must be 0).
     pub fn unknown_delivered(&self) -> u64 {
         self.unknown
     }
 
-    /// Intermediary-layer counters (CRC rejections, duplicates dropped, ...).
-    pub fn deframer_stats(&self) -> DeframerStats {
-        self.deframer.stats()
-    }
-
-    /// Out-of-order delivery counters from the engine (last seen).
-    pub fn ooo_stats(&self) -> OooStats {
-        self.ooo_stats
-    }
-
-    /// The sender closed and everything was read.
-    pub fn eof(&self) -> bool {
-        self.eof
-    }
-
-    fn drain(&mut self, now: Instant, ep: &mut Endpoint) {
-        let Some(h) = self.handle else { return };
-        let Some(conn) = ep.connection_mut(h) else {
-            return;
-        };
-        if self.ooo {
-            while let Some(s) = conn.recv_segment() {
-                self.deframer
-                    .push_segment(s.seq.0, &s.payload, s.arrival.as_nanos());
-            }
-            // Everything below RCV.NXT has been pushed: fragments that can no
-            // longer complete may go.
-            self.deframer.advance_floor(conn.rcv_nxt().0);
-            self.ooo_stats = *conn.ooo_stats();
-        } else {
-            loop {
-                match conn.recv(&mut self.scratch) {
-                    Ok(0) => {
-                        self.eof = true;
-                        break;
-                    }
-                    Ok(n) => self
-                        .deframer
-                        .push_stream(&self.scratch[..n], now.as_nanos()),
-                    Err(_) => break,
-                }
-            }
-        }
-        while let Some(m) = self.deframer.poll_message() {
-            let Some(r) = self.records.get_mut(m.id as usize) else {
-                self.unknown += 1;
-                continue;
-            };
-            if r.arrival.is_some() {
-                self.duplicates += 1;
-                continue;
-            }
-            if m.payload != payload_for(self.seed, m.id, self.size) {
-                self.corrupt += 1;
-            }
-            r.arrival = Some(Instant::from_nanos(m.arrival_ns));
-        }
+    /// The sender closed.
+    pub fn peer_closed(&self) -> bool {
+        self.peer_closed
     }
 }
 
-impl App for MessageReceiver {
-    fn on_start(&mut self, _now: Instant, ep: &mut Endpoint) {
-        // A second listen on the same address is the only failure; the
-        // receiver is created once per host.
-        let _ = ep.listen(self.listen);
-    }
+impl TransportApp for MessageReceiver {
+    fn on_start(&mut self, _now: Instant, _t: &mut dyn MessageTransport) {}
 
-    fn on_event(&mut self, now: Instant, ep: &mut Endpoint, ev: EndpointEvent) {
+    fn on_event(&mut self, now: Instant, t: &mut dyn MessageTransport, ev: TransportEvent) {
         match ev {
-            // The first accepted connection is the stream; others are ignored.
-            EndpointEvent::Accepted { handle, .. } if self.handle.is_none() => {
-                self.handle = Some(handle);
-            }
-            EndpointEvent::Conn { handle, event } if Some(handle) == self.handle => match event {
-                Event::Readable | Event::Connected => self.drain(now, ep),
-                Event::PeerClosed => {
-                    self.drain(now, ep);
-                    if self.ooo {
-                        self.eof = true;
-                    }
-                    if let Some(c) = ep.connection_mut(handle) {
-                        c.close();
-                    }
+            TransportEvent::Message(m) => {
+                let Some(slot) = self.arrival.get_mut(m.id as usize) else {
+                    self.unknown += 1;
+                    return;
+                };
+                if slot.is_some() {
+                    self.duplicates += 1;
+                    return;
                 }
-                _ => {}
-            },
+                if m.payload != payload_for(self.seed, m.id, self.size) {
+                    self.corrupt += 1;
+                }
+                *slot = Some(m.arrival);
+            }
+            TransportEvent::PeerClosed => {
+                // Nothing to send back: close our half too (TCP's
+                // CLOSE-WAIT would otherwise hold the connection open).
+                self.peer_closed = true;
+                t.close(now);
+            }
             _ => {}
         }
     }
@@ -552,6 +308,7 @@ impl App for MessageReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hollywood_tcp::Config;
 
     #[test]
     fn payloads_are_deterministic_and_distinct() {

@@ -8,12 +8,16 @@
 //! ```
 
 use crate::audit::{WireAudit, WireAuditReport};
-use crate::messages::{MessageReceiver, MessageSender, SenderConfig, Transport};
+use crate::generic::{
+    BoxedTransport, Fates, GenericTransport, Offered, Outcome, ReceiverHost, SenderHost,
+};
+use crate::messages::{MessageSender, Transport};
 use hollywood_sim::{
     CaptureFilter, DropReason, LinkConfig, LossModel, Middlebox, MiddleboxConfig, MiddleboxKind,
-    NodeId, SimBuilder, Simulator, TcpHost, TraceKind,
+    SimBuilder, TraceKind, TransportHost,
 };
 use hollywood_tcp::{Config, HollywoodStats, Instant, OooStats};
+use hollywood_transport::tcp::{Placement, TcpTransport};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -179,6 +183,23 @@ struct WirePacket {
     network_dropped: bool,
 }
 
+/// A drop of the first copy of link packet `index` that the log holds at
+/// some position: `(position, dropped by the network rather than a full
+/// queue)`.
+fn logged_drop(
+    positions: &HashMap<u64, usize>,
+    kind: TraceKind,
+    index: u64,
+    copy: u8,
+) -> Option<(usize, bool)> {
+    match kind {
+        TraceKind::Dropped(reason) if copy == 0 => positions
+            .get(&index)
+            .map(|&i| (i, matches!(reason, DropReason::Loss | DropReason::Rule))),
+        _ => None,
+    }
+}
+
 impl WireLog {
     fn on_event(&mut self, time: Instant, kind: TraceKind, index: u64, copy: u8, packet: &[u8]) {
         match kind {
@@ -205,14 +226,12 @@ impl WireLog {
                     network_dropped: false,
                 });
             }
-            TraceKind::Dropped(reason) if copy == 0 => {
-                if let Some(&i) = self.index.get(&index) {
+            _ => {
+                if let Some((i, network)) = logged_drop(&self.index, kind, index, copy) {
                     let p = &mut self.packets[i];
-                    p.dropped = true;
-                    p.network_dropped = matches!(reason, DropReason::Loss | DropReason::Rule);
+                    (p.dropped, p.network_dropped) = (true, network);
                 }
             }
-            _ => {}
         }
     }
 
@@ -243,40 +262,56 @@ impl WireLog {
 }
 
 impl MessagesScenario {
+    /// The transport the scenario runs over.
+    pub fn transport(&self) -> GenericTransport {
+        self.generic
+            .clone()
+            .unwrap_or(GenericTransport::Tcp(self.transport))
+    }
+
     /// Run to completion (all messages generated, connection closed, or a
-    /// generous time limit) and collect the results.
+    /// generous time limit) and collect the results. The same sender and
+    /// receiver applications ([`crate::messages`]) run over every
+    /// transport; only what is measured on the wire differs (sequence
+    /// numbers for TCP, packet timing otherwise: [`crate::generic`]).
     pub fn run(&self) -> Result<MessagesRun, String> {
         if self.count == 0 || self.size == 0 {
             return Err("message count and size must be at least 1".into());
         }
-        if let Some(g) = &self.generic {
-            return crate::generic::run(self, g);
+        let mut g = self.transport();
+        let tcp = g.tcp();
+        if tcp.is_none() && self.middlebox != MiddleboxKind::None {
+            return Err(format!(
+                "{} runs without a middlebox (the middleboxes model TCP boxes)",
+                g.name()
+            ));
         }
+        let key_log = match (&mut g, &self.keylog) {
+            (GenericTransport::Quic(q), Some(_)) => {
+                let k = std::sync::Arc::new(hollywood_transport::quic::KeyLogLines::default());
+                q.key_log = Some(k.clone());
+                Some(k)
+            }
+            (_, Some(_)) => return Err(format!("--keylog applies to QUIC, not {}", g.name())),
+            _ => None,
+        };
         let mut sim = SimBuilder::new().seed(self.seed).build();
-        let dst = SocketAddr::new(IpAddr::V4(RX), 5004);
-        let txc = self.transport.sender_config(&self.base);
-        let rxc = self.transport.receiver_config(&self.base);
-        let sender = MessageSender::new(SenderConfig {
-            local: SocketAddr::new(IpAddr::V4(TX), 0),
-            remote: dst,
-            count: self.count,
-            size: self.size,
-            interval: self.interval,
-            lifetime: self.lifetime,
-            seed: self.seed,
-            substream: 0,
-            linger: self.rtt * 4 + Duration::from_secs(1),
-        });
-        let receiver = MessageReceiver::new(
-            dst,
-            self.count,
-            self.size,
-            self.seed,
-            self.transport.receiver_ooo(),
-        );
-        let (s1, s2) = (sim.derive_seed(1), sim.derive_seed(2));
-        let tx = sim.add_node(TcpHost::new(IpAddr::V4(TX), txc, s1, sender));
-        let rx = sim.add_node(TcpHost::new(IpAddr::V4(RX), rxc, s2, receiver));
+        let tx_addr = SocketAddr::new(IpAddr::V4(TX), 4000);
+        let rx_addr = SocketAddr::new(IpAddr::V4(RX), 5004);
+        let seed = sim.derive_seed(1);
+        let (a, b): (BoxedTransport, BoxedTransport) = match tcp {
+            Some(t) => {
+                let (mut a, b) = t.endpoints(&self.base, tx_addr, rx_addr, seed);
+                // Where an inconsistent-retransmission sender put each
+                // message, for the oracle.
+                a.record_placements();
+                (Box::new(a), Box::new(b))
+            }
+            None => g.endpoints(&self.base, tx_addr, rx_addr, seed)?,
+        };
+        let (sender, receiver) = crate::generic::apps(self);
+        let tx = sim.add_node(TransportHost::new(tx_addr.ip(), a, sender));
+        let rx = sim.add_node(TransportHost::new(rx_addr.ip(), b, receiver));
         let one_way = self.rtt / 2;
         let fwd_cfg = LinkConfig::new(self.rate_bps, one_way).with_queue_bytes(self.queue_bytes);
         let rev_cfg = LinkConfig::new(self.uplink_bps, one_way).with_queue_bytes(self.queue_bytes);
@@ -311,14 +346,9 @@ impl MessagesScenario {
         let rev_packets = Rc::new(RefCell::new(Vec::new()));
         if self.record_receiver_packets {
             let rp = rev_packets.clone();
-            let rx_ip = IpAddr::V4(RX);
             sim.on_packet(move |ev| {
-                if ev.kind == TraceKind::Sent {
-                    if let Ok(s) = hollywood_wire::parse_tcp_ip(ev.packet) {
-                        if s.src.ip() == rx_ip {
-                            rp.borrow_mut().push(ev.packet.to_vec());
-                        }
-                    }
+                if ev.kind == TraceKind::Sent && ev.packet.get(12..16) == Some(&RX.octets()[..]) {
+                    rp.borrow_mut().push(ev.packet.to_vec());
                 }
             });
         }
@@ -328,22 +358,34 @@ impl MessagesScenario {
         }
         let audit = Rc::new(RefCell::new(WireAudit::new()));
         let wire_log = Rc::new(RefCell::new(WireLog::default()));
+        let offered = Rc::new(RefCell::new(Offers {
+            udp: matches!(g, GenericTransport::Udp),
+            ..Offers::default()
+        }));
         {
             let audit = audit.clone();
             let log = wire_log.clone();
+            let offered = offered.clone();
             sim.on_packet(move |ev| {
-                if ev.link == fwd && ev.kind == TraceKind::Sent {
-                    audit.borrow_mut().observe(ev.packet);
-                }
-                if ev.link == lossy {
-                    log.borrow_mut()
+                if tcp.is_some() {
+                    if ev.link == fwd && ev.kind == TraceKind::Sent {
+                        audit.borrow_mut().observe(ev.packet);
+                    }
+                    if ev.link == lossy {
+                        log.borrow_mut()
+                            .on_event(ev.time, ev.kind, ev.index, ev.copy, ev.packet);
+                    }
+                } else if ev.link == lossy {
+                    offered
+                        .borrow_mut()
                         .on_event(ev.time, ev.kind, ev.index, ev.copy, ev.packet);
                 }
             });
         }
-        // Room for the traffic, its repair, and a handshake that needs all
-        // of its SYN retransmissions (1 + 2 + ... + 64 s with the default
-        // 1 s initial RTO, Linux's tcp_syn_retries = 6) on a bursty path.
+        // Room for the traffic, its repair, and a TCP handshake that needs
+        // all of its SYN retransmissions (1 + 2 + ... + 64 s with the
+        // default 1 s initial RTO, Linux's tcp_syn_retries = 6) on a bursty
+        // path.
         let end_of_traffic = self.interval * self.count
             + self.rtt * 20
             + Duration::from_secs(30)
@@ -352,129 +394,169 @@ impl MessagesScenario {
         while sim.now() < limit {
             sim.run_for(Duration::from_millis(250))
                 .map_err(|e| e.to_string())?;
-            let s = sim.node_mut::<TcpHost<MessageSender>>(tx).expect("sender");
+            let s = sim.node_mut::<SenderHost>(tx).expect("sender");
             if s.app().finished() || s.app().error().is_some() {
                 break;
             }
-            // The receiver read the sender's FIN: every message is in.
+            // The receiver saw the sender close: every message is in.
             if sim
-                .node_mut::<TcpHost<MessageReceiver>>(rx)
+                .node_mut::<ReceiverHost>(rx)
                 .expect("receiver")
                 .app()
-                .eof()
+                .peer_closed()
             {
                 break;
             }
         }
-        // Let the last segments land.
+        // Let the last packets land.
         sim.run_for(self.rtt * 2).map_err(|e| e.to_string())?;
         sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
-        let wire = audit.borrow().report();
-        let log = std::mem::take(&mut *wire_log.borrow_mut());
-        let mut run = collect(self, &mut sim, tx, rx, mbox, wire, &log)?;
+        if let (Some(k), Some(path)) = (&key_log, &self.keylog) {
+            std::fs::write(path, k.to_file_contents())
+                .map_err(|e| format!("cannot write key log {}: {e}", path.display()))?;
+        }
         let link = sim.link_stats(fwd).map_err(|e| e.to_string())?;
-        run.wire_packets = link.packets_sent;
-        run.wire_bytes = link.bytes_sent;
+        let cache_replayed_bytes = mbox
+            .and_then(|m| {
+                sim.node_mut::<Middlebox>(m)
+                    .map(|m| m.stats().cache_replayed_bytes)
+            })
+            .unwrap_or(0);
+        let duration = sim.now().since_epoch();
+        let s = sim.node_mut::<SenderHost>(tx).expect("sender");
+        let sender_stats = s.transport().stats();
+        let sender = s.app().clone();
+        let tx_tcp = s.transport().as_any().downcast_ref::<TcpTransport>();
+        let placements = tx_tcp.map(|t| t.placements().to_vec()).unwrap_or_default();
+        let tx_details = tx_tcp.map(TcpTransport::details).unwrap_or_default();
+        let r = sim.node_mut::<ReceiverHost>(rx).expect("receiver");
+        let rx_details = r
+            .transport()
+            .as_any()
+            .downcast_ref::<TcpTransport>()
+            .map(TcpTransport::details)
+            .unwrap_or_default();
+        let offered = offered.borrow();
+        let log = wire_log.borrow();
+        let fates = match tcp {
+            Some(t) => tcp_fates(self, t, &sender, &placements, &log),
+            None => Fates::Packets(&offered.packets),
+        };
+        let mut run = crate::generic::assemble(
+            self,
+            Outcome {
+                sender: &sender,
+                sender_stats,
+                receiver: r.app(),
+                receiver_stats: r.transport().stats(),
+                fates,
+                wire_packets: link.packets_sent,
+                wire_bytes: link.bytes_sent,
+                duration,
+                error: None,
+            },
+        );
+        if tcp.is_some() {
+            run.crc_rejected = rx_details.deframer.crc_rejected;
+            run.deframer = rx_details.deframer;
+            run.hollywood = tx_details.hollywood;
+            run.ooo = rx_details.ooo;
+            run.wire = audit.borrow().report();
+        }
+        run.cache_replayed_bytes = cache_replayed_bytes;
         run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
         Ok(run)
     }
 }
 
-fn collect(
+/// The sender's packets offered to the lossy link, in order, and what
+/// became of them (transports other than TCP; `crate::generic::attribute`).
+#[derive(Default)]
+struct Offers {
+    /// Read message ids from the packets (UDP).
+    udp: bool,
+    packets: Vec<Offered>,
+    /// Packet index on the link → position in `packets`.
+    index: HashMap<u64, usize>,
+}
+
+impl Offers {
+    fn on_event(&mut self, time: Instant, kind: TraceKind, index: u64, copy: u8, packet: &[u8]) {
+        // Only the sender's packets (the reverse link is another link).
+        match kind {
+            TraceKind::Sent => {
+                self.index.insert(index, self.packets.len());
+                self.packets.push(Offered {
+                    time,
+                    len: packet.len(),
+                    network_dropped: false,
+                    dropped: false,
+                    id: self
+                        .udp
+                        .then(|| crate::generic::udp_message_id(packet))
+                        .flatten(),
+                });
+            }
+            _ => {
+                if let Some((i, network)) = logged_drop(&self.index, kind, index, copy) {
+                    let p = &mut self.packets[i];
+                    (p.dropped, p.network_dropped) = (true, network);
+                }
+            }
+        }
+    }
+}
+
+/// Where each message's frame went on the wire, and the fate of the
+/// packets that first carried it. A TCP Hollywood sender reports it
+/// (`Event::MessageSent`: its messages may be dropped before they get
+/// sequence numbers, or travel in another message's slot); other senders
+/// write every frame in id order, back to back, so the offsets follow from
+/// framing the same payloads.
+fn tcp_fates(
     sc: &MessagesScenario,
-    sim: &mut Simulator,
-    tx: NodeId,
-    rx: NodeId,
-    mbox: Option<NodeId>,
-    wire: WireAuditReport,
+    t: crate::Transport,
+    sender: &MessageSender,
+    placements: &[Placement],
     log: &WireLog,
-) -> Result<MessagesRun, String> {
-    let s = sim.node_mut::<TcpHost<MessageSender>>(tx).expect("sender");
-    let generated: Vec<Option<Instant>> = s.app().records().iter().map(|r| r.generated).collect();
-    let sent: Vec<_> = s.app().records().iter().map(|r| r.sent).collect();
-    let expired: Vec<bool> = s.app().records().iter().map(|r| r.expired).collect();
-    let expired_events = s.app().expired().len() as u64;
-    let hollywood = s.app().hollywood_stats();
-    let sender_srtt = s.app().srtt();
-    let error = s.app().error().map(str::to_owned).or_else(|| {
-        (s.app().generated() == 0).then(|| "the connection was not established".to_string())
-    });
-    let r = sim
-        .node_mut::<TcpHost<MessageReceiver>>(rx)
-        .expect("receiver");
-    let arrival: Vec<Option<Instant>> = r.app().records().iter().map(|r| r.arrival).collect();
-    let corrupt_delivered = r.app().corrupt_delivered() + r.app().unknown_delivered();
-    let duplicates_delivered = r.app().duplicates_delivered();
-    let deframer = r.app().deframer_stats();
-    let crc_rejected = deframer.crc_rejected;
-    let ooo = r.app().ooo_stats();
-    let cache_replayed_bytes = mbox
-        .and_then(|m| {
-            sim.node_mut::<Middlebox>(m)
-                .map(|m| m.stats().cache_replayed_bytes)
-        })
-        .unwrap_or(0);
-    // Where each message's frame went on the wire, and the fate of the
-    // packets that first carried it. A TCP Hollywood sender reports it
-    // (`Event::MessageSent`: its messages may be dropped before they get
-    // sequence numbers, or travel in another message's slot); other
-    // senders write every frame in id order, back to back, so the offsets
-    // follow from framing the same payloads.
+) -> Fates<'static> {
     let offsets = frame_offsets(sc.count, sc.size, sc.seed);
     let n = sc.count as usize;
     let mut first_tx_dropped = vec![false; n];
     let mut network_dropped = vec![false; n];
-    let ir = sc.transport.sender_ir();
+    let mut sent: Vec<Option<(Instant, u64, u64)>> = vec![None; n];
+    if t.sender_ir() {
+        if let Some(base) = log.base {
+            for p in placements {
+                if let Some(s) = sent.get_mut(p.id as usize) {
+                    s.get_or_insert((p.time, p.seq.diff(base).max(0) as u64, u64::from(p.len)));
+                }
+            }
+        }
+    } else {
+        for (id, r) in sender.records().iter().enumerate() {
+            if let Some(g) = r.generated {
+                sent[id] = Some((g, offsets[id], offsets[id + 1] - offsets[id]));
+            }
+        }
+    }
     for id in 0..n {
-        let placed = if ir {
-            sent[id].and_then(|(t, seq, len)| {
-                let base = log.base?;
-                Some((t, seq.diff(base).max(0) as u64, u64::from(len)))
-            })
-        } else {
-            generated[id].map(|g| {
-                let end = offsets.get(id + 1).copied().unwrap_or(offsets[id] + 1);
-                (g, offsets[id], end - offsets[id])
-            })
-        };
-        if let Some((t, off, len)) = placed {
+        if let Some((t, off, len)) = sent[id] {
             if let Some((any, net)) = log.first_fate(t, off, len) {
                 first_tx_dropped[id] = any;
                 network_dropped[id] = net;
             }
         }
     }
-    let one_way = sc.rtt / 2;
     // Frame plus IPv4 (20), TCP (20) and timestamp option (12) headers.
-    let on_time = crate::OnTime::of_run(&generated, &arrival, sc.lifetime, |id| {
-        let wire = (offsets[id + 1] - offsets[id]) as usize + 52;
-        !network_dropped[id] && crate::oracle_in_time(one_way, sc.rate_bps, wire, sc.lifetime)
-    });
-    Ok(MessagesRun {
-        scenario: sc.clone(),
-        generated,
-        arrival,
-        expired,
+    let wire_len = (0..n)
+        .map(|id| (offsets[id + 1] - offsets[id]) as usize + 52)
+        .collect();
+    Fates::Known {
         first_tx_dropped,
         network_dropped,
-        on_time,
-        corrupt_delivered,
-        duplicates_delivered,
-        crc_rejected,
-        deframer,
-        hollywood,
-        sender_srtt,
-        ooo,
-        wire,
-        expired_events,
-        cache_replayed_bytes,
-        sim_time: sim.now().since_epoch(),
-        error,
-        receiver_packets: Vec::new(),
-        transport: Default::default(),
-        wire_packets: 0,
-        wire_bytes: 0,
-    })
+        wire_len,
+    }
 }
 
 /// Stream offset of each message's frame (the sender frames messages in id

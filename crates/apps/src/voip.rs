@@ -54,25 +54,23 @@
 //! The engine's liveness test `now + SRTT/2 ≤ queued + lifetime` then asks
 //! exactly "would a retransmission sent now arrive before playout?".
 //!
-//! # UDP
+//! # One application, every transport
 //!
-//! [`VoipTransport::Udp`] sends each message as one datagram (4-byte message
-//! id + payload, like a minimal RTP header) and never retransmits: the floor
-//! any transport can reach on the path — a message is lost exactly when its
-//! one transmission is dropped. It runs on two small simulator nodes
-//! ([`UdpVoipSender`], [`UdpVoipReceiver`]); the TCP engine is not involved.
+//! The call is the message stream of [`MessagesScenario`] (one sender and
+//! receiver application written against the message-transport interface)
+//! with the lifetime above; this module adds the playout schedule. TCP and
+//! its Hollywood deployments, the QUIC mappings and QUICsilver, and UDP all
+//! carry it with no per-transport code. [`VoipTransport::Udp`] sends each
+//! message as one datagram and never retransmits: the floor any transport
+//! can reach on the path — a message is lost exactly when its one
+//! transmission is dropped.
 
-use crate::messages::{payload_for, Transport};
+use crate::messages::Transport;
 use crate::scenario::MessagesScenario;
-use hollywood_sim::{
-    CaptureFilter, DropReason, LinkConfig, LossModel, MiddleboxKind, Node, SimBuilder, TraceKind,
-};
+use hollywood_sim::{LossModel, MiddleboxKind};
 use hollywood_tcp::{Config, Instant};
-use std::cell::RefCell;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::time::Duration;
 
 /// What carries the voice messages.
@@ -272,7 +270,9 @@ impl VoipScenario {
         self.validate()?;
         match self.transport {
             VoipTransport::Stream(t) => self.run_stream(t, None),
-            VoipTransport::Udp => self.run_udp(),
+            VoipTransport::Udp => {
+                self.run_stream(Transport::Tcp, Some(crate::GenericTransport::Udp))
+            }
             VoipTransport::Quic(name) => {
                 let g = crate::GenericTransport::parse(name).ok_or_else(|| {
                     VoipError::InvalidScenario(format!("unknown transport {name}"))
@@ -333,100 +333,6 @@ impl VoipScenario {
             network_dropped: m.network_dropped,
         })
     }
-
-    fn run_udp(&self) -> Result<VoipRun, VoipError> {
-        let sim_err = |e: hollywood_sim::SimError| VoipError::Simulation(e.to_string());
-        let mut sim = SimBuilder::new().seed(self.seed).build();
-        let src = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 5004);
-        let dst = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 5004);
-        let tx = sim.add_node(UdpVoipSender::new(
-            src,
-            dst,
-            self.count,
-            self.size,
-            self.interval,
-            self.seed,
-        ));
-        let rx = sim.add_node(UdpVoipReceiver::new(self.count, self.size, self.seed));
-        let one_way = self.rtt / 2;
-        let fwd_cfg = LinkConfig::new(self.rate_bps, one_way)
-            .with_queue_bytes(self.queue_bytes)
-            .with_loss(self.loss);
-        let rev_cfg = LinkConfig::new(self.uplink_bps, one_way).with_queue_bytes(self.queue_bytes);
-        let (fwd, _) = sim
-            .connect(tx, 0, rx, 0, fwd_cfg, rev_cfg)
-            .map_err(sim_err)?;
-        if let Some(p) = &self.pcap {
-            sim.capture_pcap_file(p, CaptureFilter::default())
-                .map_err(|e| VoipError::Pcap(format!("cannot write {}: {e}", p.display())))?;
-        }
-        // Which datagrams the downlink dropped (each message is sent once,
-        // so every drop is a first-transmission drop).
-        let n = self.count as usize;
-        let dropped = Rc::new(RefCell::new((vec![false; n], vec![false; n])));
-        {
-            let dropped = dropped.clone();
-            sim.on_packet(move |ev| {
-                let TraceKind::Dropped(why) = ev.kind else {
-                    return;
-                };
-                if ev.link != fwd || ev.copy != 0 {
-                    return;
-                }
-                if let Some(id) = datagram_id(ev.packet) {
-                    let (any, net) = &mut *dropped.borrow_mut();
-                    if let Some(d) = any.get_mut(id as usize) {
-                        *d = true;
-                        net[id as usize] = matches!(why, DropReason::Loss | DropReason::Rule);
-                    }
-                }
-            });
-        }
-        sim.run_until_idle().map_err(sim_err)?;
-        sim.finish_captures()
-            .map_err(|e| VoipError::Pcap(e.to_string()))?;
-        let generated = sim
-            .node_mut::<UdpVoipSender>(tx)
-            .map(|s| s.generated().to_vec())
-            .ok_or_else(|| VoipError::Simulation("sender node missing".into()))?;
-        let r = sim
-            .node_mut::<UdpVoipReceiver>(rx)
-            .ok_or_else(|| VoipError::Simulation("receiver node missing".into()))?;
-        let arrival = r.arrivals().to_vec();
-        let (corrupt, duplicates) = (r.corrupt(), r.duplicates());
-        let (dropped, network_dropped) = dropped.borrow().clone();
-        let expired = vec![false; self.count as usize];
-        let records = schedule(
-            &generated,
-            &arrival,
-            &dropped,
-            &expired,
-            self.playout,
-            self.interval,
-        );
-        Ok(VoipRun {
-            scenario: self.clone(),
-            records,
-            ir_sent: 0,
-            expired_events: 0,
-            retransmissions_on_wire: 0,
-            srtt: None,
-            corrupt_delivered: corrupt,
-            duplicates_delivered: duplicates,
-            seq_holes_on_wire: 0,
-            sim_time: sim.now().since_epoch(),
-            error: None,
-            network_dropped,
-        })
-    }
-}
-
-/// The message id carried in the first four bytes of a VoIP datagram, if
-/// `packet` is one.
-fn datagram_id(packet: &[u8]) -> Option<u32> {
-    let d = hollywood_wire::parse_udp_ip(packet).ok()?;
-    let id = d.payload.get(..4)?;
-    Some(u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
 }
 
 /// Compute every message's playout instant: `send_i + owd + playout` with
@@ -735,165 +641,6 @@ impl VoipRun {
             .iter()
             .filter(|r| r.lost() && !r.first_tx_dropped)
             .count() as u64
-    }
-}
-
-// ------------------------------------------------------------------ UDP ----
-
-/// Sends message `i` as one UDP datagram at `i · interval` (4-byte id,
-/// big-endian, then the payload), never retransmitting.
-#[derive(Debug)]
-pub struct UdpVoipSender {
-    src: SocketAddr,
-    dst: SocketAddr,
-    count: u32,
-    size: usize,
-    interval: Duration,
-    seed: u64,
-    next: u32,
-    generated: Vec<Option<Instant>>,
-}
-
-impl UdpVoipSender {
-    /// A sender of `count` messages of `size` bytes, the first at time 0.
-    pub fn new(
-        src: SocketAddr,
-        dst: SocketAddr,
-        count: u32,
-        size: usize,
-        interval: Duration,
-        seed: u64,
-    ) -> UdpVoipSender {
-        UdpVoipSender {
-            src,
-            dst,
-            count,
-            size,
-            interval,
-            seed,
-            next: 0,
-            generated: vec![None; count as usize],
-        }
-    }
-
-    /// Per message: when it was sent.
-    pub fn generated(&self) -> &[Option<Instant>] {
-        &self.generated
-    }
-
-    fn due(&self, i: u32) -> Instant {
-        Instant::ZERO + self.interval * i
-    }
-}
-
-impl Node for UdpVoipSender {
-    fn handle_packet(&mut self, _now: Instant, _iface: usize, _packet: Vec<u8>) {}
-
-    fn handle_timeout(&mut self, _now: Instant) {}
-
-    fn poll_transmit(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
-        if self.next >= self.count || self.due(self.next) > now {
-            return None;
-        }
-        let id = self.next;
-        self.next += 1;
-        let at = self.due(id);
-        self.generated[id as usize] = Some(at);
-        let mut payload = Vec::with_capacity(4 + self.size);
-        payload.extend_from_slice(&id.to_be_bytes());
-        payload.extend_from_slice(&payload_for(self.seed, id, self.size));
-        Some((
-            0,
-            hollywood_wire::build_udp_ip(self.src, self.dst, &payload),
-        ))
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        (self.next < self.count).then(|| self.due(self.next))
-    }
-
-    fn as_any(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-}
-
-/// Records the arrival of each VoIP datagram and checks its payload.
-#[derive(Debug)]
-pub struct UdpVoipReceiver {
-    size: usize,
-    seed: u64,
-    arrivals: Vec<Option<Instant>>,
-    corrupt: u64,
-    duplicates: u64,
-}
-
-impl UdpVoipReceiver {
-    /// A receiver for `count` messages of `size` bytes from stream `seed`.
-    pub fn new(count: u32, size: usize, seed: u64) -> UdpVoipReceiver {
-        UdpVoipReceiver {
-            size,
-            seed,
-            arrivals: vec![None; count as usize],
-            corrupt: 0,
-            duplicates: 0,
-        }
-    }
-
-    /// Per message: when it arrived.
-    pub fn arrivals(&self) -> &[Option<Instant>] {
-        &self.arrivals
-    }
-
-    /// Datagrams that failed to parse, had an unknown id, or a payload other
-    /// than the one sent.
-    pub fn corrupt(&self) -> u64 {
-        self.corrupt
-    }
-
-    /// Datagrams received a second time (link duplication).
-    pub fn duplicates(&self) -> u64 {
-        self.duplicates
-    }
-}
-
-impl Node for UdpVoipReceiver {
-    fn handle_packet(&mut self, now: Instant, _iface: usize, packet: Vec<u8>) {
-        let Ok(d) = hollywood_wire::parse_udp_ip(&packet) else {
-            self.corrupt += 1;
-            return;
-        };
-        let Some((id, body)) = d.payload.split_first_chunk::<4>() else {
-            self.corrupt += 1;
-            return;
-        };
-        let id = u32::from_be_bytes(*id);
-        let Some(slot) = self.arrivals.get_mut(id as usize) else {
-            self.corrupt += 1;
-            return;
-        };
-        if body != payload_for(self.seed, id, self.size).as_slice() {
-            self.corrupt += 1;
-            return;
-        }
-        if slot.is_some() {
-            self.duplicates += 1;
-        } else {
-            *slot = Some(now);
-        }
-    }
-
-    fn handle_timeout(&mut self, _now: Instant) {}
-
-    fn poll_transmit(&mut self, _now: Instant) -> Option<(usize, Vec<u8>)> {
-        None
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-
-    fn as_any(&mut self) -> &mut dyn std::any::Any {
-        self
     }
 }
 

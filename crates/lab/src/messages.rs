@@ -8,7 +8,7 @@
 //! [`MessagesRun`], so the CLI prints the same JSON keys for both.
 //!
 //! QUIC and UDP run their sans-IO transports (the very ones the simulator
-//! runs) and the same applications ([`hollywood_apps::generic`]) on real
+//! runs) and the same applications ([`hollywood_apps::messages`]) on real
 //! UDP sockets in the lab's namespaces, through
 //! [`hollywood_tun::udp_host`], on the OS clock. The oracle is the
 //! simulator's attribution of packets to messages by time
@@ -19,8 +19,9 @@
 
 use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
-use hollywood_apps::generic::{self, GenericReceiver, GenericSender, Offered, Outcome};
+use hollywood_apps::generic::{self, Fates, Offered, Outcome};
 use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
+use hollywood_apps::{MessageReceiver, MessageSender};
 use hollywood_sim::{DropReason, LinkConfig, MiddleboxKind};
 use hollywood_tcp::Instant;
 use hollywood_tun::{NetNs, UdpHost};
@@ -36,8 +37,9 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 const SENDER_PORT: u16 = 4000;
 const RECEIVER_PORT: u16 = 5004;
 
-/// A packet the sender sent: when, IP length, emulator fingerprint.
-type SentPacket = (Instant, usize, Option<u64>);
+/// A packet the sender sent: when, IP length, emulator fingerprint, the
+/// message it names (UDP).
+type SentPacket = (Instant, usize, Option<u64>, Option<u32>);
 
 /// The emulated links of a scenario: a→b carries data and the loss model,
 /// b→a the acknowledgements.
@@ -61,6 +63,9 @@ pub fn run_generic(
     }
     if sc.middlebox != MiddleboxKind::None {
         return Err(format!("{} runs without a middlebox", g.name()).into());
+    }
+    if g.tcp().is_some() {
+        return Err(format!("{} runs on TUN devices: `run_tcp`", g.name()).into());
     }
     if sc.pcap.is_some() {
         return Err(
@@ -90,7 +95,7 @@ pub fn run_generic(
         .seed(sc.seed)
         .build()
         .derive_seed(1);
-    let (ta, tb) = g.endpoints(tx_addr, rx_addr, transport_seed)?;
+    let (ta, tb) = g.endpoints(&sc.base, tx_addr, rx_addr, transport_seed)?;
     let (sender, receiver) = generic::apps(sc);
     let epoch = std::time::Instant::now();
     let mut rx = UdpHost::new(rx_sock, tb, receiver, epoch)?;
@@ -98,11 +103,13 @@ pub fn run_generic(
     let sent: Arc<Mutex<Vec<SentPacket>>> = Arc::default();
     {
         let sent = sent.clone();
+        let udp = matches!(g, GenericTransport::Udp);
         tx.set_transmit_hook(Box::new(move |now, packet| {
             let fp = segment_fingerprint(packet);
+            let id = udp.then(|| generic::udp_message_id(packet)).flatten();
             sent.lock()
                 .expect("transmit log")
-                .push((now, packet.len(), fp));
+                .push((now, packet.len(), fp, id));
         }));
     }
     let limit = Instant::ZERO + sc.interval * sc.count + sc.rtt * 20 + Duration::from_secs(60);
@@ -111,12 +118,12 @@ pub fn run_generic(
         let done = sender_done.clone();
         std::thread::Builder::new()
             .name("lab-msg-rx".into())
-            .spawn(move || -> std::io::Result<UdpHost<GenericReceiver>> {
+            .spawn(move || -> std::io::Result<UdpHost<MessageReceiver>> {
                 rx.run_until(limit, |_, _| done.load(Ordering::Acquire))?;
                 Ok(rx)
             })?
     };
-    let tx_result = tx.run_until(limit, |app: &GenericSender, _| app.finished());
+    let tx_result = tx.run_until(limit, |app: &MessageSender, _| app.finished());
     sender_done.store(true, Ordering::Release);
     let rx = rx_thread.join().map_err(|_| "receiver thread panicked")??;
     let finished = tx_result?;
@@ -130,13 +137,14 @@ pub fn run_generic(
     let sent = sent.lock().expect("transmit log");
     let offered: Vec<Offered> = sent
         .iter()
-        .map(|&(time, len, fp)| {
+        .map(|&(time, len, fp, id)| {
             let reason = fp.and_then(|fp| drops.reason_of(fp));
             Offered {
                 time,
                 len,
                 dropped: reason.is_some(),
                 network_dropped: matches!(reason, Some(DropReason::Loss | DropReason::Rule)),
+                id,
             }
         })
         .collect();
@@ -149,7 +157,7 @@ pub fn run_generic(
             sender_stats: tx.transport().stats(),
             receiver: rx.app(),
             receiver_stats: rx.transport().stats(),
-            offered: &offered,
+            fates: Fates::Packets(&offered),
             wire_packets: stats.datagrams_out,
             wire_bytes: stats.ip_bytes_out,
             duration,

@@ -82,6 +82,8 @@ struct SubState {
     next_seq: u32,
     /// Last id sent on the sub-stream as an ordered message.
     ordered_last: Option<u32>,
+    /// `ordered_last` before the last frame, for [`Framer::retract`].
+    undo: Option<Option<u32>>,
 }
 
 impl Default for Framer {
@@ -131,14 +133,31 @@ impl Framer {
         payload: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<u32, SendError> {
+        let id = self.next_id;
+        self.frame_id(id, substream, ordered, payload, out)?;
+        Ok(id)
+    }
+
+    /// Like [`Framer::frame`], with the caller's message id `id` (a layer
+    /// above assigns ids; TCP Hollywood needs them increasing in the order
+    /// messages are queued, thesis §4.2). The next [`Framer::frame`] uses
+    /// `id + 1`.
+    pub fn frame_id(
+        &mut self,
+        id: u32,
+        substream: u16,
+        ordered: bool,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), SendError> {
         if payload.len() > self.max_payload {
             return Err(SendError::TooLarge {
                 len: payload.len(),
                 max: self.max_payload,
             });
         }
-        let id = self.next_id;
         let sub = self.subs.entry(substream).or_default();
+        sub.undo = Some(sub.ordered_last);
         let ordered_prev = if ordered {
             // The first ordered message of a sub-stream points at itself.
             Some(sub.ordered_last.replace(id).unwrap_or(id))
@@ -158,7 +177,27 @@ impl Framer {
             out,
         );
         self.next_id = id.wrapping_add(1);
-        Ok(id)
+        Ok(())
+    }
+
+    /// Take back the last frame made for `substream`, `id`, which the
+    /// transport refused (no room): its sequence number and its place in
+    /// the ordered chain are given back, so the retry (framed again) leaves
+    /// no gap the receiver would count as a loss. Only the last frame of a
+    /// sub-stream can be retracted; returns false otherwise.
+    pub fn retract(&mut self, substream: u16, id: u32) -> bool {
+        let Some(sub) = self.subs.get_mut(&substream) else {
+            return false;
+        };
+        let Some(prev) = sub.undo.take() else {
+            return false;
+        };
+        sub.next_seq = sub.next_seq.wrapping_sub(1);
+        sub.ordered_last = prev;
+        if self.next_id == id.wrapping_add(1) {
+            self.next_id = id;
+        }
+        true
     }
 }
 
@@ -204,6 +243,28 @@ mod tests {
         );
         assert_eq!(f.next_id(), 3, "a refused message consumes no id");
         assert_eq!(f.next_substream_seq(5), 3, "nor a sequence number");
+    }
+
+    #[test]
+    fn caller_ids_and_retract() {
+        let mut f = Framer::default();
+        let mut out = Vec::new();
+        f.frame_id(10, 3, true, b"a", &mut out).unwrap();
+        f.frame_id(11, 3, true, b"b", &mut out).unwrap();
+        assert!(f.retract(3, 11));
+        assert!(!f.retract(3, 11), "only the last frame");
+        assert_eq!(f.next_substream_seq(3), 1);
+        out.clear();
+        f.frame_id(12, 3, true, b"b", &mut out).unwrap();
+        let h = headers(&out);
+        assert_eq!(h[0].substream_seq, Some(1), "no gap after a retraction");
+        assert_eq!(
+            h[0].ordered_prev,
+            Some(10),
+            "the chain skips the retracted id"
+        );
+        assert_eq!(f.next_id(), 13);
+        assert!(!f.retract(9, 0));
     }
 
     #[test]

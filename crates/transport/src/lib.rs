@@ -9,6 +9,9 @@
 //!   of seed 004 ([`quic::Mapping`]: one stream, stream per group, per
 //!   frame, per message, RFC 9221 datagrams) and QUICsilver's deadline-aware
 //!   partial reliability (seed 002 §4, with thesis §4.2's liveness rule);
+//! - [`tcp::TcpTransport`]: our TCP engine with the intermediary layer,
+//!   as standard TCP or one of the TCP Hollywood deployments
+//!   ([`tcp::Deployment`], thesis §4.4);
 //! - [`udp::UdpTransport`]: one message per datagram, sent once (the floor).
 //!
 //! Like the TCP engine, a transport never reads a clock or touches a
@@ -25,10 +28,24 @@ pub mod host;
 pub mod pair;
 pub mod quic;
 pub mod record;
+pub mod tcp;
 pub mod udp;
 
 pub use hollywood_tcp::Instant;
+use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Which end of a connection a transport is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Connects to `remote` at start.
+    Client {
+        /// The server.
+        remote: SocketAddr,
+    },
+    /// Accepts the first connection.
+    Server,
+}
 
 /// Largest message a transport accepts (payload bytes).
 pub const MAX_MESSAGE: usize = 1 << 20;
@@ -36,8 +53,10 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 /// A message handed to a transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutMessage {
-    /// The application's id for the message; unique per sub-stream for the
-    /// connection's lifetime (the receiver reports it back).
+    /// The application's id for the message (the receiver reports it
+    /// back): unique per connection and increasing in the order messages
+    /// are sent (TCP Hollywood's engine requires it, thesis §4.2; wrapping
+    /// at 2^32 in serial-number order).
     pub id: u32,
     /// Payload.
     pub payload: Vec<u8>,
@@ -144,6 +163,11 @@ pub enum SendError {
     /// Not connected yet, or closed.
     #[error("not connected")]
     NotConnected,
+    /// The metadata breaks a rule of the transport (TCP Hollywood: ids
+    /// increasing, dependencies on earlier messages and non-decreasing per
+    /// sub-stream, thesis §4.2).
+    #[error("invalid message: {0}")]
+    Invalid(String),
 }
 
 /// Counters every transport keeps.
@@ -199,6 +223,9 @@ pub trait MessageTransport: Send {
     fn close(&mut self, now: Instant);
     /// Counters.
     fn stats(&self) -> TransportStats;
+    /// The concrete transport, for what only it knows (e.g.
+    /// [`tcp::TcpTransport::details`]).
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// Application logic written against a [`MessageTransport`]: the same code

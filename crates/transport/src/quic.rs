@@ -271,17 +271,7 @@ impl QuicIdentity {
     }
 }
 
-/// Which end of the connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Connects to `remote` at start.
-    Client {
-        /// The server.
-        remote: SocketAddr,
-    },
-    /// Accepts the first connection.
-    Server,
-}
+pub use crate::Role;
 
 /// Error code of a stream reset because its message expired.
 const EXPIRED: u32 = 1;
@@ -1179,5 +1169,9 @@ impl MessageTransport for QuicTransport {
 
     fn stats(&self) -> TransportStats {
         self.stats
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

@@ -117,4 +117,8 @@ impl MessageTransport for UdpTransport {
     fn stats(&self) -> TransportStats {
         self.stats
     }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }

@@ -1,19 +1,17 @@
 //! QUIC mappings and QUICsilver over the pair harness: delivery, head-of-line
 //! blocking, partial reliability, dependency retention, determinism.
 
+mod common;
+
+use common::{
+    addrs, delays_ms, delivers_everything_on_a_clean_link, drop_data_packet_at,
+    late_after_one_loss, lossy_trace, run,
+};
 use hollywood_transport::pair::{Dir, Pair};
 use hollywood_transport::quic::{QuicConfig, QuicIdentity, QuicTransport, Role};
 use hollywood_transport::udp::UdpTransport;
 use hollywood_transport::{ExpiryReason, Instant, OutMessage, TransportEvent};
-use std::net::SocketAddr;
 use std::time::Duration;
-
-fn addrs() -> (SocketAddr, SocketAddr) {
-    (
-        "10.0.0.1:4000".parse().unwrap(),
-        "10.0.0.2:4433".parse().unwrap(),
-    )
-}
 
 fn quic_pair(name: &str, seed: u64, delay: Duration) -> Pair {
     let (c, s) = addrs();
@@ -24,169 +22,23 @@ fn quic_pair(name: &str, seed: u64, delay: Duration) -> Pair {
     Pair::new(Box::new(a), Box::new(b), delay)
 }
 
-/// What a stream of messages produced.
-#[derive(Debug, Default)]
-struct Outcome {
-    sent_at: Vec<Option<Instant>>,
-    arrival: Vec<Option<Instant>>,
-    expired: Vec<Option<ExpiryReason>>,
-    duplicates: u64,
-}
-
-/// Send `n` messages of `size` bytes every `interval` once connected; `meta`
-/// fills in the rest of each message. Runs until `linger` after the last.
-fn run(
-    p: &mut Pair,
-    n: u32,
-    size: usize,
-    interval: Duration,
-    linger: Duration,
-    meta: impl Fn(u32, &mut OutMessage),
-) -> Outcome {
-    let mut o = Outcome {
-        sent_at: vec![None; n as usize],
-        arrival: vec![None; n as usize],
-        expired: vec![None; n as usize],
-        duplicates: 0,
-    };
-    let limit = Instant::ZERO + Duration::from_secs(10);
-    while !p
-        .a_events
-        .iter()
-        .any(|(_, e)| *e == TransportEvent::Connected)
-    {
-        assert!(p.step(limit), "no connection");
-    }
-    let start = p.now;
-    let mut next = 0u32;
-    let end = start + interval * n + linger;
-    loop {
-        let due = (next < n).then(|| start + interval * next);
-        let t = [due, p.next_time()].into_iter().flatten().min();
-        let Some(t) = t.filter(|t| *t <= end) else {
-            break;
-        };
-        if due == Some(t) && t >= p.now {
-            p.now = t;
-            let mut m = OutMessage::new(next, vec![next as u8; size]);
-            meta(next, &mut m);
-            p.a.send(p.now, m).unwrap();
-            o.sent_at[next as usize] = Some(p.now);
-            next += 1;
-            p.flush();
-        } else {
-            p.step(end);
-        }
-    }
-    for (_, e) in p.a_events.iter() {
-        if let TransportEvent::Expired { id, reason, .. } = e {
-            o.expired[*id as usize] = Some(*reason);
-        }
-    }
-    for (_, e) in p.b_events.iter() {
-        if let TransportEvent::Message(m) = e {
-            assert_eq!(m.payload, vec![m.id as u8; size], "payload of {}", m.id);
-            let slot = &mut o.arrival[m.id as usize];
-            if slot.is_some() {
-                o.duplicates += 1;
-            }
-            slot.get_or_insert(m.arrival);
-        }
-    }
-    o
-}
-
-fn delays_ms(o: &Outcome) -> Vec<Option<f64>> {
-    o.sent_at
-        .iter()
-        .zip(&o.arrival)
-        .map(|(s, a)| Some((a.as_ref()?.as_nanos() - s.as_ref()?.as_nanos()) as f64 / 1e6))
-        .collect()
-}
-
 #[test]
 fn every_mapping_delivers_everything_on_a_clean_link() {
     for name in QuicConfig::NAMES {
-        let mut p = quic_pair(name, 1, Duration::from_millis(20));
-        let o = run(
-            &mut p,
-            50,
-            300,
-            Duration::from_millis(10),
-            Duration::from_secs(1),
-            |i, m| {
-                m.group = Some(u64::from(i / 10));
-                m.frame = Some(u64::from(i / 2));
-                m.lifetime = Some(Duration::from_millis(200));
-            },
-        );
-        assert!(o.arrival.iter().all(Option::is_some), "{name}: {o:?}");
-        assert_eq!(o.duplicates, 0, "{name}");
-        assert!(o.expired.iter().all(Option::is_none), "{name}");
-        // One-way delay plus serialisation-free link: 20 ms each.
-        for d in delays_ms(&o).into_iter().flatten() {
-            assert!((20.0..21.0).contains(&d), "{name}: delay {d}");
-        }
+        delivers_everything_on_a_clean_link(&mut quic_pair(name, 1, Duration::from_millis(20)));
     }
 }
 
 #[test]
 fn runs_are_deterministic_for_a_seed() {
-    let trace = |seed| {
-        let mut p = quic_pair("quicsilver", seed, Duration::from_millis(30));
-        p.set_drop(Box::new(|_, d, i, _| d == Dir::AtoB && i % 7 == 3));
-        let o = run(
-            &mut p,
-            60,
-            900,
-            Duration::from_millis(16),
-            Duration::from_secs(1),
-            |_, m| {
-                m.lifetime = Some(Duration::from_millis(120));
-            },
-        );
-        (o.arrival, o.expired, p.sent(), p.now)
-    };
+    let trace = |seed| lossy_trace(quic_pair("quicsilver", seed, Duration::from_millis(30)));
     assert_eq!(trace(5), trace(5));
-}
-
-/// Drop the first large a→b packet sent at or after `at` (after the
-/// handshake, large a→b packets carry message data): with the connection
-/// up at 100 ms and a message every 10 ms, `at` = 100 + 10·k ms is the
-/// packet of message k.
-fn drop_data_packet_at(at_ms: u64) -> hollywood_transport::pair::DropFn {
-    let at = Instant::ZERO + Duration::from_millis(at_ms);
-    let mut done = false;
-    Box::new(move |now, d, _, p| {
-        if d != Dir::AtoB || done || p.len() < 300 || now < at {
-            return false;
-        }
-        done = true;
-        true
-    })
+    assert_ne!(trace(5).2, [0, 0]);
 }
 
 #[test]
 fn one_stream_blocks_the_head_of_line_a_stream_per_message_does_not() {
-    let go = |name| {
-        let mut p = quic_pair(name, 2, Duration::from_millis(50));
-        p.set_drop(drop_data_packet_at(300));
-        let o = run(
-            &mut p,
-            60,
-            500,
-            Duration::from_millis(10),
-            Duration::from_secs(2),
-            |_, m| {
-                m.lifetime = Some(Duration::from_millis(120));
-            },
-        );
-        let late = delays_ms(&o)
-            .iter()
-            .filter(|d| d.is_none_or(|d| d > 120.0))
-            .count();
-        (late, o)
-    };
+    let go = |name| late_after_one_loss(&mut quic_pair(name, 2, Duration::from_millis(50)));
     let (late_ss, ss) = go("quic-ss");
     let (late_pps, pps) = go("quic-pps");
     // Standard QUIC holds back everything behind the loss until the repair

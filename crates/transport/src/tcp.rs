@@ -1,0 +1,544 @@
+//! TCP and the TCP Hollywood deployments (thesis §4.4) as a
+//! [`MessageTransport`]: our engine ([`hollywood_tcp::Endpoint`]) with the
+//! intermediary layer (`hollywood-msg`: COBS framing, CRC32C, sub-streams,
+//! de-duplication) on top, so applications written against the interface
+//! run over standard TCP, TCP Hollywood and its partial deployments exactly
+//! as they run over QUIC or UDP.
+//!
+//! - Sending: each [`OutMessage`] becomes one frame with the message's own
+//!   id (the engine needs ids increasing in the order messages are queued,
+//!   thesis §4.2) and is queued with its lifetime, dependency and
+//!   sub-stream ([`MessageMeta`]). An inconsistent-retransmission sender
+//!   drops what can no longer arrive in time (§4.2's liveness test) and
+//!   reports it ([`TransportEvent::Expired`]); a standard sender writes the
+//!   frame to the byte stream.
+//! - Receiving: with out-of-order delivery (§4.3) the deframer gets each
+//!   segment as it arrives; otherwise the in-order byte stream. Every
+//!   message is delivered once, with the time its last byte arrived.
+//! - A client connects to its `remote`; a server accepts the first
+//!   connection and resets any further one (one connection per transport).
+//!
+//! The engine has no per-message acknowledgement, so this transport never
+//! reports [`TransportEvent::Acked`].
+
+use crate::{
+    ExpiryReason, InMessage, Instant, MessageTransport, OutMessage, Role, SendError,
+    TransportEvent, TransportStats, MAX_MESSAGE,
+};
+use hollywood_msg::{Deframer, DeframerConfig, DeframerStats, Framer, FramerConfig};
+use hollywood_tcp::{
+    Config, ConnHandle, Endpoint, EndpointEvent, Event, ExpiredMessage, HollywoodStats,
+    MessageMeta, OooStats, SendMessageError, State,
+};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+/// Which halves of TCP Hollywood are deployed (thesis §4.4). The
+/// intermediary layer (framing, CRC, de-duplication) runs in every case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Deployment {
+    /// Neither side modified: standard TCP (Nagle off) carrying framed
+    /// messages in order.
+    Tcp,
+    /// Both extensions: inconsistent retransmissions at the sender,
+    /// out-of-order delivery at the receiver.
+    Hollywood,
+    /// Sender only: inconsistent retransmissions (and consistent
+    /// segmentation); the receiver is standard TCP.
+    HollywoodIr,
+    /// Receiver only: out-of-order delivery; the sender is standard TCP.
+    HollywoodOoo,
+}
+
+impl Deployment {
+    /// All four, in the order experiments report them.
+    pub const ALL: [Deployment; 4] = [
+        Deployment::Tcp,
+        Deployment::HollywoodIr,
+        Deployment::HollywoodOoo,
+        Deployment::Hollywood,
+    ];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Deployment::Tcp => "tcp",
+            Deployment::Hollywood => "hollywood",
+            Deployment::HollywoodIr => "hollywood-ir",
+            Deployment::HollywoodOoo => "hollywood-ooo",
+        }
+    }
+
+    /// Parse a command-line name.
+    pub fn parse(s: &str) -> Result<Deployment, String> {
+        Deployment::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown transport '{s}': use tcp, hollywood, hollywood-ir or hollywood-ooo"
+                )
+            })
+    }
+
+    /// Inconsistent retransmissions at the sender.
+    pub fn sender_ir(self) -> bool {
+        matches!(self, Deployment::Hollywood | Deployment::HollywoodIr)
+    }
+
+    /// Out-of-order delivery at the receiver.
+    pub fn receiver_ooo(self) -> bool {
+        matches!(self, Deployment::Hollywood | Deployment::HollywoodOoo)
+    }
+
+    /// The sender's engine configuration on top of `base`: Nagle off in all
+    /// cases (the thesis's evaluations set TCP_NODELAY); a modified sender
+    /// also segments consistently (thesis §4.2).
+    pub fn sender_config(self, base: &Config) -> Config {
+        let mut c = base.clone();
+        c.nagle = false;
+        c.consistent_segmentation = self.sender_ir();
+        c.hollywood.inconsistent_retransmissions = self.sender_ir();
+        c.hollywood.out_of_order_delivery = false;
+        c
+    }
+
+    /// The receiver's engine configuration on top of `base`.
+    pub fn receiver_config(self, base: &Config) -> Config {
+        let mut c = base.clone();
+        c.nagle = false;
+        c.hollywood.inconsistent_retransmissions = false;
+        c.hollywood.out_of_order_delivery = self.receiver_ooo();
+        c
+    }
+
+    /// The two ends of a one-way message stream: the sender (client, at
+    /// `sender`, connecting to `receiver`) and the receiver (server),
+    /// each configured for its half of the deployment.
+    pub fn endpoints(
+        self,
+        base: &Config,
+        sender: SocketAddr,
+        receiver: SocketAddr,
+        seed: u64,
+    ) -> (TcpTransport, TcpTransport) {
+        let a = TcpTransport::new(
+            self.name(),
+            self.sender_config(base),
+            Role::Client { remote: receiver },
+            sender,
+            seed,
+        );
+        let b = TcpTransport::new(
+            self.name(),
+            self.receiver_config(base),
+            Role::Server,
+            receiver,
+            seed ^ 0x5eed,
+        );
+        (a, b)
+    }
+}
+
+/// Where a TCP Hollywood sender put a message's frame (from the engine's
+/// `MessageSent` event): what an experiment needs to find the packets that
+/// first carried it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// The message id.
+    pub id: u32,
+    /// When it first went on the wire.
+    pub time: Instant,
+    /// First sequence number of its frame.
+    pub seq: hollywood_wire::SeqNumber,
+    /// Framed length.
+    pub len: u32,
+}
+
+/// Engine and intermediary-layer counters beyond [`TransportStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpDetails {
+    /// The sender's inconsistent-retransmission counters.
+    pub hollywood: HollywoodStats,
+    /// The receiver's out-of-order delivery counters.
+    pub ooo: OooStats,
+    /// The receiver's intermediary-layer counters (CRC rejections,
+    /// duplicates dropped, ...).
+    pub deframer: DeframerStats,
+    /// Segments the engine retransmitted.
+    pub retransmitted_segments: u64,
+}
+
+/// Sub-streams of recent messages on a sub-stream other than 0, for the
+/// [`TransportEvent::Expired`] reports (the engine reports ids only).
+/// Ids increase, so it is a window: an expiry is reported within a few
+/// RTTs of queueing, long before this many later messages.
+const SUBSTREAM_WINDOW: usize = 1 << 16;
+
+/// TCP or a TCP Hollywood deployment behind the interface (module docs).
+#[derive(Debug)]
+pub struct TcpTransport {
+    name: &'static str,
+    ep: Endpoint,
+    role: Role,
+    local: SocketAddr,
+    ooo: bool,
+    conn: Option<ConnHandle>,
+    framer: Framer,
+    deframer: Deframer,
+    events: VecDeque<TransportEvent>,
+    stats: TransportStats,
+    details: TcpDetails,
+    scratch: Vec<u8>,
+    frame: Vec<u8>,
+    substreams: VecDeque<(u32, u16)>,
+    placements: Option<Vec<Placement>>,
+    started: bool,
+    connected: bool,
+    peer_closed: bool,
+    closed: bool,
+}
+
+impl TcpTransport {
+    /// An endpoint at `local` running the engine with `config` (its
+    /// Hollywood switches say what this end does; see [`Deployment`]);
+    /// `seed` keys its ISNs and ephemeral ports. `name` is what
+    /// [`MessageTransport::name`] reports.
+    pub fn new(
+        name: &'static str,
+        config: Config,
+        role: Role,
+        local: SocketAddr,
+        seed: u64,
+    ) -> TcpTransport {
+        let ooo = config.hollywood.out_of_order_delivery;
+        TcpTransport {
+            name,
+            ep: Endpoint::new(config, seed),
+            role,
+            local,
+            ooo,
+            conn: None,
+            framer: Framer::new(FramerConfig::default()),
+            deframer: Deframer::new(DeframerConfig::default()),
+            events: VecDeque::new(),
+            stats: TransportStats::default(),
+            details: TcpDetails::default(),
+            scratch: vec![0; 64 * 1024],
+            frame: Vec::new(),
+            substreams: VecDeque::new(),
+            placements: None,
+            started: false,
+            connected: false,
+            peer_closed: false,
+            closed: false,
+        }
+    }
+
+    /// Keep a [`Placement`] per message a TCP Hollywood sender puts on the
+    /// wire (for experiments; grows with the number of messages).
+    pub fn record_placements(&mut self) {
+        self.placements.get_or_insert_with(Vec::new);
+    }
+
+    /// The placements recorded since [`TcpTransport::record_placements`].
+    pub fn placements(&self) -> &[Placement] {
+        self.placements.as_deref().unwrap_or(&[])
+    }
+
+    /// Engine and intermediary-layer counters (last seen).
+    pub fn details(&self) -> TcpDetails {
+        self.details
+    }
+
+    /// The engine.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.ep
+    }
+
+    fn substream_of(&self, id: u32) -> u16 {
+        // Ids increase along the window: search back from the newest.
+        self.substreams
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == id)
+            .map_or(0, |x| x.1)
+    }
+
+    fn snapshot(&mut self) {
+        if let Some(c) = self.conn.and_then(|h| self.ep.connection(h)) {
+            self.details.hollywood = *c.hollywood_stats();
+            self.details.ooo = *c.ooo_stats();
+            self.details.retransmitted_segments = c.stats().retransmitted_segments;
+            self.stats.srtt = c.srtt().or(self.stats.srtt);
+        }
+        self.details.deframer = self.deframer.stats();
+        self.stats.packets_lost = self.details.retransmitted_segments;
+        self.stats.malformed =
+            self.ep.stats().malformed_dropped + self.details.deframer.crc_rejected;
+    }
+
+    /// Hand everything readable to the deframer, then its messages to the
+    /// application.
+    fn drain(&mut self, now: Instant) {
+        let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
+            return;
+        };
+        if self.ooo {
+            while let Some(s) = c.recv_segment() {
+                self.deframer
+                    .push_segment(s.seq.0, &s.payload, s.arrival.as_nanos());
+            }
+            // Everything below RCV.NXT has been pushed: fragments that can
+            // no longer complete may go.
+            self.deframer.advance_floor(c.rcv_nxt().0);
+        } else {
+            while let Ok(n) = c.recv(&mut self.scratch) {
+                if n == 0 {
+                    break;
+                }
+                self.deframer
+                    .push_stream(&self.scratch[..n], now.as_nanos());
+            }
+        }
+        self.deliver();
+    }
+
+    fn deliver(&mut self) {
+        while let Some(m) = self.deframer.poll_message() {
+            self.stats.messages_delivered += 1;
+            self.events.push_back(TransportEvent::Message(InMessage {
+                id: m.id,
+                substream: m.substream,
+                payload: m.payload,
+                arrival: Instant::from_nanos(m.arrival_ns),
+            }));
+        }
+    }
+
+    fn expired(&mut self, e: ExpiredMessage) {
+        use hollywood_tcp::ExpiryReason as R;
+        self.stats.messages_expired += 1;
+        let reason = match e.reason {
+            R::NotSent | R::ExpiredBeforeSend { .. } => ExpiryReason::BeforeSend,
+            R::Replaced { .. } | R::Displaced => ExpiryReason::Abandoned,
+        };
+        self.events.push_back(TransportEvent::Expired {
+            id: e.id,
+            substream: self.substream_of(e.id),
+            reason,
+        });
+    }
+
+    fn on_conn_event(&mut self, now: Instant, event: Event) {
+        match event {
+            Event::Connected if !self.connected => {
+                self.connected = true;
+                self.events.push_back(TransportEvent::Connected);
+                self.drain(now);
+            }
+            Event::Connected | Event::Readable => self.drain(now),
+            Event::Writable => self.events.push_back(TransportEvent::Writable),
+            Event::PeerClosed => {
+                self.drain(now);
+                if !self.peer_closed {
+                    self.peer_closed = true;
+                    self.events.push_back(TransportEvent::PeerClosed);
+                }
+            }
+            Event::Expired(e) => self.expired(e),
+            Event::MessageSent { id, seq, len } => {
+                if let Some(p) = &mut self.placements {
+                    p.push(Placement {
+                        id,
+                        time: now,
+                        seq,
+                        len,
+                    });
+                }
+            }
+            Event::Reset => self.events.push_back(TransportEvent::Failed(
+                "the peer reset the connection".into(),
+            )),
+            Event::TimedOut => self
+                .events
+                .push_back(TransportEvent::Failed("the connection timed out".into())),
+            Event::Closed => {
+                self.drain(now);
+                if !self.closed {
+                    self.closed = true;
+                    self.events.push_back(TransportEvent::Closed);
+                }
+            }
+            Event::RewritingStopped => {}
+        }
+    }
+
+    fn pump(&mut self, now: Instant) {
+        while let Some(ev) = self.ep.poll_event() {
+            match ev {
+                EndpointEvent::Accepted { handle, .. } => {
+                    if self.conn.is_none() {
+                        self.conn = Some(handle);
+                    } else if let Some(c) = self.ep.connection_mut(handle) {
+                        // One connection per transport.
+                        c.abort();
+                    }
+                }
+                EndpointEvent::Conn { handle, event } if Some(handle) == self.conn => {
+                    self.on_conn_event(now, event);
+                }
+                EndpointEvent::Conn { .. } => {}
+            }
+        }
+        // Both directions are done once TIME-WAIT begins: the application
+        // hears Closed then (as a socket user does), not 2·MSL later.
+        let time_wait = self
+            .conn
+            .and_then(|h| self.ep.state_of(h))
+            .is_some_and(|s| s == State::TimeWait);
+        if time_wait && !self.closed {
+            self.drain(now);
+            self.closed = true;
+            self.events.push_back(TransportEvent::Closed);
+        }
+        self.snapshot();
+    }
+}
+
+impl MessageTransport for TcpTransport {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn start(&mut self, now: Instant) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        match self.role {
+            Role::Client { remote } => match self.ep.connect(now, self.local, remote) {
+                Ok(h) => self.conn = Some(h),
+                Err(e) => self
+                    .events
+                    .push_back(TransportEvent::Failed(format!("connect: {e}"))),
+            },
+            Role::Server => {
+                if let Err(e) = self.ep.listen(self.local) {
+                    self.events
+                        .push_back(TransportEvent::Failed(format!("listen: {e}")));
+                }
+            }
+        }
+        self.pump(now);
+    }
+
+    fn handle_packet(&mut self, now: Instant, packet: &[u8]) {
+        self.stats.packets_received += 1;
+        self.ep.handle_packet(now, packet);
+        self.pump(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
+            self.ep.handle_timeout(now);
+        }
+        if self
+            .deframer
+            .poll_timeout()
+            .is_some_and(|t| t <= now.as_nanos())
+        {
+            self.deframer.handle_timeout(now.as_nanos());
+            self.deliver();
+        }
+        self.pump(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let p = self.ep.poll_transmit(now);
+        // Building a segment may raise events (a message got its sequence
+        // numbers: `MessageSent`, with this time).
+        self.pump(now);
+        let p = p?;
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += p.len() as u64;
+        Some(p)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let deframer = self.deframer.poll_timeout().map(Instant::from_nanos);
+        [self.ep.poll_timeout(), deframer]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn send(&mut self, now: Instant, msg: OutMessage) -> Result<(), SendError> {
+        if !self.connected || self.closed {
+            return Err(SendError::NotConnected);
+        }
+        if msg.payload.len() > MAX_MESSAGE {
+            return Err(SendError::TooLarge(msg.payload.len()));
+        }
+        let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
+            return Err(SendError::NotConnected);
+        };
+        self.frame.clear();
+        if self
+            .framer
+            .frame_id(msg.id, msg.substream, false, &msg.payload, &mut self.frame)
+            .is_err()
+        {
+            return Err(SendError::TooLarge(msg.payload.len()));
+        }
+        let meta = MessageMeta {
+            id: msg.id,
+            lifetime: msg.lifetime,
+            depends_on: msg.depends_on,
+            replaceable: true,
+            substream: msg.substream,
+        };
+        let r = c.send_message(now, &self.frame, meta);
+        if r.is_err() {
+            // Nothing was queued: the retry must not leave a gap.
+            self.framer.retract(msg.substream, msg.id);
+        }
+        match r {
+            Ok(()) => {}
+            Err(SendMessageError::WouldBlock) => return Err(SendError::WouldBlock),
+            Err(SendMessageError::Meta(e)) => return Err(SendError::Invalid(e.to_string())),
+            Err(SendMessageError::State(_)) => return Err(SendError::NotConnected),
+        }
+        self.stats.messages_sent += 1;
+        if msg.substream != 0 {
+            if self.substreams.len() == SUBSTREAM_WINDOW {
+                self.substreams.pop_front();
+            }
+            self.substreams.push_back((msg.id, msg.substream));
+        }
+        self.pump(now);
+        Ok(())
+    }
+
+    fn poll_event(&mut self) -> Option<TransportEvent> {
+        self.events.pop_front()
+    }
+
+    fn close(&mut self, now: Instant) {
+        if let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) {
+            c.close();
+        } else if !self.closed {
+            self.closed = true;
+            self.events.push_back(TransportEvent::Closed);
+        }
+        self.pump(now);
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,224 @@
+//! TCP and the TCP Hollywood deployments behind the message-transport
+//! interface, over the pair harness: delivery, head-of-line blocking and
+//! its absence, expiry reports, flow control without gaps, closing.
+
+mod common;
+
+use common::{
+    addrs, connect, delivers_everything_on_a_clean_link, late_after_one_loss, lossy_trace,
+    received_ids, run,
+};
+use hollywood_tcp::Config;
+use hollywood_transport::pair::{Dir, Pair};
+use hollywood_transport::tcp::{Deployment, TcpTransport};
+use hollywood_transport::{
+    ExpiryReason, Instant, MessageTransport, OutMessage, SendError, TransportEvent,
+};
+use std::time::Duration;
+
+fn tcp_pair(d: Deployment, seed: u64, delay: Duration) -> Pair {
+    let (c, s) = addrs();
+    let (a, b) = d.endpoints(&Config::default(), c, s, seed);
+    Pair::new(Box::new(a), Box::new(b), delay)
+}
+
+fn tcp(t: &dyn MessageTransport) -> &TcpTransport {
+    t.as_any().downcast_ref().expect("a TCP transport")
+}
+
+#[test]
+fn every_deployment_delivers_everything_on_a_clean_link() {
+    for d in Deployment::ALL {
+        let mut p = tcp_pair(d, 1, Duration::from_millis(20));
+        delivers_everything_on_a_clean_link(&mut p);
+        assert_eq!(p.a.name(), d.name());
+        assert!(p.a.stats().srtt.is_some());
+    }
+}
+
+#[test]
+fn standard_tcp_blocks_the_head_of_line_hollywood_does_not() {
+    let go = |d| {
+        let mut p = tcp_pair(d, 2, Duration::from_millis(50));
+        let (late, o) = late_after_one_loss(&mut p);
+        (late, o, tcp(&*p.b).details())
+    };
+    let (late_tcp, o, _) = go(Deployment::Tcp);
+    // Everything behind the loss waits for the repair (an RTT and more).
+    assert!(late_tcp >= 5, "tcp late {late_tcp}: {o:?}");
+    assert!(o.arrival.iter().all(Option::is_some), "TCP is reliable");
+    let (late_hw, o, rx) = go(Deployment::Hollywood);
+    // Out of order: only the lost message itself is late or replaced.
+    assert!(late_hw <= 1, "hollywood late {late_hw}: {o:?}");
+    assert_eq!(o.duplicates, 0);
+    assert!(rx.ooo.out_of_order > 0, "{rx:?}");
+}
+
+#[test]
+fn an_inconsistent_retransmission_sender_reports_what_it_gave_up() {
+    // Drop every 5th data packet: on a 100 ms RTT path a 60 ms lifetime
+    // leaves no time for any retransmission, so a TCP Hollywood sender
+    // replaces the lost messages and says so.
+    let mut p = tcp_pair(Deployment::Hollywood, 3, Duration::from_millis(50));
+    p.set_drop(Box::new(|_, d, i, pk| {
+        d == Dir::AtoB && pk.len() > 300 && i % 5 == 2
+    }));
+    let o = run(
+        &mut p,
+        100,
+        400,
+        Duration::from_millis(20),
+        Duration::from_secs(3),
+        |i, m| {
+            m.lifetime = Some(Duration::from_millis(60));
+            m.substream = (i % 3) as u16;
+        },
+    );
+    let lost: Vec<usize> = (0..100).filter(|&i| o.arrival[i].is_none()).collect();
+    assert!(!lost.is_empty(), "the drop rule dropped nothing");
+    assert_eq!(o.duplicates, 0);
+    for &i in &lost {
+        assert!(o.expired[i].is_some(), "message {i} lost without a report");
+    }
+    // Reports carry the message's sub-stream.
+    for (_, e) in &p.a_events {
+        if let TransportEvent::Expired {
+            id,
+            substream,
+            reason,
+        } = e
+        {
+            assert_eq!(*substream, (id % 3) as u16, "{e:?}");
+            assert_ne!(*reason, ExpiryReason::QueueFull);
+        }
+    }
+    let tx = tcp(&*p.a).details();
+    assert!(tx.hollywood.ir_sent > 0, "{tx:?}");
+    assert_eq!(
+        p.a.stats().messages_expired as usize,
+        o.expired.iter().flatten().count()
+    );
+}
+
+#[test]
+fn a_full_send_buffer_refuses_without_leaving_a_gap() {
+    let base = Config {
+        send_buffer: 16 * 1024,
+        ..Config::default()
+    };
+    let (c, s) = addrs();
+    let (a, b) = Deployment::Tcp.endpoints(&base, c, s, 4);
+    let mut p = Pair::new(Box::new(a), Box::new(b), Duration::from_millis(10));
+    connect(&mut p);
+    let limit = Instant::ZERO + Duration::from_secs(30);
+    assert_eq!(
+        p.a.send(p.now, OutMessage::new(0, vec![7; 100 * 1024])),
+        Err(SendError::WouldBlock),
+        "larger than the whole buffer: no room now"
+    );
+    let mut next = 0u32;
+    let mut refused = 0;
+    while next < 200 {
+        match p
+            .a
+            .send(p.now, OutMessage::new(next, vec![next as u8; 1000]))
+        {
+            Ok(()) => next += 1,
+            Err(SendError::WouldBlock) => {
+                refused += 1;
+                assert!(p.step(limit), "stuck");
+            }
+            Err(e) => panic!("{e}"),
+        }
+        p.flush();
+    }
+    p.run_until(p.now + Duration::from_secs(2));
+    assert!(refused > 0, "the buffer never filled");
+    let got = received_ids(&p.b_events);
+    assert_eq!(got, (0..200).collect::<Vec<_>>());
+    let rx = tcp(&*p.b).details().deframer;
+    assert_eq!(rx.crc_rejected, 0);
+}
+
+#[test]
+fn bad_metadata_and_early_sends_are_refused_clearly() {
+    let (c, s) = addrs();
+    let (mut a, _) = Deployment::Hollywood.endpoints(&Config::default(), c, s, 5);
+    assert_eq!(
+        a.send(Instant::ZERO, OutMessage::new(0, vec![1])),
+        Err(SendError::NotConnected)
+    );
+    let mut p = tcp_pair(Deployment::Hollywood, 5, Duration::from_millis(10));
+    connect(&mut p);
+    p.a.send(p.now, OutMessage::new(10, vec![1; 10])).unwrap();
+    assert!(matches!(
+        p.a.send(p.now, OutMessage::new(9, vec![1; 10])),
+        Err(SendError::Invalid(_))
+    ));
+    let mut m = OutMessage::new(11, vec![1; 10]);
+    m.depends_on = Some(12);
+    assert!(matches!(p.a.send(p.now, m), Err(SendError::Invalid(_))));
+    assert_eq!(
+        p.a.send(p.now, OutMessage::new(11, vec![1; 2 << 20])),
+        Err(SendError::TooLarge(2 << 20))
+    );
+    // The refusals used no id or sequence number: 11 goes through.
+    p.a.send(p.now, OutMessage::new(11, vec![2; 10])).unwrap();
+    p.run_until(p.now + Duration::from_secs(1));
+    let got = received_ids(&p.b_events);
+    assert_eq!(got, [10, 11]);
+}
+
+#[test]
+fn closing_delivers_everything_then_both_ends_close() {
+    for d in Deployment::ALL {
+        let mut p = tcp_pair(d, 6, Duration::from_millis(15));
+        connect(&mut p);
+        let limit = Instant::ZERO + Duration::from_secs(60);
+        for i in 0..20 {
+            p.a.send(p.now, OutMessage::new(i, vec![i as u8; 2000]))
+                .unwrap();
+        }
+        p.a.close(p.now);
+        p.flush();
+        while !p
+            .b_events
+            .iter()
+            .any(|(_, e)| *e == TransportEvent::PeerClosed)
+        {
+            assert!(p.step(limit), "{d:?}: no PeerClosed");
+        }
+        let n = p
+            .b_events
+            .iter()
+            .filter(|(_, e)| matches!(e, TransportEvent::Message(_)))
+            .count();
+        assert_eq!(n, 20, "{d:?}: PeerClosed before everything arrived");
+        p.b.close(p.now);
+        p.flush();
+        p.run_until(limit);
+        for ev in [&p.a_events, &p.b_events] {
+            let closed = ev
+                .iter()
+                .filter(|(_, e)| *e == TransportEvent::Closed)
+                .count();
+            assert_eq!(closed, 1, "{d:?}: {ev:?}");
+            assert!(!ev
+                .iter()
+                .any(|(_, e)| matches!(e, TransportEvent::Failed(_))));
+        }
+    }
+}
+
+#[test]
+fn runs_are_deterministic_for_a_seed() {
+    let trace = |seed| {
+        lossy_trace(tcp_pair(
+            Deployment::Hollywood,
+            seed,
+            Duration::from_millis(30),
+        ))
+    };
+    assert_eq!(trace(5), trace(5));
+    assert_ne!(trace(5).2, [0, 0]);
+}
