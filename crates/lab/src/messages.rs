@@ -52,6 +52,23 @@ pub fn links(sc: &MessagesScenario) -> (LinkConfig, LinkConfig) {
     (fwd, rev)
 }
 
+/// Run `sc` over its transport ([`MessagesScenario::transport`]) in a
+/// fresh lab named `lab_name`: QUIC and UDP through [`run_generic`], the
+/// TCP deployments through [`run_tcp`].
+pub fn run(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Error> {
+    match sc.transport() {
+        GenericTransport::Tcp(t) => {
+            let sc = MessagesScenario {
+                transport: t,
+                generic: None,
+                ..sc.clone()
+            };
+            run_tcp(&sc, lab_name)
+        }
+        g => run_generic(sc, &g, lab_name),
+    }
+}
+
 /// Run `sc` over `g` (QUIC or UDP) in a fresh lab named `lab_name`.
 pub fn run_generic(
     sc: &MessagesScenario,

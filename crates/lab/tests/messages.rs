@@ -10,7 +10,7 @@
 // A test of an adapter: real threads and clocks.
 #![allow(clippy::disallowed_methods)]
 
-use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario, Transport};
+use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_lab::interop::LAB_PREFIX;
 use hollywood_sim::LossModel;
 use std::sync::Mutex;
@@ -31,20 +31,13 @@ fn scenario(transport: &str) -> MessagesScenario {
         seed: 1,
         ..MessagesScenario::default()
     };
-    match GenericTransport::parse(transport) {
-        Some(g) => sc.generic = Some(g),
-        None => sc.transport = Transport::parse(transport).expect("transport name"),
-    }
+    sc.generic = Some(GenericTransport::parse(transport).expect("transport name"));
     sc
 }
 
 fn lab_run(tag: &str, sc: &MessagesScenario) -> MessagesRun {
     let lab = format!("{LAB_PREFIX}-{}-{tag}", std::process::id());
-    let r = match &sc.generic {
-        Some(g) => hollywood_lab::messages::run_generic(sc, g, &lab),
-        None => hollywood_lab::messages::run_tcp(sc, &lab),
-    };
-    r.unwrap_or_else(|e| panic!("{tag}: {e}"))
+    hollywood_lab::messages::run(sc, &lab).unwrap_or_else(|e| panic!("{tag}: {e}"))
 }
 
 fn p50_ms(r: &MessagesRun) -> f64 {

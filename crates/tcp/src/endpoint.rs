@@ -688,6 +688,12 @@ impl Endpoint {
                 continue;
             };
             let Some(repr) = e.conn.poll_transmit(now, &mut self.scratch) else {
+                // Looking for something to send may have raised events
+                // (messages expired in the queue: thesis §4.2 liveness
+                // test before sequence numbers).
+                if e.conn.has_events() {
+                    self.dirty.insert(h);
+                }
                 if e.closed_reported {
                     self.retire(h);
                 }

@@ -222,3 +222,106 @@ fn runs_are_deterministic_for_a_seed() {
     assert_eq!(trace(5), trace(5));
     assert_ne!(trace(5).2, [0, 0]);
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Whatever the path drops (either direction, handshake included):
+        /// every message arrives at most once and intact, nothing fails, a
+        /// reliable stream and every standard-TCP sender deliver
+        /// everything. (That an inconsistent-retransmission sender also
+        /// reports every message it did not deliver does not hold yet:
+        /// `a_displaced_carried_copy_is_reported`.)
+        #[test]
+        fn delivery_invariants_under_arbitrary_loss(
+            d in prop::sample::select(Deployment::ALL.to_vec()),
+            drops in prop::collection::btree_set(0u64..300, 0..40),
+            reliable in any::<bool>(),
+            seed in any::<u64>(),
+        ) {
+            let mut p = tcp_pair(d, seed, Duration::from_millis(25));
+            let drops: BTreeSet<u64> = drops;
+            p.set_drop(Box::new(move |_, _, i, _| drops.contains(&i)));
+            let o = run(
+                &mut p,
+                80,
+                700,
+                Duration::from_millis(10),
+                Duration::from_secs(120),
+                |_, m| {
+                    if !reliable {
+                        m.lifetime = Some(Duration::from_millis(90));
+                    }
+                },
+            );
+            prop_assert_eq!(o.duplicates, 0);
+            for (_, e) in p.a_events.iter().chain(&p.b_events) {
+                prop_assert!(!matches!(e, TransportEvent::Failed(_)), "{:?}", e);
+            }
+            for (id, a) in o.arrival.iter().enumerate() {
+                if a.is_none() {
+                    prop_assert!(
+                        !reliable && d.sender_ir(),
+                        "{:?}: message {} lost (reliable {}, reported {:?})",
+                        d, id, reliable, o.expired[id]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Messages that cannot arrive in time (lifetime 10 ms on a 25 ms one-way
+/// path) expire in the sender's queue, and each is reported — the last
+/// one too, though no later send or packet pokes the engine (the endpoint
+/// used to leave events raised while it found nothing to transmit).
+#[test]
+fn every_message_expired_in_the_queue_is_reported() {
+    let mut p = tcp_pair(Deployment::Hollywood, 7, Duration::from_millis(25));
+    let o = run(
+        &mut p,
+        10,
+        200,
+        Duration::from_millis(10),
+        Duration::from_secs(5),
+        |_, m| m.lifetime = Some(Duration::from_millis(10)),
+    );
+    assert!(o.arrival.iter().all(Option::is_none), "{o:?}");
+    assert!(
+        o.expired
+            .iter()
+            .all(|e| *e == Some(ExpiryReason::BeforeSend)),
+        "{:?}",
+        o.expired
+    );
+    assert_eq!(tcp(&*p.a).details().hollywood.not_sent, 10);
+}
+
+/// Found by the property test above (PROPTEST_CASES=1000): an ACK is lost,
+/// so the sender rewrites message 44's slot with message 59 although the
+/// receiver holds 44; the receiver drops the duplicate range and 59 is
+/// never delivered, yet never reported (the D-SACK path counts the
+/// spurious rewrite but 59's report goes missing). Every message must be
+/// delivered or reported (thesis §4.2, RFC 9622 Expired).
+#[test]
+#[ignore = "known engine defect: a carried copy displaced after a lost ACK goes unreported"]
+fn a_displaced_carried_copy_is_reported() {
+    let mut p = tcp_pair(Deployment::HollywoodIr, 0, Duration::from_millis(25));
+    p.set_drop(Box::new(|_, _, i, _| [15, 30, 41].contains(&i)));
+    let o = run(
+        &mut p,
+        80,
+        700,
+        Duration::from_millis(10),
+        Duration::from_secs(120),
+        |_, m| m.lifetime = Some(Duration::from_millis(90)),
+    );
+    for (id, a) in o.arrival.iter().enumerate() {
+        assert!(a.is_some() || o.expired[id].is_some(), "message {id}");
+    }
+}

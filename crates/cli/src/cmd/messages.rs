@@ -413,11 +413,8 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
             Place::Sim => sc.run()?,
             Place::Lab(lab) => {
                 let lab = format!("{lab}-{index}");
-                match &sc.generic {
-                    Some(g) => hollywood_lab::messages::run_generic(&sc, g, &lab),
-                    None => hollywood_lab::messages::run_tcp(&sc, &lab),
-                }
-                .map_err(|e| format!("{}: {e}", choice.name()))?
+                hollywood_lab::messages::run(&sc, &lab)
+                    .map_err(|e| format!("{}: {e}", choice.name()))?
             }
         };
         let r = summarise(&run, wall.elapsed().as_secs_f64() * 1000.0);

@@ -161,6 +161,12 @@ impl Connection {
         if self.state == State::SynReceived && f.syn() && !f.rst() && seg.seq == self.irs {
             if !f.ack() {
                 // The peer retransmitted its SYN: our SYN-ACK was lost.
+                // The SYN-ACK we resend echoes this SYN's timestamp
+                // (RFC 7323 §4.3: SEG.SEQ = IRS ≤ Last.ACK.sent), so the
+                // peer's handshake RTT sample times this exchange, not the
+                // one since its first SYN (which would read as an RTT of
+                // a whole SYN timeout).
+                self.update_ts_recent(now, seg);
                 self.syn_pending = true;
                 return;
             }

@@ -1158,6 +1158,12 @@ impl Connection {
     // Output: events and timers
     // ------------------------------------------------------------------
 
+    /// Whether [`Connection::poll_event`] has something.
+    #[must_use]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Next application event.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {

@@ -153,3 +153,27 @@ fn piggybacking_holds_for_all_option_combinations() {
         }
     }
 }
+
+/// A lost SYN-ACK: the client's SYN times out and is resent; the server's
+/// second SYN-ACK must echo the resent SYN's timestamp (RFC 7323 §4.3), so
+/// the client's handshake RTT sample is the path's RTT (20 ms here), not
+/// the time since its first SYN (a whole SYN timeout, 1 s). A one-second
+/// SRTT would make a TCP Hollywood sender expire every message with a
+/// lifetime under half a second (found by the transport's property test).
+#[test]
+fn lost_syn_ack_does_not_inflate_the_rtt() {
+    let mut p = Pair::default_pair(5);
+    let mut dropped = false;
+    p.ba.verdict = Some(Box::new(move |i| {
+        if i.tcp.flags.syn() && !dropped {
+            dropped = true;
+            crate::pair::Verdict::Drop
+        } else {
+            crate::pair::Verdict::Pass
+        }
+    }));
+    let (ha, _) = p.connect();
+    assert!(p.now.as_nanos() >= 1_000_000_000, "the SYN timed out");
+    let srtt = p.ca(ha).srtt().expect("a handshake sample");
+    assert!(srtt < Duration::from_millis(40), "SRTT {srtt:?}");
+}
