@@ -7,8 +7,8 @@
 #![deny(unsafe_code)]
 
 mod cmd;
-mod plot;
-mod units;
+
+use hollywood_experiments::{plot, units};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -38,6 +38,8 @@ enum Command {
     /// Reproduce a thesis chapter's experiments (plots, tables, README).
     #[command(subcommand)]
     Repro(cmd::repro::ReproCommand),
+    /// Rebuild DIR/index.html from the results of `repro all --out DIR`.
+    Report(cmd::repro::ReportArgs),
     /// The user-space link emulator in a lab's emulator namespace (root).
     #[command(subcommand)]
     Netem(cmd::netem::NetemCommand),
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => cmd::analyze::run(args),
         Command::Voip(args) => cmd::voip::run(args),
         Command::Repro(c) => cmd::repro::run(c),
+        Command::Report(a) => cmd::repro::report(a),
         Command::Netem(c) => cmd::netem::run(c),
         Command::Lab(c) => cmd::lab::run(c),
         Command::Bench(args) => cmd::bench::run(args),

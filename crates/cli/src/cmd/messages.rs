@@ -153,35 +153,7 @@ fn parse_middlebox(s: &str) -> Result<MiddleboxKind, String> {
     }
 }
 
-/// Percentiles of a sample in milliseconds.
-#[derive(Serialize, Debug, Default, Clone, Copy)]
-pub struct Percentiles {
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// Maximum.
-    pub max: f64,
-}
-
-impl Percentiles {
-    /// Nearest-rank percentiles of `v` (milliseconds); zeros when empty.
-    pub fn of(mut v: Vec<f64>) -> Percentiles {
-        if v.is_empty() {
-            return Percentiles::default();
-        }
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Percentiles {
-            p50: at(0.5),
-            p90: at(0.9),
-            p99: at(0.99),
-            max: v[v.len() - 1],
-        }
-    }
-}
+pub use hollywood_experiments::stats::Percentiles;
 
 /// The JSON summary.
 #[derive(Serialize, Debug)]

@@ -1,0 +1,196 @@
+//! `hollywood repro all` and `hollywood report`: every built-in plan runs
+//! into its own directory, and one self-contained page shows them all. The
+//! page is loaded in headless Chromium when it is installed (the test
+//! script installs it as root): every figure it names must be shown.
+
+mod common;
+
+use common::{hollywood, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hollywood-report-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = hollywood(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every `src="…"` of an `<img>` in `html`.
+fn image_sources(html: &str) -> Vec<String> {
+    html.split("<img ")
+        .skip(1)
+        .filter_map(|tag| {
+            let start = tag.find("src=\"")? + 5;
+            let len = tag[start..].find('"')?;
+            Some(tag[start..start + len].to_string())
+        })
+        .collect()
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+/// The `data-*` attributes of `<body …>` in a DOM dump.
+fn body_attr(dom: &str, name: &str) -> Option<u64> {
+    let body = &dom[dom.find("<body")?..];
+    let body = &body[..body.find('>')?];
+    let key = format!("{name}=\"");
+    let at = body.find(&key)? + key.len();
+    body[at..].split('"').next()?.parse().ok()
+}
+
+fn headless(browser: &str, index: &Path, extra: &[&str]) -> std::process::Output {
+    let url = format!("file://{}", index.display());
+    Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--virtual-time-budget=10000",
+        ])
+        .args(extra)
+        .arg(&url)
+        .output()
+        .expect("run the browser")
+}
+
+#[test]
+fn repro_all_writes_one_page_that_shows_every_figure() {
+    let dir = temp_dir("all");
+    let d = dir.to_str().unwrap();
+    let v = json(&["repro", "all", "--out", d, "--seeds", "1", "--json"]);
+    assert_eq!(v["schema"]["name"], "hollywood.repro.all");
+    assert_eq!(v["params"]["seeds"], 1);
+    let repros = v["reproductions"].as_array().unwrap();
+    let names: Vec<&str> = repros.iter().map(|r| r["plan"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ch5", "ch5-dupack"]);
+    for r in repros {
+        assert!(r["claims"].as_u64().unwrap() > 0, "{r}");
+        let sub = dir.join(r["plan"].as_str().unwrap());
+        for f in [
+            "summary.json",
+            "summary.md",
+            "README.md",
+            "runs.csv",
+            "report.json",
+        ] {
+            assert!(sub.join(f).is_file(), "{}/{f}", sub.display());
+        }
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(sub.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(s["schema"]["name"], "hollywood.repro.voip");
+        assert_eq!(s["params"]["seeds"], 1);
+    }
+
+    let index = dir.join("index.html");
+    let html = std::fs::read_to_string(&index).unwrap();
+    let figures = image_sources(&html);
+    // ch5 and ch5-dupack: 2 scenarios × 5 transports × (full + zoom).
+    assert_eq!(figures.len(), 2 * 2 * 5 * 2, "{figures:?}");
+    for f in &figures {
+        assert!(
+            dir.join(f).is_file(),
+            "the page names {f}, which is missing"
+        );
+    }
+    // Self-contained: nothing is fetched from the network.
+    for needle in ["http://", "https://", "<link", "<iframe"] {
+        assert!(!html.contains(needle), "index.html contains {needle}");
+    }
+    assert!(html.contains("Fig. 5.16") && html.contains("holds"));
+
+    // `report` rebuilds the same page from the results on disk.
+    std::fs::remove_file(&index).unwrap();
+    assert!(ok(&["report", d]).contains("index.html"));
+    assert_eq!(std::fs::read_to_string(&index).unwrap(), html);
+
+    // A missing figure is an error, not a page with a hole.
+    std::fs::remove_file(dir.join(&figures[0])).unwrap();
+    let out = hollywood(&["report", d]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_page_opens_in_chromium_with_every_figure_shown() {
+    let Some(browser) = chromium() else {
+        hollywood_tun::netns::skip(
+            "report::the_page_opens_in_chromium_with_every_figure_shown: no chromium \
+             (apt-get install chromium; scripts/test.sh does it as root)",
+        );
+        return;
+    };
+    let dir = temp_dir("chromium");
+    let d = dir.to_str().unwrap();
+    ok(&["repro", "all", "--out", d, "--seeds", "1"]);
+    let index = dir.join("index.html");
+    let html = std::fs::read_to_string(&index).unwrap();
+    let expected = image_sources(&html).len() as u64;
+    assert!(expected > 0);
+
+    // The page counts its images once loaded and writes the counts on <body>.
+    let out = headless(browser, &index, &["--dump-dom"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        body_attr(&dom, "data-figures"),
+        Some(expected),
+        "{}",
+        &dom[..dom.len().min(400)]
+    );
+    assert_eq!(body_attr(&dom, "data-figures-loaded"), Some(expected));
+    assert_eq!(body_attr(&dom, "data-figures-broken"), Some(0));
+
+    // The count can fail: a page whose first figure is gone reports it.
+    let first = &image_sources(&html)[0];
+    let broken = dir.join("broken.html");
+    std::fs::write(
+        &broken,
+        html.replacen(&format!("src=\"{first}\""), "src=\"gone.png\"", 1),
+    )
+    .unwrap();
+    let out = headless(browser, &broken, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(body_attr(&dom, "data-figures-broken"), Some(1));
+
+    // And a screenshot of the page, kept beside it.
+    let shot = dir.join("index.png");
+    let arg = format!("--screenshot={}", shot.display());
+    let out = headless(browser, &index, &[&arg, "--window-size=1200,1600"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,29 @@
+//! Experiments as data: a plan (TOML under `scenarios/`) names parameters,
+//! sweeps, seeds and the seed documents' claims; an [`run::Adapter`] runs
+//! one configuration of an application; the [`run`] module runs every
+//! configuration × seed in parallel, aggregates ([`stats`]), checks the
+//! claims ([`claims`]) and writes `summary.json` (with a [`schema`]),
+//! `summary.md`, `README.md`, CSV and a card that [`report`] gathers into
+//! one `index.html`. Plots ([`plot`]) and command-line quantities
+//! ([`units`]) are shared with the CLI.
+//!
+//! Reproductions: [`ch5`] (thesis chapter 5, the VoIP application). The
+//! built-in plans are listed in [`builtin`].
+
+// An adapter crate: the runner uses threads (rayon) and the wall clock (to
+// report how long a reproduction took); the simulations it runs do not.
+#![allow(clippy::disallowed_methods)]
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod builtin;
+pub mod ch5;
+pub mod claims;
+pub mod plan;
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod schema;
+pub mod stats;
+pub mod units;
+pub mod voip;
