@@ -1,16 +1,18 @@
 //! `hollywood`: simulations, experiments and (later) the real-packet lab.
 //!
 //! Every command that produces results prints a human summary by default and
-//! one JSON object with `--json`.
+//! one JSON object with `--json`, stamped with its schema and parameters
+//! (`output`).
 // The CLI is an adapter: it may read the wall clock (to report `wall_ms`).
 #![allow(clippy::disallowed_methods)]
 #![deny(unsafe_code)]
 
 mod cmd;
+mod output;
 
 use hollywood_experiments::{plot, units};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -71,8 +73,16 @@ enum SimCommand {
 fn main() -> ExitCode {
     // Usage errors exit with status 1 like every other error (clap's own
     // `exit` would use 2); --help and --version print to stdout and exit 0.
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let root = Cli::command();
+    let parsed = root
+        .clone()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let cli = match parsed {
+        Ok((cli, matches)) => {
+            output::record(&root, &matches);
+            cli
+        }
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {

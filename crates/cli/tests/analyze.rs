@@ -14,7 +14,8 @@ fn temp_dir(name: &str) -> PathBuf {
 #[test]
 fn table_5_1_json() {
     let v = json(&["analyze", "table-5.1", "--json"]);
-    let rows = v.as_array().expect("an array");
+    assert_eq!(v["schema"]["name"], "hollywood.analyze.table-5.1");
+    let rows = v["results"].as_array().expect("an array");
     let got: Vec<(String, f64, f64, f64, String, String)> = rows
         .iter()
         .map(|r| {

@@ -239,10 +239,19 @@ fn lab_messages_prints_the_sim_keys() {
         args.extend(common);
         serde_json::from_str(&ok(&args)).expect("JSON")
     };
-    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    let keys = |v: &serde_json::Value| {
+        v.as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "schema" && *k != "params")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     let sim = run(&["sim", "messages"], "quic-pps");
     let lab = run(&["lab", "messages", "--name", &name], "quic-pps,hollywood");
-    let rows = lab.as_array().expect("one row per transport");
+    assert_eq!(lab["schema"]["name"], "hollywood.lab.messages");
+    assert_eq!(sim["schema"]["name"], "hollywood.sim.messages");
+    let rows = lab["results"].as_array().expect("one row per transport");
     assert_eq!(rows.len(), 2);
     for r in rows {
         assert_eq!(keys(r), keys(&sim), "{r}");

@@ -23,7 +23,7 @@ fn bulk_runs_several_congestion_controls_side_by_side() {
         "bbr,cubic",
         "--json",
     ]);
-    let runs = v.as_array().expect("a JSON list with two --cc");
+    let runs = v["results"].as_array().expect("a JSON list with two --cc");
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[0]["cc"], "bbr");
     assert_eq!(runs[1]["cc"], "cubic");
@@ -260,7 +260,7 @@ fn all_transports_run_side_by_side_on_one_link() {
     let args = quic_args("all");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let v = json(&args);
-    let runs = v.as_array().expect("a list");
+    let runs = v["results"].as_array().expect("a list");
     let names: Vec<&str> = runs
         .iter()
         .map(|r| r["transport"].as_str().unwrap())
@@ -320,4 +320,83 @@ fn fails(args: &[&str]) -> String {
     let out = hollywood(args);
     assert!(!out.status.success(), "{args:?} succeeded");
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every simulation command's `--json` carries `schema` (name, version) and
+/// the parameters it ran with — defaults included — before its result; a
+/// list result goes under `results`.
+#[test]
+fn every_json_result_carries_its_schema_and_parameters() {
+    let cases: &[(&[&str], &str, &str, &str)] = &[
+        // (args, schema name, a parameter, its value as run)
+        (
+            &["voip", "--messages", "100", "--json"],
+            "hollywood.voip",
+            "rtt",
+            "70ms",
+        ),
+        (
+            &["sim", "messages", "--messages", "100", "--json"],
+            "hollywood.sim.messages",
+            "messages",
+            "100",
+        ),
+        (
+            &["sim", "bulk", "--bytes", "200kB", "--json"],
+            "hollywood.sim.bulk",
+            "bytes",
+            "200kB",
+        ),
+        (
+            &["demo", "--messages", "200", "--no-plots", "--json"],
+            "hollywood.demo",
+            "seed",
+            "7",
+        ),
+        (
+            &["analyze", "table-5.1", "--json"],
+            "hollywood.analyze.table-5.1",
+            "json",
+            "true",
+        ),
+        (
+            &[
+                "sim",
+                "scaling",
+                "--messages",
+                "500",
+                "--repeat",
+                "1",
+                "--json",
+            ],
+            "hollywood.sim.scaling",
+            "repeat",
+            "1",
+        ),
+    ];
+    for (args, schema, key, value) in cases {
+        let v = json(args);
+        assert_eq!(v["schema"]["name"], *schema, "{args:?}");
+        assert_eq!(v["schema"]["version"], 1, "{args:?}");
+        assert_eq!(v["params"][key], *value, "{args:?}: {}", v["params"]);
+        let fields = v.as_object().unwrap();
+        assert!(
+            fields.len() > 2,
+            "{args:?}: a result beside schema and params"
+        );
+    }
+    // Several transports: a list, under `results`, each with its own fields.
+    let v = json(&[
+        "sim",
+        "messages",
+        "--messages",
+        "50",
+        "--transport",
+        "tcp,udp",
+        "--json",
+    ]);
+    assert_eq!(v["params"]["transport"], "tcp,udp");
+    let runs = v["results"].as_array().expect("results");
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[1]["transport"], "udp");
 }

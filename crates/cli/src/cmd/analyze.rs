@@ -49,7 +49,7 @@ enum AnalyzeCommand {
     /// Thesis Table 5.1: RTT bounds for voice, on-demand video and IPTV.
     #[command(name = "table-5.1")]
     Table51 {
-        /// Print a JSON array.
+        /// Print JSON: schema, parameters and the rows under `results`.
         #[arg(long)]
         json: bool,
     },
@@ -93,10 +93,7 @@ fn table(json: bool) -> Result<(), String> {
     let rows = analysis::table_5_1();
     if json {
         let v: Vec<RowJson> = rows.iter().map(RowJson::from).collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
+        println!("{}", crate::output::json(&v).map_err(|e| e.to_string())?);
         return Ok(());
     }
     println!("Table 5.1: RTT bounds for retransmissions to be useful (thesis §5.1.1)");
@@ -264,10 +261,7 @@ fn point(a: &AnalyzeArgs) -> Result<(), String> {
         plot: a.plot.clone(),
     };
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        println!("{}", crate::output::json(&out).map_err(|e| e.to_string())?);
     } else {
         print_human(&timing, &out);
     }

@@ -67,7 +67,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            crate::output::json(&report).map_err(|e| e.to_string())?
         );
     } else {
         print!("{}", report.to_text());

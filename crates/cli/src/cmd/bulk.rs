@@ -123,9 +123,9 @@ pub fn run(a: BulkArgs) -> Result<(), String> {
     }
     if a.json {
         let text = if let [one] = reports.as_slice() {
-            serde_json::to_string_pretty(one)
+            crate::output::json(one)
         } else {
-            serde_json::to_string_pretty(&reports)
+            crate::output::json(&reports)
         };
         println!("{}", text.map_err(|e| e.to_string())?);
     } else {

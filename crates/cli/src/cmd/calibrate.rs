@@ -130,12 +130,12 @@ pub fn run(a: CalibrateArgs) -> Result<(), String> {
     }
     if a.json {
         let out = match (&bulk, reports.len()) {
-            (Some(b), _) => serde_json::to_string_pretty(&serde_json::json!({
+            (Some(b), _) => crate::output::json(&serde_json::json!({
                 "voip": reports,
                 "bulk": b,
             })),
-            (None, 1) => serde_json::to_string_pretty(&reports[0]),
-            (None, _) => serde_json::to_string_pretty(&reports),
+            (None, 1) => crate::output::json(&reports[0]),
+            (None, _) => crate::output::json(&reports),
         };
         println!("{}", out.map_err(|e| e.to_string())?);
     } else {

@@ -81,10 +81,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     })
     .map_err(|e| e.to_string())?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?
-        );
+        println!("{}", crate::output::json(&rows).map_err(|e| e.to_string())?);
     } else {
         println!(
             "path: {} each way, RTT {:?}, loss {}% on a→b; {} chunks of {} B every {:?}, deadline {:?}, SRT latency {:?}, seed {}",

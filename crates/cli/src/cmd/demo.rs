@@ -26,7 +26,7 @@ pub struct DemoArgs {
     /// Do not write plots.
     #[arg(long)]
     no_plots: bool,
-    /// Print one JSON array instead of the table.
+    /// Print one JSON object (schema, parameters, results) instead of the table.
     #[arg(long)]
     json: bool,
 }
@@ -127,10 +127,7 @@ pub fn run(a: DemoArgs) -> Result<(), String> {
             "times_real_time": speedup,
             "plots": plots,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
+        println!("{}", crate::output::json(&out).map_err(|e| e.to_string())?);
         return Ok(());
     }
     let dropped = runs.first().map_or(0, |(_, r)| r.first_tx_dropped);

@@ -113,9 +113,9 @@ pub fn run(a: InteropArgs) -> Result<(), String> {
     }
     if a.json {
         let out = if a.all {
-            serde_json::to_string_pretty(&reports)
+            crate::output::json(&reports)
         } else {
-            serde_json::to_string_pretty(&reports[0])
+            crate::output::json(&reports[0])
         };
         println!("{}", out.map_err(|e| e.to_string())?);
     } else {

@@ -508,7 +508,7 @@ fn status(a: StatusArgs) -> Result<(), String> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            crate::output::json(&report).map_err(|e| e.to_string())?
         );
         return Ok(());
     }
@@ -738,7 +738,7 @@ fn verify(a: VerifyArgs) -> Result<(), String> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            crate::output::json(&report).map_err(|e| e.to_string())?
         );
     } else {
         println!(

@@ -397,9 +397,9 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
     }
     if a.json {
         let v = if several {
-            serde_json::to_string_pretty(&reports)
+            crate::output::json(&reports)
         } else {
-            serde_json::to_string_pretty(&reports[0])
+            crate::output::json(&reports[0])
         };
         println!("{}", v.map_err(|e| e.to_string())?);
     } else if several {

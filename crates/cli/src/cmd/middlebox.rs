@@ -134,9 +134,9 @@ pub fn run(a: MiddleboxArgs) -> Result<(), String> {
     }
     if a.json {
         let out = if reports.len() == 1 {
-            serde_json::to_string_pretty(&reports[0])
+            crate::output::json(&reports[0])
         } else {
-            serde_json::to_string_pretty(&reports)
+            crate::output::json(&reports)
         }
         .map_err(|e| e.to_string())?;
         println!("{out}");

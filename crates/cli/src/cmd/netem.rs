@@ -392,7 +392,7 @@ fn run_emulator(a: RunArgs) -> Result<(), String> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&stats).map_err(|e| e.to_string())?
+            crate::output::json(&stats).map_err(|e| e.to_string())?
         );
     } else {
         println!("stopped ({why}); counters:");

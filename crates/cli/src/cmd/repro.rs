@@ -14,7 +14,6 @@ use hollywood_experiments::builtin;
 use hollywood_experiments::plan::Plan;
 use hollywood_experiments::report;
 use hollywood_experiments::run::{Done, Options};
-use hollywood_experiments::schema::{Schema, Stamped};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -209,17 +208,8 @@ fn all(a: &AllArgs) -> Result<(), String> {
     }
     let index = report::write_index(&a.out)?;
     if a.common.json {
-        let params = serde_json::json!({
-            "out": a.out,
-            "seeds": a.common.seeds,
-            "jobs": a.common.jobs,
-        });
         let body = serde_json::json!({ "index": index, "reproductions": entries });
-        let s = Stamped::new(Schema::new("hollywood.repro.all", 1), params, &body);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?
-        );
+        println!("{}", crate::output::json(&body)?);
     } else {
         println!("wrote {}", index.display());
     }

@@ -194,7 +194,7 @@ pub fn run(a: ScalingArgs) -> Result<(), String> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+            crate::output::json(&report).map_err(|e| e.to_string())?
         );
         return Ok(());
     }

@@ -114,10 +114,7 @@ pub fn run(a: VoipArgs) -> Result<(), String> {
         plot_run(&run, None, &title, p)?;
     }
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-        );
+        println!("{}", crate::output::json(&r).map_err(|e| e.to_string())?);
     } else {
         println!(
             "VoIP over {}: {} messages of {} B every {} ms; {}; lifetime {:.1} ms; seed {}",
