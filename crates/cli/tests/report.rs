@@ -79,7 +79,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     let d = dir.to_str().unwrap();
     let v = json(&["repro", "all", "--out", d, "--seeds", "1", "--json"]);
     assert_eq!(v["schema"]["name"], "hollywood.repro.all");
-    assert_eq!(v["params"]["seeds"], 1);
+    assert_eq!(v["params"]["seeds"], "1");
     let repros = v["reproductions"].as_array().unwrap();
     let names: Vec<&str> = repros.iter().map(|r| r["plan"].as_str().unwrap()).collect();
     assert_eq!(names, ["ch5", "ch5-dupack"]);

@@ -400,3 +400,49 @@ fn every_json_result_carries_its_schema_and_parameters() {
     assert_eq!(runs.len(), 2);
     assert_eq!(runs[1]["transport"], "udp");
 }
+
+/// `sim messages --csv`: one row per message and transport, agreeing with
+/// the JSON totals.
+#[test]
+fn messages_csv_rows_agree_with_the_json() {
+    let dir = std::env::temp_dir().join(format!("hollywood-sim-csv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("m.csv");
+    let v = json(&[
+        "sim",
+        "messages",
+        "--messages",
+        "300",
+        "--loss",
+        "3%",
+        "--lifetime",
+        "80ms",
+        "--transport",
+        "tcp,hollywood",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--json",
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("transport,id,generated_ms,arrival_ms,delay_ms,outcome,expired_reported,first_tx_dropped,network_dropped")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    for r in v["results"].as_array().unwrap() {
+        let t = r["transport"].as_str().unwrap();
+        let mine: Vec<&Vec<&str>> = rows.iter().filter(|x| x[0] == t).collect();
+        assert_eq!(mine.len() as u64, u(r, "sent"), "{t}");
+        let count = |o: &str| mine.iter().filter(|x| x[5] == o).count() as u64;
+        assert_eq!(count("on_time"), u(r, "on_time"), "{t}");
+        assert_eq!(count("late"), u(r, "late"), "{t}");
+        assert_eq!(count("never_arrived"), u(r, "never_arrived"), "{t}");
+        let dropped = mine.iter().filter(|x| x[7] == "1").count() as u64;
+        assert_eq!(dropped, u(r, "first_tx_dropped"), "{t}");
+        for x in &mine {
+            assert_eq!(x[3].is_empty(), x[5] == "never_arrived", "{x:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

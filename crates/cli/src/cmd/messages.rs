@@ -4,7 +4,7 @@
 
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario, Transport};
+use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario, Timeliness, Transport};
 use hollywood_sim::{LossModel, MiddleboxKind};
 use hollywood_tcp::{CcAlgorithm, Config};
 use hollywood_transport::quic::QuicCc;
@@ -73,6 +73,11 @@ pub struct MessagesArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Write one CSV row per message (and transport) here: transport, id,
+    /// generated_ms, arrival_ms, delay_ms, outcome (on_time, late,
+    /// never_arrived), expired_reported, first_tx_dropped, network_dropped.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
 
 /// A transport of `sim messages`.
@@ -300,6 +305,50 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
     }
 }
 
+/// The columns of `--csv`.
+const CSV_HEADER: [&str; 9] = [
+    "transport",
+    "id",
+    "generated_ms",
+    "arrival_ms",
+    "delay_ms",
+    "outcome",
+    "expired_reported",
+    "first_tx_dropped",
+    "network_dropped",
+];
+
+/// One row per generated message of `run` (times in ms of the run's clock;
+/// empty where not applicable).
+fn write_csv_rows<W: std::io::Write>(
+    w: &mut csv::Writer<W>,
+    transport: &str,
+    run: &MessagesRun,
+) -> Result<(), csv::Error> {
+    let ms = |i: hollywood_tcp::Instant| format!("{:.3}", i.as_nanos() as f64 / 1e6);
+    for (id, g) in run.generated.iter().enumerate() {
+        let Some(g) = *g else { continue };
+        let a = run.arrival.get(id).copied().flatten();
+        let flag = |v: Option<&bool>| u8::from(v.copied().unwrap_or(false)).to_string();
+        w.write_record([
+            transport.to_string(),
+            id.to_string(),
+            ms(g),
+            a.map(ms).unwrap_or_default(),
+            a.map(|a| format!("{:.3}", (a.as_nanos() as f64 - g.as_nanos() as f64) / 1e6))
+                .unwrap_or_default(),
+            Timeliness::of(g, a, run.scenario.lifetime)
+                .name()
+                .to_string(),
+            flag(run.expired.get(id)),
+            flag(run.first_tx_dropped.get(id)),
+            flag(run.network_dropped.get(id)),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
 /// Where a run happens.
 enum Place<'a> {
     /// The discrete-event simulator.
@@ -328,6 +377,15 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
     let several = a.transport.0.len() > 1;
     if several && a.pcap.is_some() {
         return Err("--pcap needs a single transport".into());
+    }
+    let mut csv = match &a.csv {
+        Some(p) => Some(
+            csv::Writer::from_path(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(w) = &mut csv {
+        w.write_record(CSV_HEADER).map_err(|e| e.to_string())?;
     }
     let mut reports = Vec::new();
     for (index, choice) in a.transport.0.iter().enumerate() {
@@ -390,6 +448,9 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
             }
         };
         let r = summarise(&run, wall.elapsed().as_secs_f64() * 1000.0);
+        if let Some(w) = &mut csv {
+            write_csv_rows(w, r.transport, &run).map_err(|e| e.to_string())?;
+        }
         if !several && !a.json {
             print_human(&a, &run, &r);
         }
