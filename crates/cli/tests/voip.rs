@@ -306,3 +306,80 @@ fn demo_prints_a_table_and_writes_plots() {
     assert!(is_png(&dir.join("hollywood.png")));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn repro_plan_runs_the_adapter_a_plan_names() {
+    let dir = temp_dir("plan-adapter");
+    let plan = dir.join("plan.toml");
+    let text = r#"
+name = "tiny"
+adapter = "voip"
+seeds = 2
+messages = 100
+size = 160
+interval = "20ms"
+rate = "8mbit"
+uplink = "1mbit"
+loss = "1%"
+transports = ["hollywood", "udp"]
+
+[[scenario]]
+name = "far"
+rtt = "70ms"
+playout = "30ms"
+
+[[scenario.expect]]
+transport = "udp"
+metric = "ir_sent"
+every_seed_at_most = 0
+claim = "UDP never retransmits"
+"#;
+    std::fs::write(&plan, text).unwrap();
+    let out = dir.join("out");
+    let v = json(&[
+        "repro",
+        "plan",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(v["schema"]["name"], "hollywood.repro.voip");
+    assert_eq!(v["params"]["adapter"], "voip");
+    assert_eq!(v["runs"], 4);
+    assert_eq!(v["claims"][0]["holds"], true);
+    let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 4);
+    assert!(
+        csv.starts_with("scenario,transport,seed,app_lost,"),
+        "{csv}"
+    );
+
+    // A plan must name an adapter this binary has.
+    for (from, to, needle) in [
+        ("adapter = \"voip\"\n", "", "names no adapter"),
+        (
+            "adapter = \"voip\"",
+            "adapter = \"dash\"",
+            "unknown adapter 'dash'",
+        ),
+        (
+            "metric = \"ir_sent\"",
+            "metric = \"stalls\"",
+            "unknown metric 'stalls'",
+        ),
+    ] {
+        std::fs::write(&plan, text.replace(from, to)).unwrap();
+        let o = hollywood(&[
+            "repro",
+            "plan",
+            plan.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{to}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{to}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
