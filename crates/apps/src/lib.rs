@@ -24,6 +24,7 @@ pub mod generic;
 pub mod messages;
 pub mod ontime;
 pub mod scenario;
+pub mod video;
 pub mod voip;
 
 pub use analysis::{MediaTiming, Region, Utility};
