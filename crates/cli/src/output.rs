@@ -17,8 +17,9 @@ pub const VERSION: u32 = 1;
 
 /// The leaf subcommand's name path and arguments. Values are the strings
 /// given on the command line (or the defaults), so they read as typed:
-/// `"8mbit"`, `"70ms"`; flags are `"true"`/`"false"`; repeated options are
-/// lists; options not given and without a default are `null`.
+/// `"8mbit"`, `"70ms"`; flags are `"true"`/`"false"`; an option that may
+/// take several values (repeated or delimited) is always a list; options not
+/// given and without a default are `null`.
 pub fn invocation(root: &Command, matches: &ArgMatches) -> (String, serde_json::Value) {
     let mut path = vec![root.get_name().to_string()];
     let mut cmd = root;
@@ -38,14 +39,19 @@ pub fn invocation(root: &Command, matches: &ArgMatches) -> (String, serde_json::
             continue;
         }
         let key = arg.get_long().unwrap_or(id).to_string();
+        // An option that may take several values is always a list.
+        let many = matches!(arg.get_action(), clap::ArgAction::Append)
+            || arg.get_value_delimiter().is_some()
+            || arg.get_num_args().is_some_and(|r| r.max_values() > 1);
         let value = match m.try_get_raw(id) {
             Ok(Some(raw)) => {
                 let v: Vec<serde_json::Value> = raw
                     .map(|s| serde_json::Value::String(s.to_string_lossy().into_owned()))
                     .collect();
                 match <[serde_json::Value; 1]>::try_from(v) {
-                    Ok([one]) => one,
-                    Err(many) => serde_json::Value::Array(many),
+                    Ok([one]) if !many => one,
+                    Ok([one]) => serde_json::Value::Array(vec![one]),
+                    Err(list) => serde_json::Value::Array(list),
                 }
             }
             Ok(None) => serde_json::Value::Null,
@@ -101,6 +107,8 @@ mod tests {
             "cubic",
             "--json",
         ]);
+        let one = cli().get_matches_from(["hollywood", "sim", "messages", "--cc", "bbr"]);
+        assert_eq!(invocation(&cli(), &one).1["cc"], serde_json::json!(["bbr"]));
         let (name, params) = invocation(&cli(), &m);
         assert_eq!(name, "hollywood.sim.messages");
         assert_eq!(

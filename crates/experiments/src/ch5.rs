@@ -295,6 +295,30 @@ fn thesis(f: &Option<String>) -> String {
 }
 
 fn finish(done: &mut Finished<'_, Voip>, ctx: &Context<'_>) -> Result<Written, String> {
+    // The summary and README describe one call setup; scenarios differ in
+    // path (rtt, playout) and transport only.
+    if let Some(first) = done.configs.first().map(|c| c.params.clone()) {
+        let setup = |p: &VoipPoint| {
+            let s = &p.sc;
+            (
+                (s.count, s.size, s.interval, s.rate_bps, s.uplink_bps),
+                (s.queue_bytes, s.base.rack, p.loss_text.clone()),
+            )
+        };
+        if let Some(c) = done
+            .configs
+            .iter()
+            .find(|c| setup(&c.params) != setup(&first))
+        {
+            return Err(format!(
+                "the voip adapter describes one call setup: messages, size, interval, rate, \
+                 uplink, loss, queue and rack must be the same in every scenario ({} differs \
+                 from {})",
+                c.point.label(),
+                done.configs[0].point.label()
+            ));
+        }
+    }
     let n_scenarios = done.plan.scenarios.len();
     // Plots and CSV of the first seed, zoomed on the same message for every
     // transport of a scenario: the first loss event of the first
@@ -890,7 +914,19 @@ mod tests {
             assert_ne!(bad, CH5, "{from}");
             assert!(configure(&bad).is_err(), "{to}");
         }
-        let swept = CH5.replace("zoom = 50", "zoom = 50\nsweep.size = [160, 320]");
+        let d = std::env::temp_dir().join(format!("hollywood-ch5-setup-{}", std::process::id()));
+        let two = CH5.replace("playout = \"30ms\"", "playout = \"30ms\"\nloss = \"1%\"");
+        let plan = Plan::parse(&two, Some(1)).unwrap();
+        let opts = crate::run::Options {
+            out: d.clone(),
+            jobs: Some(1),
+            command: "test".into(),
+            progress: false,
+        };
+        let e = crate::run::run(&Voip, &plan, &opts).unwrap_err();
+        assert!(e.contains("one call setup"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+        let swept = CH5.replace("size = 160", "sweep.size = [160, 320]");
         let e = configure(&swept).unwrap_err();
         assert!(e.contains("sweeps only transport"), "{e}");
     }

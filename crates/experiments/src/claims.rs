@@ -34,9 +34,10 @@ pub struct ClaimResult {
     pub holds: bool,
 }
 
-/// Check `e` on `point`'s `(seed, value)` pairs (seeds where the metric is
-/// undefined are left out; a claim no seed defines does not hold).
-pub fn check(e: &Expect, point: &Point, values: &[(u64, f64)]) -> ClaimResult {
+/// Check `e` on `point`'s `(seed, value)` pairs out of `seeds` seeds run
+/// (seeds where the metric is undefined are left out, and the observation
+/// says how many were; a claim no seed defines does not hold).
+pub fn check(e: &Expect, point: &Point, values: &[(u64, f64)], seeds: usize) -> ClaimResult {
     let stat = Stat::of(&values.iter().map(|v| v.1).collect::<Vec<_>>());
     const EPS: f64 = 1e-9;
     let extreme = |worst_high: bool| {
@@ -56,7 +57,12 @@ pub fn check(e: &Expect, point: &Point, values: &[(u64, f64)]) -> ClaimResult {
             None => "no seed defines it".into(),
         }
     };
-    let mean_text = || format!("mean {} over {} seeds", stat.pm(), stat.n);
+    let of_seeds = if stat.n < seeds {
+        format!("{} of {seeds}", stat.n)
+    } else {
+        stat.n.to_string()
+    };
+    let mean_text = || format!("mean {} over {of_seeds} seeds", stat.pm());
     let (expectation, holds, observed) = match e.bound() {
         Ok(Bound::EverySeedAtMost(max)) => (
             format!("≤ {max} on every seed"),
@@ -79,6 +85,15 @@ pub fn check(e: &Expect, point: &Point, values: &[(u64, f64)]) -> ClaimResult {
             mean_text(),
         ),
         Err(why) => (why, false, "not checked".into()),
+    };
+    let every_seed = matches!(
+        e.bound(),
+        Ok(Bound::EverySeedAtMost(_) | Bound::EverySeedAtLeast(_))
+    );
+    let observed = if every_seed && !values.is_empty() && values.len() < seeds {
+        format!("{observed}; defined on {} of {seeds} seeds", values.len())
+    } else {
+        observed
     };
     ClaimResult {
         scenario: point.scenario.clone(),
@@ -117,28 +132,37 @@ mod tests {
     fn bounds_hold_or_not_with_the_figure() {
         let v = [(1, 0.0), (2, 2.0), (3, 1.0)];
         let p = point();
-        let r = check(&expect("every_seed_at_most = 1"), &p, &v);
+        let r = check(&expect("every_seed_at_most = 1"), &p, &v, 3);
         assert!(!r.holds);
         assert_eq!(r.observed, "max 2.00 (seed 2); mean 1.00 ± 1.00");
         assert_eq!(
             (r.transport.as_str(), r.config.as_str()),
             ("tcp", "far tcp")
         );
-        assert!(check(&expect("every_seed_at_most = 2"), &p, &v).holds);
-        let r = check(&expect("every_seed_at_least = 1"), &p, &v);
+        assert!(check(&expect("every_seed_at_most = 2"), &p, &v, 3).holds);
+        let r = check(&expect("every_seed_at_least = 1"), &p, &v, 3);
         assert!(!r.holds);
         assert!(
             r.observed.starts_with("min 0.00 (seed 1)"),
             "{}",
             r.observed
         );
-        assert!(check(&expect("mean_at_least = 1"), &p, &v).holds);
-        assert!(!check(&expect("mean_at_least = 1.5"), &p, &v).holds);
-        assert!(check(&expect("mean_at_most = 1"), &p, &v).holds);
-        assert!(!check(&expect("mean_at_most = 0.5"), &p, &v).holds);
+        assert!(check(&expect("mean_at_least = 1"), &p, &v, 3).holds);
+        let r = check(&expect("every_seed_at_most = 1"), &p, &v[..1], 3);
+        assert!(r.holds);
+        assert!(
+            r.observed.ends_with("defined on 1 of 3 seeds"),
+            "{}",
+            r.observed
+        );
+        let r = check(&expect("mean_at_least = 0"), &p, &v[..2], 3);
+        assert_eq!(r.observed, "mean 1.00 ± 1.41 over 2 of 3 seeds");
+        assert!(!check(&expect("mean_at_least = 1.5"), &p, &v, 3).holds);
+        assert!(check(&expect("mean_at_most = 1"), &p, &v, 3).holds);
+        assert!(!check(&expect("mean_at_most = 0.5"), &p, &v, 3).holds);
         // Nothing measured never holds.
         for b in ["every_seed_at_most = 1", "mean_at_least = 0"] {
-            let r = check(&expect(b), &p, &[]);
+            let r = check(&expect(b), &p, &[], 3);
             assert!(!r.holds, "{b}");
         }
     }

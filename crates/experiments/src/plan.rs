@@ -194,7 +194,7 @@ impl Expect {
             && self
                 .selector
                 .iter()
-                .all(|(k, v)| point.params.get(k) == Some(v))
+                .all(|(k, v)| point.params.get(k).is_some_and(|p| same(p, v)))
     }
 }
 
@@ -210,6 +210,19 @@ pub struct Point {
     /// Every parameter: the plan's, overridden by the scenario's, overridden
     /// by the swept values.
     pub params: toml::Table,
+}
+
+/// Two TOML values are the same, numbers compared by value (`1` = `1.0`).
+pub fn same(a: &toml::Value, b: &toml::Value) -> bool {
+    let num = |v: &toml::Value| match v {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    };
+    match (num(a), num(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
 }
 
 /// A TOML scalar as plain text (strings without quotes).
@@ -308,9 +321,24 @@ fn axes(
     into: &mut Vec<(String, Vec<toml::Value>)>,
 ) -> Result<(), PlanError> {
     let inv = PlanError::Invalid;
+    let mut here: Vec<String> = Vec::new();
     let mut set = |key: &str, values: Vec<toml::Value>| -> Result<(), PlanError> {
+        if here.iter().any(|k| k == key) {
+            return Err(inv(format!(
+                "sweep axis '{key}' is given twice (transports is shorthand for sweep.transport)"
+            )));
+        }
+        here.push(key.to_string());
         if values.is_empty() {
             return Err(inv(format!("sweep axis '{key}' has no values")));
+        }
+        for (i, v) in values.iter().enumerate() {
+            if values[..i].iter().any(|w| same(v, w)) {
+                return Err(inv(format!(
+                    "sweep axis '{key}' lists {} twice",
+                    scalar_text(v)
+                )));
+            }
         }
         if values
             .iter()
@@ -380,6 +408,15 @@ impl Plan {
             }
             let mut ax = plan_axes.clone();
             axes(&s.transports, &s.sweep, &mut ax)?;
+            for (key, _) in &ax {
+                if s.params.contains_key(key) || file.params.contains_key(key) {
+                    return Err(inv(format!(
+                        "'{key}' is both a parameter and a sweep axis in scenario {}: give it in one \
+                         place (a scenario replaces an axis with its own sweep.{key} = [...])",
+                        s.name
+                    )));
+                }
+            }
             let mut base = file.params.clone();
             for (k, v) in &s.params {
                 base.insert(k.clone(), v.clone());
@@ -539,11 +576,29 @@ claim = "few late"
             .collect();
         assert_eq!(hits, ["far tcp 1%"]);
         assert_eq!(e.bound(), Ok(Bound::MeanAtMost(3.0)));
+        // Numbers select by value.
+        assert!(same(&toml::Value::Integer(1), &toml::Value::Float(1.0)));
+        assert!(!same(
+            &toml::Value::Integer(1),
+            &toml::Value::String("1".into())
+        ));
         assert_eq!(Plan::parse(MINI, Some(1)).unwrap().seeds, vec![1]);
         assert_eq!(
             Plan::parse(MINI, Some(1)).unwrap().raw["seeds"].as_integer(),
             Some(1)
         );
+    }
+
+    #[test]
+    fn axes_nest_in_the_order_written() {
+        let text = "name = \"o\"\nseeds = 1\n[sweep]\nrate = [\"2mbit\", \"1mbit\"]\nloss = [\"0%\", \"1%\"]\n[[scenario]]\nname = \"s\"\n";
+        let p = Plan::parse(text, None).unwrap();
+        let labels: Vec<String> = p.points().map(Point::label).collect();
+        assert_eq!(
+            labels,
+            ["s 2mbit 0%", "s 2mbit 1%", "s 1mbit 0%", "s 1mbit 1%"]
+        );
+        assert_eq!(p.sweep_keys(), ["rate", "loss"]);
     }
 
     #[test]
@@ -575,6 +630,21 @@ claim = "few late"
             (
                 MINI.replace("claim = \"few late\"", "claim = \"x\"\nbogus = 1"),
                 "unknown field",
+            ),
+            (
+                MINI.replace("[\"tcp\", \"udp\"]", "[\"tcp\", \"tcp\"]"),
+                "lists tcp twice",
+            ),
+            (
+                MINI.replace("rtt = \"10ms\"", "rtt = \"10ms\"\ntransport = \"tcp\""),
+                "both a parameter and a sweep axis",
+            ),
+            (
+                MINI.replace(
+                    "rate = \"8mbit\"",
+                    "rate = \"8mbit\"\nsweep.transport = [\"a\"]",
+                ),
+                "given twice",
             ),
         ];
         for (text, needle) in cases {

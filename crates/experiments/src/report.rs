@@ -11,7 +11,7 @@
 
 use crate::claims::ClaimResult;
 use crate::schema::Schema;
-use pulldown_cmark::{html, CowStr, Event, Options as MdOptions, Parser, Tag};
+use pulldown_cmark::{html, CowStr, Event, LinkType, Options as MdOptions, Parser, Tag, TagEnd};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -91,21 +91,24 @@ pub fn escape(s: &str) -> String {
 /// up: relative file links get the directory in front; absolute URLs,
 /// anchors and absolute paths stay.
 fn rebase(dest: &str, dir: &str) -> String {
-    let external = dest.contains("://")
-        || dest.starts_with('#')
-        || dest.starts_with('/')
-        || dest.starts_with("mailto:");
-    if external || dest.is_empty() {
+    if is_external(dest) || dest.starts_with('#') || dest.starts_with('/') || dest.is_empty() {
         dest.to_string()
     } else {
         format!("{dir}/{dest}")
     }
 }
 
-/// Markdown to HTML, links rebased into `dir`.
+/// A URL that leaves the page's directory tree (a scheme, `//host`, mail).
+fn is_external(dest: &str) -> bool {
+    dest.contains("://") || dest.starts_with("//") || dest.starts_with("mailto:")
+}
+
+/// Markdown to HTML, links rebased into `dir`. An image from another host
+/// becomes a plain link (the page fetches nothing from the network).
 fn markdown(md: &str, dir: &str) -> String {
     let mut opts = MdOptions::empty();
     opts.insert(MdOptions::ENABLE_TABLES);
+    let mut in_external_image = false;
     let events = Parser::new_ext(md, opts).map(|e| match e {
         Event::Start(Tag::Link {
             link_type,
@@ -114,10 +117,32 @@ fn markdown(md: &str, dir: &str) -> String {
             id,
         }) => Event::Start(Tag::Link {
             link_type,
-            dest_url: CowStr::from(rebase(&dest_url, dir)),
+            dest_url: if link_type == LinkType::Email {
+                dest_url
+            } else {
+                CowStr::from(rebase(&dest_url, dir))
+            },
             title,
             id,
         }),
+        Event::Start(Tag::Image {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) if is_external(&dest_url) => {
+            in_external_image = true;
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            })
+        }
+        Event::End(TagEnd::Image) if in_external_image => {
+            in_external_image = false;
+            Event::End(TagEnd::Link)
+        }
         Event::Start(Tag::Image {
             link_type,
             dest_url,
@@ -136,6 +161,16 @@ fn markdown(md: &str, dir: &str) -> String {
     let mut out = String::new();
     html::push_html(&mut out, events);
     out
+}
+
+/// A file name the page can link to as is: no directories, no `..`, nothing
+/// that needs URL encoding.
+fn safe_file(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// The cards under `dir` (one per subdirectory with a `report.json`),
@@ -162,6 +197,19 @@ pub fn read_cards(dir: &Path) -> Result<Vec<Card>, String> {
                 card.schema.version,
                 Card::schema().name,
                 Card::schema().version
+            ));
+        }
+        if let Some(bad) = card
+            .figures
+            .iter()
+            .map(|f| &f.file)
+            .chain(card.files.iter())
+            .find(|f| !safe_file(f))
+        {
+            return Err(format!(
+                "{}: file name '{bad}' must be a plain name in the reproduction's directory \
+                 (letters, digits, '-', '_', '.')",
+                path.display()
             ));
         }
         let dir_name = e.file_name().to_string_lossy().into_owned();
@@ -400,7 +448,8 @@ mod tests {
         let c = card("ch5");
         let back: Card = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
         assert_eq!(back, c);
-        let md = "# R\n\n| a | b |\n|---|---|\n| [f](f.png) | <b>x</b> |\n\n[ext](https://x.org/) [top](#r)";
+        let md = "# R\n\n| a | b |\n|---|---|\n| [f](f.png) | <b>x</b> |\n\n[ext](https://x.org/) [top](#r) \
+                  ![far](//cdn.example/a.png) ![web](https://cdn.example/b.png) <a@b.c>";
         let page = render_index(&[c], &[Some(md.into())]);
         assert!(page.contains("Title &lt;ch5&gt;"));
         assert!(page.contains("src=\"ch5/a.png\""));
@@ -410,7 +459,15 @@ mod tests {
         assert!(page.contains("<table>"), "markdown tables render");
         assert!(page.contains("&lt;b&gt;x&lt;/b&gt;"), "raw HTML is text");
         assert!(page.contains("reproduces thesis Fig. 5.4"));
-        assert!(!page.contains("http://") && !page.contains("src=\"https"));
+        assert!(!page.contains("src=\"https") && !page.contains("src=\"//"));
+        assert!(
+            page.contains("href=\"//cdn.example/a.png\""),
+            "a remote image is a link"
+        );
+        assert!(
+            page.contains("href=\"mailto:a@b.c\""),
+            "mail is not rebased"
+        );
     }
 
     #[test]
@@ -437,6 +494,14 @@ mod tests {
         )
         .unwrap();
         assert!(write_index(&dir).unwrap_err().contains("lies in directory"));
+        let mut c = card("other");
+        c.figures[0].file = "../../etc/passwd".into();
+        std::fs::write(
+            dir.join("other").join(CARD_FILE),
+            serde_json::to_string(&c).unwrap(),
+        )
+        .unwrap();
+        assert!(write_index(&dir).unwrap_err().contains("plain name"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

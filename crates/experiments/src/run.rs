@@ -297,7 +297,12 @@ pub fn run<A: Adapter>(adapter: &A, plan: &Plan, opts: &Options) -> Result<Done,
                 .iter()
                 .filter(|c| c.point.scenario == s.name && e.applies_to(&c.point))
             {
-                claims.push(check(e, &c.point, &c.values(adapter, &e.metric)));
+                claims.push(check(
+                    e,
+                    &c.point,
+                    &c.values(adapter, &e.metric),
+                    plan.seeds.len(),
+                ));
             }
         }
     }

@@ -290,7 +290,10 @@ pub fn plot_run(
 /// `±half` messages around `centre`, clipped to the call.
 pub fn zoom_range(run: &VoipRun, centre: u32, half: u32) -> (u32, u32) {
     let last = run.records.len().saturating_sub(1) as u32;
-    (centre.saturating_sub(half), (centre + half).min(last))
+    (
+        centre.saturating_sub(half),
+        centre.saturating_add(half).min(last),
+    )
 }
 
 /// One-line description of a scenario for titles and headers.
