@@ -163,6 +163,7 @@ pub fn apps(sc: &crate::MessagesScenario) -> (MessageSender, MessageReceiver) {
         seed: sc.seed,
         linger: sc.rtt * 4 + Duration::from_secs(1),
         group: sc.group,
+        schedule: sc.schedule.clone(),
     });
     (sender, MessageReceiver::new(sc.count, sc.size, sc.seed))
 }

@@ -53,7 +53,27 @@ pub struct SenderConfig {
     /// of a group after the first depends on the first (an I-frame and
     /// its P-frames). 0 = no groups, no dependencies.
     pub group: u32,
+    /// A timetable instead of `interval` and `group`: message *i* is
+    /// generated `schedule[i].at` after the first, with its frame, group
+    /// and dependency (`count` must equal its length).
+    pub schedule: Option<Schedule>,
 }
+
+/// When one message of a timetable is generated and what it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planned {
+    /// Offset from the first message's generation.
+    pub at: Duration,
+    /// The frame it carries (part of).
+    pub frame: u64,
+    /// The group (GOP) it belongs to.
+    pub group: Option<u64>,
+    /// The message it needs to be useful (thesis §4.2).
+    pub depends_on: Option<u32>,
+}
+
+/// A sender's timetable, shared (it can be long).
+pub type Schedule = std::sync::Arc<[Planned]>;
 
 /// Per-message sender record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,6 +90,8 @@ pub struct MessageSender {
     cfg: SenderConfig,
     next: u32,
     next_at: Option<Instant>,
+    /// When the first message was generated (the timetable's origin).
+    started: Option<Instant>,
     backlog: VecDeque<(OutMessage, Instant)>,
     records: Vec<SenderRecord>,
     expired_events: u64,
@@ -87,6 +109,7 @@ impl MessageSender {
             cfg,
             next: 0,
             next_at: None,
+            started: None,
             backlog: VecDeque::new(),
             records: vec![SenderRecord::default(); n],
             expired_events: 0,
@@ -162,18 +185,33 @@ impl MessageSender {
             let id = self.next;
             let mut m = OutMessage::new(id, payload_for(self.cfg.seed, id, self.cfg.size));
             m.lifetime = self.cfg.lifetime;
-            if let Some(g) = id.checked_div(self.cfg.group) {
-                m.group = Some(u64::from(g));
-                let first = g * self.cfg.group;
-                if id != first {
-                    m.depends_on = Some(first);
+            let start = *self.started.get_or_insert(at);
+            match &self.cfg.schedule {
+                Some(s) => {
+                    let p = s[id as usize];
+                    m.frame = Some(p.frame);
+                    m.group = p.group;
+                    m.depends_on = p.depends_on;
+                }
+                None => {
+                    if let Some(g) = id.checked_div(self.cfg.group) {
+                        m.group = Some(u64::from(g));
+                        let first = g * self.cfg.group;
+                        if id != first {
+                            m.depends_on = Some(first);
+                        }
+                    }
+                    m.frame = Some(u64::from(id));
                 }
             }
-            m.frame = Some(u64::from(id));
             self.records[id as usize].generated = Some(at);
             self.backlog.push_back((m, at));
             self.next += 1;
-            self.next_at = (self.next < self.cfg.count).then(|| at + self.cfg.interval);
+            self.next_at = (self.next < self.cfg.count).then(|| match &self.cfg.schedule {
+                // Never before the message just generated.
+                Some(s) => (start + s[self.next as usize].at).max(at),
+                None => at + self.cfg.interval,
+            });
         }
         self.flush(now, t);
         if self.next >= self.cfg.count && self.backlog.is_empty() && self.close_at.is_none() {

@@ -73,6 +73,9 @@ pub struct MessagesScenario {
     /// by the rest, and the per-group QUIC mapping puts a group on one
     /// stream. 0 = none.
     pub group: u32,
+    /// A timetable (frames of video, `crate::video`) instead of
+    /// `interval` and `group`; `count` must be its length.
+    pub schedule: Option<crate::messages::Schedule>,
 }
 
 impl Default for MessagesScenario {
@@ -97,6 +100,7 @@ impl Default for MessagesScenario {
             record_receiver_packets: false,
             generic: None,
             group: 0,
+            schedule: None,
         }
     }
 }
@@ -278,6 +282,15 @@ impl MessagesScenario {
         if self.count == 0 || self.size == 0 {
             return Err("message count and size must be at least 1".into());
         }
+        if let Some(s) = &self.schedule {
+            if s.len() != self.count as usize {
+                return Err(format!(
+                    "the timetable has {} messages but count is {}",
+                    s.len(),
+                    self.count
+                ));
+            }
+        }
         let mut g = self.transport();
         let tcp = g.tcp();
         if tcp.is_none() && self.middlebox != MiddleboxKind::None {
@@ -386,10 +399,12 @@ impl MessagesScenario {
         // all of its SYN retransmissions (1 + 2 + ... + 64 s with the
         // default 1 s initial RTO, Linux's tcp_syn_retries = 6) on a bursty
         // path.
-        let end_of_traffic = self.interval * self.count
-            + self.rtt * 20
-            + Duration::from_secs(30)
-            + Duration::from_secs(127);
+        let traffic = match &self.schedule {
+            Some(s) => s.last().map_or(Duration::ZERO, |p| p.at),
+            None => self.interval * self.count,
+        };
+        let end_of_traffic =
+            traffic + self.rtt * 20 + Duration::from_secs(30) + Duration::from_secs(127);
         let limit = Instant::ZERO + end_of_traffic;
         while sim.now() < limit {
             sim.run_for(Duration::from_millis(250))

@@ -29,6 +29,8 @@
 //! The model is a pure function of the timings, so every transport is judged
 //! by the same player.
 
+use crate::messages::{Planned, Schedule};
+use crate::{MessagesRun, MessagesScenario};
 use hollywood_tcp::Instant;
 use std::time::Duration;
 
@@ -186,6 +188,245 @@ impl Player {
     }
 }
 
+/// A synthetic constant-bit-rate video source (seed 002's model): `fps`
+/// frames a second, an I-frame every `gop` frames as `iframe_packets`
+/// packets sent back to back, every other frame as `pframe_packets`
+/// packets, every packet `packet_size` bytes of payload (one message each).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VideoSource {
+    /// Frames per second.
+    pub fps: f64,
+    /// Frames from one I-frame to the next (1 = every frame is an I-frame).
+    pub gop: u32,
+    /// Packets of an I-frame.
+    pub iframe_packets: u32,
+    /// Packets of a P-frame.
+    pub pframe_packets: u32,
+    /// Payload bytes per packet.
+    pub packet_size: usize,
+    /// Frames to send.
+    pub frames: u32,
+    /// What a P-frame references.
+    pub reference: Reference,
+}
+
+impl Default for VideoSource {
+    /// Seed 002: 60 fps, an I-frame every 10 frames as 4 packets of 1232 B,
+    /// P-frames of one packet, 300 s.
+    fn default() -> Self {
+        VideoSource {
+            fps: 60.0,
+            gop: 10,
+            iframe_packets: 4,
+            pframe_packets: 1,
+            packet_size: 1232,
+            frames: 18_000,
+            reference: Reference::Gop,
+        }
+    }
+}
+
+/// The packets (message ids) of one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FramePackets {
+    /// Its first message id.
+    pub first: u32,
+    /// How many packets.
+    pub count: u32,
+    /// An I-frame.
+    pub intra: bool,
+}
+
+impl VideoSource {
+    /// Time between frames.
+    pub fn frame_interval(&self) -> Duration {
+        Duration::from_secs_f64(1.0 / self.fps)
+    }
+
+    /// Check the numbers.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.fps.is_finite() && self.fps > 0.0 && self.fps <= 1000.0) {
+            return Err(format!("fps must be in (0, 1000], not {}", self.fps));
+        }
+        if self.gop == 0 {
+            return Err("gop must be at least 1 (1 = every frame an I-frame)".into());
+        }
+        if self.iframe_packets == 0 || self.pframe_packets == 0 {
+            return Err("a frame needs at least one packet".into());
+        }
+        if self.frames == 0 {
+            return Err("at least one frame".into());
+        }
+        let packets = self.packets();
+        if packets > u64::from(u32::MAX / 2) {
+            return Err(format!("{packets} packets are too many for one run"));
+        }
+        Ok(())
+    }
+
+    /// Packets in the whole stream.
+    pub fn packets(&self) -> u64 {
+        let gops = u64::from(self.frames.div_ceil(self.gop));
+        let p = u64::from(self.frames) - gops;
+        gops * u64::from(self.iframe_packets) + p * u64::from(self.pframe_packets)
+    }
+
+    /// The sender's timetable (one message per packet, a frame's packets
+    /// at the frame's instant; a P-frame's packets depend on the first
+    /// packet of their reference frame, every packet of a GOP is in its
+    /// group) and each frame's packets.
+    pub fn timetable(&self) -> (Schedule, Vec<FramePackets>) {
+        let dt = self.frame_interval();
+        let mut plan = Vec::with_capacity(self.packets() as usize);
+        let mut frames: Vec<FramePackets> = Vec::with_capacity(self.frames as usize);
+        for f in 0..self.frames {
+            let intra = f % self.gop == 0;
+            let reference = if intra {
+                None
+            } else {
+                match self.reference {
+                    Reference::Gop => Some(((f / self.gop) * self.gop) as usize),
+                    Reference::Previous => Some(f as usize - 1),
+                }
+            };
+            let depends_on = reference.map(|r| frames[r].first);
+            let count = if intra {
+                self.iframe_packets
+            } else {
+                self.pframe_packets
+            };
+            let first = plan.len() as u32;
+            for _ in 0..count {
+                plan.push(Planned {
+                    at: dt * f,
+                    frame: u64::from(f),
+                    group: Some(u64::from(f / self.gop)),
+                    depends_on,
+                });
+            }
+            frames.push(FramePackets {
+                first,
+                count,
+                intra,
+            });
+        }
+        (plan.into(), frames)
+    }
+}
+
+/// A video call: the source, the path and transport (a
+/// [`MessagesScenario`] whose count, size, interval, lifetime and timetable
+/// the video sets), and the player.
+#[derive(Debug, Clone)]
+pub struct VideoScenario {
+    /// The frames.
+    pub source: VideoSource,
+    /// Path, transport, seed (its `rtt / 2` is the one-way delay).
+    pub path: MessagesScenario,
+    /// Frames buffered before playback.
+    pub buffer_frames: u32,
+    /// Stall or skip; `None` = what the transport allows
+    /// ([`VideoScenario::player_for`]).
+    pub on_missing: Option<OnMissing>,
+}
+
+/// What a video call measured.
+#[derive(Debug)]
+pub struct VideoRun {
+    /// The message-level run (every packet: generation, arrival, oracle).
+    pub messages: MessagesRun,
+    /// Per frame: generation, completion, type.
+    pub frames: Vec<FrameTiming>,
+    /// What the player did with each.
+    pub fates: Vec<FrameFate>,
+    /// Totals.
+    pub report: PlayoutReport,
+    /// The player's policy.
+    pub on_missing: OnMissing,
+    /// Each packet's lifetime (its frame's playback deadline).
+    pub lifetime: Duration,
+}
+
+impl VideoScenario {
+    /// The player a transport allows: an application reading one ordered,
+    /// reliable byte or message stream (tcp, hollywood-ir, whose receiver is
+    /// standard TCP, and quic-ss) cannot read past missing data, so it
+    /// stalls; with unordered delivery, several streams or datagrams it can
+    /// conceal a missing frame and play on.
+    pub fn player_for(transport: &str) -> OnMissing {
+        match transport {
+            "tcp" | "hollywood-ir" | "quic-ss" => OnMissing::Stall,
+            _ => OnMissing::Skip,
+        }
+    }
+
+    /// Frame *f*'s playback deadline from its generation: the one-way delay
+    /// plus the buffer (seed 002: path latency + 4 frames).
+    pub fn lifetime(&self) -> Duration {
+        self.path.rtt / 2 + self.source.frame_interval() * self.buffer_frames
+    }
+
+    /// Send the video and play what arrives.
+    pub fn run(&self) -> Result<VideoRun, String> {
+        self.source.validate()?;
+        if self.source.packet_size == 0 {
+            return Err("packet size must be at least 1 byte".into());
+        }
+        let (schedule, frame_packets) = self.source.timetable();
+        let lifetime = self.lifetime();
+        let sc = MessagesScenario {
+            count: schedule.len() as u32,
+            size: self.source.packet_size,
+            interval: self.source.frame_interval(),
+            lifetime: Some(lifetime),
+            schedule: Some(schedule),
+            group: 0,
+            ..self.path.clone()
+        };
+        let on_missing = self
+            .on_missing
+            .unwrap_or_else(|| Self::player_for(sc.transport().name()));
+        let messages = sc.run()?;
+        let frames: Vec<FrameTiming> = frame_packets
+            .iter()
+            .map(|fp| {
+                let ids = fp.first as usize..(fp.first + fp.count) as usize;
+                let generated = messages.generated[ids.start].unwrap_or(Instant::ZERO);
+                let complete = messages.arrival[ids]
+                    .iter()
+                    .try_fold(Instant::ZERO, |m, a| a.map(|a| m.max(a)));
+                FrameTiming {
+                    generated,
+                    complete,
+                    intra: fp.intra,
+                }
+            })
+            .collect();
+        // Frames the sender never generated (the connection failed) are not
+        // part of the stream.
+        let sent = frame_packets
+            .iter()
+            .take_while(|fp| messages.generated[fp.first as usize].is_some())
+            .count();
+        let player = Player {
+            frame_interval: self.source.frame_interval(),
+            buffer_frames: self.buffer_frames,
+            one_way: self.path.rtt / 2,
+            on_missing,
+            reference: self.source.reference,
+        };
+        let (fates, report) = player.play(&frames[..sent]);
+        Ok(VideoRun {
+            messages,
+            frames,
+            fates,
+            report,
+            on_missing,
+            lifetime,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,6 +542,55 @@ mod tests {
         let (fates, r) = player(OnMissing::Stall, Reference::Gop).play(&[]);
         assert!(fates.is_empty());
         assert_eq!(r.useful_pct(), 100.0);
+    }
+
+    #[test]
+    fn the_timetable_sends_seed_002s_frames() {
+        let src = VideoSource::default();
+        assert_eq!(src.packets(), 1800 * 4 + 16_200, "300 s at 60 fps");
+        assert!(src.validate().is_ok());
+        let small = VideoSource { frames: 12, ..src };
+        let (plan, frames) = small.timetable();
+        assert_eq!(plan.len() as u64, small.packets());
+        assert_eq!(plan.len(), 4 + 9 + 4 + 1);
+        // I-frame 0: four packets at 0, no dependency; P-frame 1 one packet
+        // one frame later, depending on the I-frame's first packet.
+        assert!(plan[..4]
+            .iter()
+            .all(|p| p.at == Duration::ZERO && p.depends_on.is_none()));
+        assert_eq!(plan[4].frame, 1);
+        assert_eq!(plan[4].depends_on, Some(0));
+        assert_eq!(plan[4].at, small.frame_interval());
+        // Frame 10 starts the second GOP.
+        assert_eq!(
+            frames[10],
+            FramePackets {
+                first: 13,
+                count: 4,
+                intra: true
+            }
+        );
+        assert_eq!(plan[17].depends_on, Some(13));
+        assert_eq!(plan[17].group, Some(1));
+        let prev = VideoSource {
+            reference: Reference::Previous,
+            ..small
+        };
+        let (plan, _) = prev.timetable();
+        assert_eq!(plan[5].depends_on, Some(4), "frame 2 depends on frame 1");
+        for bad in [
+            VideoSource { gop: 0, ..src },
+            VideoSource { fps: 0.0, ..src },
+            VideoSource { frames: 0, ..src },
+            VideoSource {
+                iframe_packets: 0,
+                ..src
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+        assert_eq!(VideoScenario::player_for("quic-ss"), OnMissing::Stall);
+        assert_eq!(VideoScenario::player_for("quicsilver"), OnMissing::Skip);
     }
 
     proptest! {

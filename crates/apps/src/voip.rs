@@ -308,6 +308,7 @@ impl VoipScenario {
             record_receiver_packets: false,
             generic,
             group: 0,
+            schedule: None,
         };
         let m = sc.run().map_err(VoipError::Simulation)?;
         let records = schedule(

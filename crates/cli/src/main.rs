@@ -37,6 +37,8 @@ enum Command {
     Analyze(cmd::analyze::AnalyzeArgs),
     /// One simulated VoIP call (thesis §5.1.2): per-message playout, JSON, CSV, plot.
     Voip(cmd::voip::VoipArgs),
+    /// Live video (seed 002's source) over one or several transports: useful frames, stalls, discrepancy.
+    Video(cmd::video::VideoArgs),
     /// Reproduce a thesis chapter's experiments (plots, tables, README).
     #[command(subcommand)]
     Repro(cmd::repro::ReproCommand),
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Analyze(args) => cmd::analyze::run(args),
         Command::Voip(args) => cmd::voip::run(args),
+        Command::Video(args) => cmd::video::run(args),
         Command::Repro(c) => cmd::repro::run(c),
         Command::Report(a) => cmd::repro::report(a),
         Command::Netem(c) => cmd::netem::run(c),

@@ -446,3 +446,58 @@ fn messages_csv_rows_agree_with_the_json() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `hollywood video`: the headline figures for each transport, side by side,
+/// deterministic per seed.
+#[test]
+fn video_reports_useful_frames_stalls_and_discrepancy() {
+    let args = [
+        "video",
+        "--transport",
+        "quic-ss,hollywood,udp",
+        "--duration",
+        "10s",
+        "--loss",
+        "2%",
+        "--seed",
+        "4",
+        "--json",
+    ];
+    let v = json(&args);
+    assert_eq!(v["schema"]["name"], "hollywood.video");
+    assert_eq!(v["params"]["one-way"], "50ms");
+    let runs = v["results"].as_array().expect("one result per transport");
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        assert_eq!(u(r, "frames"), 600, "{r}");
+        for k in ["useful_frames_pct", "discrepancy_s", "longest_stall_ms"] {
+            let _ = f(r, k);
+        }
+        assert_eq!(u(r, "played") + u(r, "skipped"), 600, "{r}");
+        assert!(u(r, "useful_frames") <= u(r, "played"), "{r}");
+        assert!(
+            u(r, "packets_on_time") <= u(r, "oracle_packets_on_time"),
+            "{r}"
+        );
+        assert!(f(&r["app_latency_ms"], "p50") >= 50.0, "{r}");
+    }
+    assert_eq!(runs[0]["player"], "stall");
+    assert!(u(&runs[0], "stalls") > 0 && f(&runs[0], "discrepancy_s") > 0.0);
+    assert_eq!(runs[1]["player"], "skip");
+    assert_eq!(u(&runs[1], "stalls"), 0);
+    assert_eq!(f(&runs[1], "discrepancy_s"), 0.0);
+    // Same seed, same numbers.
+    let again = json(&args);
+    for (a, b) in runs.iter().zip(again["results"].as_array().unwrap()) {
+        assert_eq!(a["useful_frames"], b["useful_frames"]);
+        assert_eq!(a["stalls"], b["stalls"]);
+    }
+    for bad in [
+        &["video", "--gop", "0"][..],
+        &["video", "--player", "wait"],
+        &["video", "--fps", "0"],
+    ] {
+        let out = hollywood(bad);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}");
+    }
+}

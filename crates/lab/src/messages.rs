@@ -56,6 +56,9 @@ pub fn links(sc: &MessagesScenario) -> (LinkConfig, LinkConfig) {
 /// fresh lab named `lab_name`: QUIC and UDP through [`run_generic`], the
 /// TCP deployments through [`run_tcp`].
 pub fn run(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Error> {
+    if sc.schedule.is_some() {
+        return Err("a timetable (video frames) runs in the simulator only so far".into());
+    }
     match sc.transport() {
         GenericTransport::Tcp(t) => {
             let sc = MessagesScenario {

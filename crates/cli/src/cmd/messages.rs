@@ -90,7 +90,7 @@ pub enum Choice {
 }
 
 impl Choice {
-    fn name(&self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Choice::Tcp(t) => t.name(),
             Choice::Generic(g) => g.name(),

@@ -12,4 +12,5 @@ pub mod middlebox;
 pub mod netem;
 pub mod repro;
 pub mod scaling;
+pub mod video;
 pub mod voip;

@@ -1,0 +1,84 @@
+//! Live video over the message transports (issue 12): the same seed-002
+//! stream over a reliable stream, TCP Hollywood and UDP on one lossy path.
+
+use hollywood_apps::video::{OnMissing, VideoScenario, VideoSource};
+use hollywood_apps::{GenericTransport, MessagesScenario, Transport};
+use hollywood_sim::LossModel;
+use std::time::Duration;
+
+fn scenario(name: &str, frames: u32) -> VideoScenario {
+    let g = GenericTransport::parse(name).expect("transport");
+    let (transport, generic) = match g.tcp() {
+        Some(t) => (t, None),
+        None => (Transport::Tcp, Some(g)),
+    };
+    VideoScenario {
+        source: VideoSource {
+            frames,
+            ..VideoSource::default()
+        },
+        path: MessagesScenario {
+            rate_bps: 100_000_000,
+            uplink_bps: 100_000_000,
+            rtt: Duration::from_millis(100),
+            loss: LossModel::Bernoulli(0.02),
+            queue_bytes: 1_000_000,
+            transport,
+            generic,
+            seed: 3,
+            ..MessagesScenario::default()
+        },
+        buffer_frames: 4,
+        on_missing: None,
+    }
+}
+
+#[test]
+fn a_reliable_stream_stalls_where_hollywood_and_udp_play_on() {
+    // 20 s of video, 2 % loss: about 470 packets dropped.
+    let tcp = scenario("tcp", 1200).run().unwrap();
+    assert_eq!(tcp.on_missing, OnMissing::Stall);
+    let r = tcp.report;
+    assert!(r.stalls > 5, "{r:?}");
+    assert_eq!(
+        (r.skipped, r.played, r.useful),
+        (0, 1200, 1200),
+        "everything plays, late"
+    );
+    // Each pause adds to the discrepancy, which then also buffers against
+    // the next loss: fewer stalls than losses.
+    assert!(r.discrepancy >= Duration::from_millis(100), "{r:?}");
+    let dropped = tcp.messages.first_tx_dropped.iter().filter(|d| **d).count() as u64;
+    assert!(r.stalls < dropped, "{} stalls, {dropped} drops", r.stalls);
+
+    for name in ["hollywood", "udp"] {
+        let run = scenario(name, 1200).run().unwrap();
+        assert_eq!(run.on_missing, OnMissing::Skip);
+        let r = run.report;
+        assert_eq!((r.stalls, r.discrepancy), (0, Duration::ZERO), "{name}");
+        // Losses cost frames (how many is the figure `hollywood video`
+        // reports; here only that the accounting is sane).
+        assert!(r.useful_pct() > 50.0 && r.useful < 1200, "{name}: {r:?}");
+        assert!(run.messages.on_time.on_time <= run.messages.on_time.oracle_on_time);
+        assert_eq!(
+            run.messages.corrupt_delivered + run.messages.duplicates_delivered,
+            0
+        );
+        // Every frame the player found whole by its deadline is useful or
+        // lost its reference.
+        let whole_in_time = run
+            .fates
+            .iter()
+            .zip(&run.frames)
+            .filter(|(f, t)| t.complete.is_some_and(|c| c <= f.due))
+            .count() as u64;
+        assert_eq!(whole_in_time, r.played, "{name}");
+    }
+}
+
+#[test]
+fn a_bad_source_is_refused() {
+    let mut sc = scenario("udp", 10);
+    sc.source.gop = 0;
+    assert!(sc.run().unwrap_err().contains("gop"));
+}

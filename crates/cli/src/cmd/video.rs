@@ -1,0 +1,318 @@
+//! `hollywood video`: live video (seed 002's synthetic source by default)
+//! over one or several transports on the same simulated link and seed:
+//! useful frames, stalls, playback discrepancy and per-packet latency
+//! (`hollywood_apps::video`).
+
+use crate::cmd::messages::{parse_choices, Choice, Choices, Percentiles};
+use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use clap::Args;
+use hollywood_apps::video::{OnMissing, Reference, VideoRun, VideoScenario, VideoSource};
+use hollywood_apps::{GenericTransport, MessagesScenario, Transport};
+use hollywood_sim::LossModel;
+use hollywood_tcp::{CcAlgorithm, Config};
+use hollywood_transport::quic::QuicCc;
+use serde::Serialize;
+use std::time::Duration;
+
+/// Arguments of `hollywood video`.
+#[derive(Args, Debug)]
+pub struct VideoArgs {
+    /// tcp | hollywood | hollywood-ir | hollywood-ooo | quic-ss | quic-gop |
+    /// quic-fps | quic-pps | quic-dgram | quicsilver | udp; several,
+    /// comma-separated, or `all`: same link and seed, one table.
+    #[arg(long, default_value = "hollywood", value_parser = parse_choices)]
+    transport: Choices,
+    /// Frames per second.
+    #[arg(long, default_value_t = 60.0)]
+    fps: f64,
+    /// An I-frame every this many frames.
+    #[arg(long, default_value_t = 10)]
+    gop: u32,
+    /// Packets per I-frame (sent back to back).
+    #[arg(long, default_value_t = 4)]
+    iframe_packets: u32,
+    /// Packets per P-frame.
+    #[arg(long, default_value_t = 1)]
+    pframe_packets: u32,
+    /// Payload bytes per packet.
+    #[arg(long, default_value = "1232", value_parser = parse_size)]
+    size: u64,
+    /// What a P-frame references: gop (its I-frame, seed 002) or previous.
+    #[arg(long, default_value = "gop", value_parser = parse_reference)]
+    reference: Reference,
+    /// Playout buffer in frames (seed 002: 4).
+    #[arg(long, default_value_t = 4)]
+    buffer: u32,
+    /// auto (stall on one ordered reliable stream: tcp, hollywood-ir,
+    /// quic-ss; skip otherwise) | stall | skip
+    #[arg(long, default_value = "auto", value_parser = parse_player)]
+    player: Player,
+    /// Length of the stream.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    duration: Duration,
+    /// One-way propagation delay (each direction).
+    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
+    one_way: Duration,
+    /// Link rate, each direction.
+    #[arg(long, default_value = "100mbit", value_parser = parse_rate)]
+    rate: u64,
+    /// Loss on the media path: a probability or gilbert:P,R[,BAD[,GOOD]].
+    #[arg(long, default_value = "1%", value_parser = parse_loss_model)]
+    loss: LossModel,
+    /// Drop-tail queue per link.
+    #[arg(long, default_value = "1000000", value_parser = parse_size)]
+    queue: u64,
+    /// Congestion control: newreno, cubic or bbr (QUIC: quinn's).
+    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
+    cc: CcAlgorithm,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The player policy as given.
+#[derive(Debug, Clone, Copy)]
+pub enum Player {
+    /// By transport.
+    Auto,
+    /// Always this.
+    Fixed(OnMissing),
+}
+
+fn parse_player(s: &str) -> Result<Player, String> {
+    match s {
+        "auto" => Ok(Player::Auto),
+        "stall" => Ok(Player::Fixed(OnMissing::Stall)),
+        "skip" => Ok(Player::Fixed(OnMissing::Skip)),
+        _ => Err(format!("unknown player '{s}': use auto, stall or skip")),
+    }
+}
+
+fn parse_reference(s: &str) -> Result<Reference, String> {
+    match s {
+        "gop" => Ok(Reference::Gop),
+        "previous" => Ok(Reference::Previous),
+        _ => Err(format!("unknown reference '{s}': use gop or previous")),
+    }
+}
+
+/// One transport's result.
+#[derive(Serialize, Debug)]
+pub struct VideoReport {
+    /// Transport.
+    pub transport: &'static str,
+    /// stall or skip.
+    pub player: &'static str,
+    /// Frames sent.
+    pub frames: u64,
+    /// Played and decodable (seed 002's useful frames).
+    pub useful_frames: u64,
+    /// Useful frames / frames sent, percent: the headline figure.
+    pub useful_frames_pct: f64,
+    /// Played (on time or after a stall).
+    pub played: u64,
+    /// Concealed.
+    pub skipped: u64,
+    /// Playback pauses.
+    pub stalls: u64,
+    /// Cumulative playback discrepancy (s).
+    pub discrepancy_s: f64,
+    /// Longest pause (ms).
+    pub longest_stall_ms: f64,
+    /// Packets sent (one message each).
+    pub packets: u64,
+    /// Packets whose first transmission the network dropped.
+    pub first_tx_dropped: u64,
+    /// Packets delivered by their frame's deadline (the message lifetime).
+    pub packets_on_time: u64,
+    /// What an oracle transport would deliver by then.
+    pub oracle_packets_on_time: u64,
+    /// Packet lifetime: one-way delay + buffer (ms).
+    pub lifetime_ms: f64,
+    /// Application latency per delivered packet: generation → delivery (ms).
+    pub app_latency_ms: Percentiles,
+    /// Messages delivered corrupt or twice (must be 0).
+    pub corrupt_or_duplicate: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Virtual seconds simulated.
+    pub sim_seconds: f64,
+    /// Wall-clock milliseconds.
+    pub wall_ms: f64,
+    /// Connection failure, if any.
+    pub error: Option<String>,
+}
+
+fn report(name: &'static str, run: &VideoRun, seed: u64, wall_ms: f64) -> VideoReport {
+    let m = &run.messages;
+    let r = &run.report;
+    let latency: Vec<f64> = m
+        .generated
+        .iter()
+        .zip(&m.arrival)
+        .filter_map(|(g, a)| {
+            Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
+        })
+        .collect();
+    VideoReport {
+        transport: name,
+        player: match run.on_missing {
+            OnMissing::Stall => "stall",
+            OnMissing::Skip => "skip",
+        },
+        frames: r.frames,
+        useful_frames: r.useful,
+        useful_frames_pct: r.useful_pct(),
+        played: r.played,
+        skipped: r.skipped,
+        stalls: r.stalls,
+        discrepancy_s: r.discrepancy.as_secs_f64(),
+        longest_stall_ms: r.longest_stall.as_secs_f64() * 1000.0,
+        packets: m.generated.iter().filter(|g| g.is_some()).count() as u64,
+        first_tx_dropped: m.first_tx_dropped.iter().filter(|d| **d).count() as u64,
+        packets_on_time: m.on_time.on_time,
+        oracle_packets_on_time: m.on_time.oracle_on_time,
+        lifetime_ms: run.lifetime.as_secs_f64() * 1000.0,
+        app_latency_ms: Percentiles::of(latency),
+        corrupt_or_duplicate: m.corrupt_delivered + m.duplicates_delivered,
+        seed,
+        sim_seconds: m.sim_time.as_secs_f64(),
+        wall_ms,
+        error: m.error.clone(),
+    }
+}
+
+pub fn run(a: VideoArgs) -> Result<(), String> {
+    if a.size == 0 || a.size > 1400 {
+        return Err("--size must be between 1 and 1400 bytes (one packet)".into());
+    }
+    let frames = (a.duration.as_secs_f64() * a.fps).round();
+    if !(1.0..=10_000_000.0).contains(&frames) {
+        return Err(format!(
+            "--duration × --fps gives {frames} frames: use between 1 and 10 000 000"
+        ));
+    }
+    let source = VideoSource {
+        fps: a.fps,
+        gop: a.gop,
+        iframe_packets: a.iframe_packets,
+        pframe_packets: a.pframe_packets,
+        packet_size: a.size as usize,
+        frames: frames as u32,
+        reference: a.reference,
+    };
+    source.validate()?;
+    let mut reports = Vec::new();
+    for choice in &a.transport.0 {
+        let (transport, generic) = match choice {
+            Choice::Tcp(t) => (*t, None),
+            Choice::Generic(g) => {
+                let mut g = g.clone();
+                if let GenericTransport::Quic(q) = &mut g {
+                    q.cc = match a.cc {
+                        CcAlgorithm::NewReno => QuicCc::NewReno,
+                        CcAlgorithm::Cubic => QuicCc::Cubic,
+                        CcAlgorithm::Bbr => QuicCc::Bbr,
+                    };
+                }
+                (Transport::Tcp, Some(g))
+            }
+        };
+        let sc = VideoScenario {
+            source,
+            path: MessagesScenario {
+                rate_bps: a.rate,
+                uplink_bps: a.rate,
+                rtt: a.one_way * 2,
+                loss: a.loss,
+                queue_bytes: a.queue as usize,
+                transport,
+                generic,
+                seed: a.seed,
+                base: Config {
+                    cc: a.cc,
+                    ..Config::default()
+                },
+                ..MessagesScenario::default()
+            },
+            buffer_frames: a.buffer,
+            on_missing: match a.player {
+                Player::Auto => None,
+                Player::Fixed(p) => Some(p),
+            },
+        };
+        #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
+        let wall = std::time::Instant::now();
+        let run = sc.run()?;
+        reports.push(report(
+            choice.name(),
+            &run,
+            a.seed,
+            wall.elapsed().as_secs_f64() * 1000.0,
+        ));
+    }
+    if a.json {
+        let text = if let [one] = reports.as_slice() {
+            crate::output::json(one)
+        } else {
+            crate::output::json(&reports)
+        };
+        println!("{}", text?);
+    } else {
+        println!(
+            "video: {} frames at {} fps, I-frame every {} ({} packets), P-frames {} packet(s) of {} B; \
+             one-way {} ms, {} Mb/s, loss {:?}; buffer {} frames; seed {}",
+            source.frames,
+            a.fps,
+            a.gop,
+            a.iframe_packets,
+            a.pframe_packets,
+            a.size,
+            a.one_way.as_secs_f64() * 1000.0,
+            a.rate as f64 / 1e6,
+            a.loss,
+            a.buffer,
+            a.seed
+        );
+        println!(
+            "{:<14} {:>6} {:>9} {:>7} {:>7} {:>14} {:>14} {:>22}",
+            "transport",
+            "player",
+            "useful %",
+            "skipped",
+            "stalls",
+            "discrepancy s",
+            "pkts on time",
+            "latency ms p50/p99/max"
+        );
+        for r in &reports {
+            println!(
+                "{:<14} {:>6} {:>9.3} {:>7} {:>7} {:>14.3} {:>6} ({:>5}) {:>8.1}/{:.1}/{:.1}",
+                r.transport,
+                r.player,
+                r.useful_frames_pct,
+                r.skipped,
+                r.stalls,
+                r.discrepancy_s,
+                r.packets_on_time,
+                r.oracle_packets_on_time,
+                r.app_latency_ms.p50,
+                r.app_latency_ms.p99,
+                r.app_latency_ms.max
+            );
+        }
+        println!("(pkts on time: delivered by the frame's deadline; oracle in brackets)");
+    }
+    for r in &reports {
+        if let Some(e) = &r.error {
+            return Err(format!("{}: the connection failed: {e}", r.transport));
+        }
+        if r.corrupt_or_duplicate > 0 {
+            return Err(format!("{}: corrupt or duplicate delivery", r.transport));
+        }
+    }
+    Ok(())
+}
