@@ -70,6 +70,9 @@ pub struct Planned {
     pub group: Option<u64>,
     /// The message it needs to be useful (thesis §4.2).
     pub depends_on: Option<u32>,
+    /// Its own lifetime from generation instead of the sender's (an
+    /// I-frame is useful until the last frame that references it is due).
+    pub lifetime: Option<Duration>,
 }
 
 /// A sender's timetable, shared (it can be long).
@@ -150,10 +153,21 @@ impl MessageSender {
         self.error.as_deref()
     }
 
+    /// Message `id`'s lifetime from generation.
+    fn lifetime_of(&self, id: u32) -> Option<Duration> {
+        self.cfg
+            .schedule
+            .as_ref()
+            .and_then(|s| s.get(id as usize)?.lifetime)
+            .or(self.cfg.lifetime)
+    }
+
     fn flush(&mut self, now: Instant, t: &mut dyn MessageTransport) {
         while let Some((mut m, generated)) = self.backlog.pop_front() {
             // Time spent waiting here is used up.
-            m.lifetime = self.cfg.lifetime.map(|l| l.saturating_sub(now - generated));
+            m.lifetime = self
+                .lifetime_of(m.id)
+                .map(|l| l.saturating_sub(now - generated));
             match t.send(now, m.clone()) {
                 Ok(()) => {}
                 Err(SendError::WouldBlock) => {
@@ -184,7 +198,7 @@ impl MessageSender {
             }
             let id = self.next;
             let mut m = OutMessage::new(id, payload_for(self.cfg.seed, id, self.cfg.size));
-            m.lifetime = self.cfg.lifetime;
+            m.lifetime = self.lifetime_of(id);
             let start = *self.started.get_or_insert(at);
             match &self.cfg.schedule {
                 Some(s) => {

@@ -275,7 +275,13 @@ impl VideoSource {
     /// at the frame's instant; a P-frame's packets depend on the first
     /// packet of their reference frame, every packet of a GOP is in its
     /// group) and each frame's packets.
-    pub fn timetable(&self) -> (Schedule, Vec<FramePackets>) {
+    ///
+    /// A packet's lifetime is `base_lifetime` (its frame's playback
+    /// deadline), extended for a frame that later frames of its GOP
+    /// reference until the last of them is due (thesis §4.2: a message with
+    /// live dependents is not expired; seed 002 keeps such I-frame
+    /// fragments for retransmission).
+    pub fn timetable(&self, base_lifetime: Duration) -> (Schedule, Vec<FramePackets>) {
         let dt = self.frame_interval();
         let mut plan = Vec::with_capacity(self.packets() as usize);
         let mut frames: Vec<FramePackets> = Vec::with_capacity(self.frames as usize);
@@ -296,12 +302,21 @@ impl VideoSource {
                 self.pframe_packets
             };
             let first = plan.len() as u32;
+            // Frames of this GOP after this one that need it, directly or
+            // through the chain: it stays useful until the last is due.
+            let gop_end = ((f / self.gop + 1) * self.gop).min(self.frames) - 1;
+            let needed_by = match (intra, self.reference) {
+                (true, _) | (false, Reference::Previous) => gop_end - f,
+                (false, Reference::Gop) => 0,
+            };
+            let lifetime = (needed_by > 0).then(|| base_lifetime + dt * needed_by);
             for _ in 0..count {
                 plan.push(Planned {
                     at: dt * f,
                     frame: u64::from(f),
                     group: Some(u64::from(f / self.gop)),
                     depends_on,
+                    lifetime,
                 });
             }
             frames.push(FramePackets {
@@ -372,8 +387,8 @@ impl VideoScenario {
         if self.source.packet_size == 0 {
             return Err("packet size must be at least 1 byte".into());
         }
-        let (schedule, frame_packets) = self.source.timetable();
         let lifetime = self.lifetime();
+        let (schedule, frame_packets) = self.source.timetable(lifetime);
         let sc = MessagesScenario {
             count: schedule.len() as u32,
             size: self.source.packet_size,
@@ -550,7 +565,7 @@ mod tests {
         assert_eq!(src.packets(), 1800 * 4 + 16_200, "300 s at 60 fps");
         assert!(src.validate().is_ok());
         let small = VideoSource { frames: 12, ..src };
-        let (plan, frames) = small.timetable();
+        let (plan, frames) = small.timetable(MS);
         assert_eq!(plan.len() as u64, small.packets());
         assert_eq!(plan.len(), 4 + 9 + 4 + 1);
         // I-frame 0: four packets at 0, no dependency; P-frame 1 one packet
@@ -572,12 +587,26 @@ mod tests {
         );
         assert_eq!(plan[17].depends_on, Some(13));
         assert_eq!(plan[17].group, Some(1));
+        // The I-frames live until their last P-frame is due; P-frames do not
+        // outlive their own deadline.
+        assert_eq!(plan[0].lifetime, Some(MS + small.frame_interval() * 9));
+        assert_eq!(
+            plan[13].lifetime,
+            Some(MS + small.frame_interval()),
+            "GOP cut at frame 11"
+        );
+        assert_eq!(plan[4].lifetime, None);
         let prev = VideoSource {
             reference: Reference::Previous,
             ..small
         };
-        let (plan, _) = prev.timetable();
+        let (plan, _) = prev.timetable(MS);
         assert_eq!(plan[5].depends_on, Some(4), "frame 2 depends on frame 1");
+        assert_eq!(
+            plan[5].lifetime,
+            Some(MS + prev.frame_interval() * 7),
+            "frames 3-9 need it"
+        );
         for bad in [
             VideoSource { gop: 0, ..src },
             VideoSource { fps: 0.0, ..src },

@@ -306,7 +306,7 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
 }
 
 /// The columns of `--csv`.
-const CSV_HEADER: [&str; 9] = [
+pub const CSV_HEADER: [&str; 9] = [
     "transport",
     "id",
     "generated_ms",
@@ -320,7 +320,7 @@ const CSV_HEADER: [&str; 9] = [
 
 /// One row per generated message of `run` (times in ms of the run's clock;
 /// empty where not applicable).
-fn write_csv_rows<W: std::io::Write>(
+pub fn write_csv_rows<W: std::io::Write>(
     w: &mut csv::Writer<W>,
     transport: &str,
     run: &MessagesRun,

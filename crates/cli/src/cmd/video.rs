@@ -71,6 +71,10 @@ pub struct VideoArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Write one CSV row per packet (and transport) here, as
+    /// `sim messages --csv` (id = packet; frames in send order).
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
 
 /// The player policy as given.
@@ -205,6 +209,16 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         reference: a.reference,
     };
     source.validate()?;
+    let mut csv = match &a.csv {
+        Some(p) => {
+            let mut w = csv::Writer::from_path(p)
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            w.write_record(crate::cmd::messages::CSV_HEADER)
+                .map_err(|e| e.to_string())?;
+            Some(w)
+        }
+        None => None,
+    };
     let mut reports = Vec::new();
     for choice in &a.transport.0 {
         let (transport, generic) = match choice {
@@ -247,6 +261,10 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
         let wall = std::time::Instant::now();
         let run = sc.run()?;
+        if let Some(w) = &mut csv {
+            crate::cmd::messages::write_csv_rows(w, choice.name(), &run.messages)
+                .map_err(|e| e.to_string())?;
+        }
         reports.push(report(
             choice.name(),
             &run,
