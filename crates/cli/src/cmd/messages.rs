@@ -90,6 +90,25 @@ pub enum Choice {
 }
 
 impl Choice {
+    /// The scenario's `transport` and `generic` fields for this choice, with
+    /// `cc` as a QUIC transport's controller (quinn's: BBR is its BBRv1).
+    pub fn scenario_transport(&self, cc: CcAlgorithm) -> (Transport, Option<GenericTransport>) {
+        match self {
+            Choice::Tcp(t) => (*t, None),
+            Choice::Generic(g) => {
+                let mut g = g.clone();
+                if let GenericTransport::Quic(q) = &mut g {
+                    q.cc = match cc {
+                        CcAlgorithm::NewReno => QuicCc::NewReno,
+                        CcAlgorithm::Cubic => QuicCc::Cubic,
+                        CcAlgorithm::Bbr => QuicCc::Bbr,
+                    };
+                }
+                (Transport::Tcp, Some(g))
+            }
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Choice::Tcp(t) => t.name(),
@@ -245,19 +264,23 @@ fn middlebox_name(m: MiddleboxKind) -> &'static str {
     }
 }
 
-/// Summarise a run.
-pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
-    let generic = run.scenario.generic.as_ref();
-    let sent = run.generated.iter().filter(|g| g.is_some()).count() as u64;
-    let delivered = run.arrival.iter().filter(|a| a.is_some()).count() as u64;
-    let delays: Vec<f64> = run
-        .generated
+/// Generation → delivery of every delivered message (ms).
+pub fn delays_ms(run: &MessagesRun) -> Vec<f64> {
+    run.generated
         .iter()
         .zip(&run.arrival)
         .filter_map(|(g, a)| {
             Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
         })
-        .collect();
+        .collect()
+}
+
+/// Summarise a run.
+pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
+    let generic = run.scenario.generic.as_ref();
+    let sent = run.generated.iter().filter(|g| g.is_some()).count() as u64;
+    let delivered = run.arrival.iter().filter(|a| a.is_some()).count() as u64;
+    let delays = delays_ms(run);
     let expired_but_delivered = run
         .expired
         .iter()
@@ -317,6 +340,17 @@ pub const CSV_HEADER: [&str; 9] = [
     "first_tx_dropped",
     "network_dropped",
 ];
+
+/// Open `path` for `--csv` and write the header.
+pub fn open_csv(
+    path: Option<&std::path::Path>,
+) -> Result<Option<csv::Writer<std::fs::File>>, String> {
+    let Some(p) = path else { return Ok(None) };
+    let mut w =
+        csv::Writer::from_path(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    w.write_record(CSV_HEADER).map_err(|e| e.to_string())?;
+    Ok(Some(w))
+}
 
 /// One row per generated message of `run` (times in ms of the run's clock;
 /// empty where not applicable).
@@ -378,32 +412,10 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
     if several && a.pcap.is_some() {
         return Err("--pcap needs a single transport".into());
     }
-    let mut csv = match &a.csv {
-        Some(p) => Some(
-            csv::Writer::from_path(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
-    if let Some(w) = &mut csv {
-        w.write_record(CSV_HEADER).map_err(|e| e.to_string())?;
-    }
+    let mut csv = open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
     for (index, choice) in a.transport.0.iter().enumerate() {
-        let (transport, generic) = match choice {
-            Choice::Tcp(t) => (*t, None),
-            Choice::Generic(g) => {
-                let mut g = g.clone();
-                if let GenericTransport::Quic(q) = &mut g {
-                    // quinn's controllers: BBR is its BBRv1.
-                    q.cc = match a.cc {
-                        CcAlgorithm::NewReno => QuicCc::NewReno,
-                        CcAlgorithm::Cubic => QuicCc::Cubic,
-                        CcAlgorithm::Bbr => QuicCc::Bbr,
-                    };
-                }
-                (Transport::Tcp, Some(g))
-            }
-        };
+        let (transport, generic) = choice.scenario_transport(a.cc);
         if generic.is_some() && a.middlebox != MiddleboxKind::None {
             if several {
                 continue; // the middleboxes model TCP boxes

@@ -3,14 +3,13 @@
 //! useful frames, stalls, playback discrepancy and per-packet latency
 //! (`hollywood_apps::video`).
 
-use crate::cmd::messages::{parse_choices, Choice, Choices, Percentiles};
+use crate::cmd::messages::{parse_choices, Choices, Percentiles};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
 use hollywood_apps::video::{OnMissing, Reference, VideoRun, VideoScenario, VideoSource};
-use hollywood_apps::{GenericTransport, MessagesScenario, Transport};
+use hollywood_apps::MessagesScenario;
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
-use hollywood_transport::quic::QuicCc;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -153,14 +152,7 @@ pub struct VideoReport {
 fn report(name: &'static str, run: &VideoRun, seed: u64, wall_ms: f64) -> VideoReport {
     let m = &run.messages;
     let r = &run.report;
-    let latency: Vec<f64> = m
-        .generated
-        .iter()
-        .zip(&m.arrival)
-        .filter_map(|(g, a)| {
-            Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
-        })
-        .collect();
+    let latency = crate::cmd::messages::delays_ms(m);
     VideoReport {
         transport: name,
         player: match run.on_missing {
@@ -209,32 +201,10 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         reference: a.reference,
     };
     source.validate()?;
-    let mut csv = match &a.csv {
-        Some(p) => {
-            let mut w = csv::Writer::from_path(p)
-                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-            w.write_record(crate::cmd::messages::CSV_HEADER)
-                .map_err(|e| e.to_string())?;
-            Some(w)
-        }
-        None => None,
-    };
+    let mut csv = crate::cmd::messages::open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
     for choice in &a.transport.0 {
-        let (transport, generic) = match choice {
-            Choice::Tcp(t) => (*t, None),
-            Choice::Generic(g) => {
-                let mut g = g.clone();
-                if let GenericTransport::Quic(q) = &mut g {
-                    q.cc = match a.cc {
-                        CcAlgorithm::NewReno => QuicCc::NewReno,
-                        CcAlgorithm::Cubic => QuicCc::Cubic,
-                        CcAlgorithm::Bbr => QuicCc::Bbr,
-                    };
-                }
-                (Transport::Tcp, Some(g))
-            }
-        };
+        let (transport, generic) = choice.scenario_transport(a.cc);
         let sc = VideoScenario {
             source,
             path: MessagesScenario {
