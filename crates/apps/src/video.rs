@@ -5,15 +5,20 @@
 //!
 //! * **Playback clock** (seed 002 §3.2): frame 0 is due
 //!   `one_way + buffer_frames · frame_interval` after it was generated, and
-//!   frame *f* one frame interval after frame *f − 1*, plus the playback
-//!   discrepancy accumulated so far.
+//!   frame *f* one frame interval after frame *f − 1*.
 //! * **Stall** (seed 002, "no buffered video to play while head-of-line
 //!   blocking holds data"): with [`OnMissing::Stall`] (a reliable, ordered
 //!   transport — TCP, QUIC on one stream — will deliver the frame, so the
-//!   player waits), a frame that is incomplete when due pauses playback until
-//!   it is complete; the wait is added to the **playback discrepancy**
-//!   (intended minus actual playback time, cumulative) and shifts every later
-//!   frame.
+//!   player waits), a frame that is incomplete when the player is ready for
+//!   it pauses playback until it is complete; the wait is added to the
+//!   **playback discrepancy** (intended minus actual playback time,
+//!   cumulative: the sum of the pauses). After the pause the player either
+//!   catches up ([`Resume::CatchUp`]: the held-back frames play at once and
+//!   the schedule is the original one, so each head-of-line event that
+//!   outlasts the buffer is its own stall — seed 002's Tables 1–2, where the
+//!   discrepancy is the stall count times about one RTT) or shifts every
+//!   later frame by the pause ([`Resume::Shift`]: the backlog then absorbs
+//!   later losses).
 //! * **Skip**: with [`OnMissing::Skip`] (TCP Hollywood, QUICsilver, UDP,
 //!   QUIC per packet: what is late will not be waited for), an incomplete
 //!   frame is concealed at its due time and playback goes on; a frame the
@@ -52,6 +57,20 @@ pub enum OnMissing {
     Skip,
 }
 
+/// Where a stalling player resumes after a pause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Play the frames held back by the pause at once and return to the
+    /// original schedule (a live player at the live edge; seed 002, whose
+    /// discrepancy is the stall count times the per-stall delay, Table 2):
+    /// every head-of-line event that outlasts the buffer is a stall of its
+    /// own.
+    CatchUp,
+    /// Shift every later frame by the pause: the backlog stays buffered and
+    /// absorbs later losses (a player that never drops behind-live data).
+    Shift,
+}
+
 /// One frame as the receiving application saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameTiming {
@@ -76,12 +95,15 @@ pub struct Player {
     pub on_missing: OnMissing,
     /// What a P-frame references.
     pub reference: Reference,
+    /// Where a stalling player resumes.
+    pub resume: Resume,
 }
 
 /// What happened to one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameFate {
-    /// When it was due (the playback clock, discrepancy included).
+    /// When it was due (the playback clock; with [`Resume::Shift`] the
+    /// discrepancy so far included).
     pub due: Instant,
     /// When it played; `None` = skipped (concealed).
     pub played: Option<Instant>,
@@ -96,6 +118,9 @@ pub struct PlayoutReport {
     pub frames: u64,
     /// Frames played (on time, or after a stall).
     pub played: u64,
+    /// Frames played after their original playout time (thesis §6.1.2's
+    /// delayed frames).
+    pub delayed: u64,
     /// Frames skipped (concealed): incomplete when due, or never complete.
     pub skipped: u64,
     /// Played and decodable.
@@ -135,6 +160,7 @@ impl Player {
         let mut decodable: Vec<Option<Instant>> = Vec::with_capacity(frames.len());
         let mut last_intra: Option<usize> = None;
         let mut discrepancy = Duration::ZERO;
+        let mut last_played: Option<Instant> = None;
         for (f, fr) in frames.iter().enumerate() {
             let reference = if fr.intra {
                 None
@@ -159,11 +185,18 @@ impl Player {
             if fr.intra {
                 last_intra = Some(f);
             }
-            let due = start + self.frame_interval * f as u32 + discrepancy;
+            let scheduled = start + self.frame_interval * f as u32;
+            let due = match self.resume {
+                Resume::Shift => scheduled + discrepancy,
+                Resume::CatchUp => scheduled,
+            };
+            // The player is ready for this frame at its due time, or when the
+            // previous frame played if it is still catching up.
+            let ready = last_played.map_or(due, |p: Instant| p.max(due));
             let played = match fr.complete {
-                Some(c) if c <= due => Some(due),
+                Some(c) if c <= ready => Some(ready),
                 Some(c) if self.on_missing == OnMissing::Stall => {
-                    let pause = c - due;
+                    let pause = c - ready;
                     discrepancy += pause;
                     report.stalls += 1;
                     report.longest_stall = report.longest_stall.max(pause);
@@ -171,6 +204,10 @@ impl Player {
                 }
                 _ => None,
             };
+            if let Some(p) = played {
+                last_played = Some(p);
+                report.delayed += u64::from(p > scheduled);
+            }
             let useful = matches!((played, dec), (Some(p), Some(d)) if d <= p);
             match played {
                 Some(_) => report.played += 1,
@@ -343,6 +380,8 @@ pub struct VideoScenario {
     /// Stall or skip; `None` = what the transport allows
     /// ([`VideoScenario::player_for`]).
     pub on_missing: Option<OnMissing>,
+    /// Where a stalling player resumes.
+    pub resume: Resume,
 }
 
 /// What a video call measured.
@@ -429,6 +468,7 @@ impl VideoScenario {
             one_way: self.path.rtt / 2,
             on_missing,
             reference: self.source.reference,
+            resume: self.resume,
         };
         let (fates, report) = player.play(&frames[..sent]);
         Ok(VideoRun {
@@ -479,6 +519,7 @@ mod tests {
             one_way: 50 * MS,
             on_missing,
             reference,
+            resume: Resume::Shift,
         }
     }
 
@@ -507,6 +548,37 @@ mod tests {
         assert_eq!(fates[5].played, Some(at(220)));
         assert_eq!(fates[6].due, at(230), "shifted by the pause");
         assert_eq!(fates[19].played, Some(at(70 + 190 + 100)));
+        assert_eq!(r.delayed, 15, "frames 5-19 play late");
+    }
+
+    #[test]
+    fn a_catching_up_player_pays_for_every_head_of_line_event() {
+        // Frames 5-8 arrive together at 220 (frame 5 due at 120), frames
+        // 12-13 together at 290 (frame 12 due at 190).
+        let late: Vec<(usize, Option<u64>)> = (5..9)
+            .map(|f| (f, Some(220)))
+            .chain((12..14).map(|f| (f, Some(290))))
+            .collect();
+        let p = Player {
+            resume: Resume::CatchUp,
+            ..player(OnMissing::Stall, Reference::Gop)
+        };
+        let (fates, r) = p.play(&stream(30, 10, &late));
+        assert_eq!(r.stalls, 2);
+        // Frames 6-11 (due 130-180; 9-11 complete on time) play at once
+        // with frame 5 at 220; the player is then ready for frame 12 (due
+        // 190) and waits 70 ms more.
+        assert_eq!(r.discrepancy, 170 * MS);
+        let played: Vec<Option<Instant>> = fates.iter().map(|f| f.played).collect();
+        assert_eq!(played[5..12], [Some(at(220)); 7]);
+        assert_eq!(played[12..23], [Some(at(290)); 11]);
+        assert_eq!(fates[23].played, Some(at(300)), "on schedule again");
+        assert_eq!(fates[29].played, Some(at(360)));
+        assert_eq!(r.delayed, 7 + 10);
+        // Shifting instead, the first pause's backlog absorbs the second.
+        let (_, r) = player(OnMissing::Stall, Reference::Gop).play(&stream(30, 10, &late));
+        assert_eq!(r.stalls, 1);
+        assert_eq!(r.discrepancy, 100 * MS);
     }
 
     #[test]
@@ -639,11 +711,31 @@ mod tests {
                 FrameTiming { generated, complete: d.map(|d| generated + Duration::from_millis(d)), intra: f % gop == 0 }
             }).collect();
             let reference = if previous { Reference::Previous } else { Reference::Gop };
-            for m in [OnMissing::Stall, OnMissing::Skip] {
-                let p = Player { buffer_frames: buffer, ..player(m, reference) };
+            // Catching up never costs less pause than shifting: the shifted
+            // discrepancy is the worst lateness, which a catching-up player
+            // can only have paid for in pauses.
+            let pause = |resume| Player { buffer_frames: buffer, resume, ..player(OnMissing::Stall, reference) }.play(&frames).1.discrepancy;
+            prop_assert!(pause(Resume::Shift) <= pause(Resume::CatchUp));
+            for (m, resume) in [
+                (OnMissing::Stall, Resume::Shift),
+                (OnMissing::Stall, Resume::CatchUp),
+                (OnMissing::Skip, Resume::CatchUp),
+            ] {
+                let p = Player { buffer_frames: buffer, resume, ..player(m, reference) };
                 let (fates, r) = p.play(&frames);
                 prop_assert_eq!(r.played + r.skipped, r.frames);
                 prop_assert!(r.useful <= r.played);
+                prop_assert!(r.delayed <= r.played);
+                if resume == Resume::CatchUp {
+                    // Never behind the original schedule by more than the
+                    // latest completion.
+                    for (f, fate) in fates.iter().enumerate() {
+                        if let Some(p) = fate.played {
+                            let latest = frames[..=f].iter().filter_map(|x| x.complete).max().unwrap();
+                            prop_assert!(p <= fate.due.max(latest));
+                        }
+                    }
+                }
                 prop_assert_eq!(fates.iter().filter(|f| f.useful).count() as u64, r.useful);
                 for w in fates.windows(2) {
                     prop_assert!(w[1].due > w[0].due, "the clock only moves forward");
@@ -659,9 +751,16 @@ mod tests {
                         if delivered == r.frames {
                             prop_assert_eq!(r.useful, r.frames);
                         }
-                        let pauses: Duration = fates.iter()
-                            .filter_map(|f| Some(f.played? - f.due))
-                            .sum();
+                        let mut ready_since = None::<Instant>;
+                        let mut pauses = Duration::ZERO;
+                        for f in &fates {
+                            if let Some(p) = f.played {
+                                let ready = ready_since.map_or(f.due, |r| r.max(f.due));
+                                prop_assert!(p >= ready);
+                                pauses += p - ready;
+                                ready_since = Some(p);
+                            }
+                        }
                         prop_assert_eq!(pauses, r.discrepancy);
                         prop_assert!(r.longest_stall <= r.discrepancy);
                     }

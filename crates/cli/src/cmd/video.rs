@@ -6,7 +6,7 @@
 use crate::cmd::messages::{parse_choices, Choices, Percentiles};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::video::{OnMissing, Reference, VideoRun, VideoScenario, VideoSource};
+use hollywood_apps::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario, VideoSource};
 use hollywood_apps::MessagesScenario;
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
@@ -46,6 +46,10 @@ pub struct VideoArgs {
     /// quic-ss; skip otherwise) | stall | skip
     #[arg(long, default_value = "auto", value_parser = parse_player)]
     player: Player,
+    /// After a stall: catch-up (play the held-back frames at once and return
+    /// to the schedule; seed 002) | shift (shift later frames by the pause).
+    #[arg(long, default_value = "catch-up", value_parser = parse_resume)]
+    resume: Resume,
     /// Length of the stream.
     #[arg(long, default_value = "300s", value_parser = parse_duration)]
     duration: Duration,
@@ -94,6 +98,14 @@ fn parse_player(s: &str) -> Result<Player, String> {
     }
 }
 
+fn parse_resume(s: &str) -> Result<Resume, String> {
+    match s {
+        "catch-up" => Ok(Resume::CatchUp),
+        "shift" => Ok(Resume::Shift),
+        _ => Err(format!("unknown resume '{s}': use catch-up or shift")),
+    }
+}
+
 fn parse_reference(s: &str) -> Result<Reference, String> {
     match s {
         "gop" => Ok(Reference::Gop),
@@ -117,6 +129,8 @@ pub struct VideoReport {
     pub useful_frames_pct: f64,
     /// Played (on time or after a stall).
     pub played: u64,
+    /// Played after their original playout time.
+    pub delayed: u64,
     /// Concealed.
     pub skipped: u64,
     /// Playback pauses.
@@ -163,6 +177,7 @@ fn report(name: &'static str, run: &VideoRun, seed: u64, wall_ms: f64) -> VideoR
         useful_frames: r.useful,
         useful_frames_pct: r.useful_pct(),
         played: r.played,
+        delayed: r.delayed,
         skipped: r.skipped,
         stalls: r.stalls,
         discrepancy_s: r.discrepancy.as_secs_f64(),
@@ -227,6 +242,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
                 Player::Auto => None,
                 Player::Fixed(p) => Some(p),
             },
+            resume: a.resume,
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
         let wall = std::time::Instant::now();
