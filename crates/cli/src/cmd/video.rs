@@ -78,6 +78,10 @@ pub struct VideoArgs {
     /// `sim messages --csv` (id = packet; frames in send order).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+    /// Write the sender's packets (at link ingress) to this pcap file (one
+    /// transport only).
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
 }
 
 /// The player policy as given.
@@ -216,6 +220,9 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         reference: a.reference,
     };
     source.validate()?;
+    if a.pcap.is_some() && a.transport.0.len() > 1 {
+        return Err("--pcap needs a single transport".into());
+    }
     let mut csv = crate::cmd::messages::open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
     for choice in &a.transport.0 {
@@ -231,6 +238,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
                 transport,
                 generic,
                 seed: a.seed,
+                pcap: a.pcap.clone(),
                 base: Config {
                     cc: a.cc,
                     ..Config::default()

@@ -368,6 +368,18 @@ impl Connection {
         let tx = self.on_data_sent(now, s.seq_len());
         self.rtxq.on_retransmit(i, now);
         self.rtxq.stamp(i, tx);
+        if s.seq == self.snd_una && !self.timers.is_set(Timer::Reorder) {
+            // Retransmitting the oldest segment restarts the RTO, as Linux
+            // does (tcp_xmit_retransmit_queue): left running from the last
+            // cumulative ACK, it would expire before this retransmission
+            // could be acknowledged whenever loss detection took longer than
+            // RTO - RTT (RACK or three duplicate ACKs of a thin stream on a
+            // long path: a loss found RTT + 50 ms after it was sent at
+            // 60 packets/s and 200 ms RTT, RTO 233 ms), and the spurious
+            // RTO's D-SACK widens RACK's reordering window for the next 16
+            // recoveries (RFC 8985 §6.2 step 4).
+            self.timers.set(Timer::Retransmit, now + self.rtt.rto());
+        }
         if self.timed.is_some_and(|(end, _)| s.seq < end) {
             // RFC 6298 §3 (Karn): never time a retransmitted segment.
             self.timed = None;
