@@ -73,6 +73,29 @@ impl GenericTransport {
         }
     }
 
+    /// A scenario's `transport` and `generic` fields for this transport
+    /// ([`crate::MessagesScenario`]), with `cc` as a QUIC transport's
+    /// controller (quinn's: BBR is its BBRv1); a TCP deployment takes its
+    /// controller from the scenario's base configuration.
+    pub fn scenario_fields(&self, cc: hollywood_tcp::CcAlgorithm) -> (Transport, Option<Self>) {
+        use hollywood_tcp::CcAlgorithm;
+        use hollywood_transport::quic::QuicCc;
+        match self {
+            GenericTransport::Tcp(t) => (*t, None),
+            other => {
+                let mut g = other.clone();
+                if let GenericTransport::Quic(q) = &mut g {
+                    q.cc = match cc {
+                        CcAlgorithm::NewReno => QuicCc::NewReno,
+                        CcAlgorithm::Cubic => QuicCc::Cubic,
+                        CcAlgorithm::Bbr => QuicCc::Bbr,
+                    };
+                }
+                (Transport::Tcp, Some(g))
+            }
+        }
+    }
+
     /// The TCP deployment, if this is one.
     pub fn tcp(&self) -> Option<Transport> {
         match self {

@@ -159,6 +159,20 @@ pub struct MessagesRun {
     pub wire_bytes: u64,
 }
 
+impl MessagesRun {
+    /// Per delivered message, generation → arrival at the receiving
+    /// application, in milliseconds (message order).
+    pub fn delays_ms(&self) -> Vec<f64> {
+        self.generated
+            .iter()
+            .zip(&self.arrival)
+            .filter_map(|(g, a)| {
+                Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
+            })
+            .collect()
+    }
+}
+
 const TX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const RX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 

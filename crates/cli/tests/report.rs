@@ -82,7 +82,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     assert_eq!(v["params"]["seeds"], "1");
     let repros = v["reproductions"].as_array().unwrap();
     let names: Vec<&str> = repros.iter().map(|r| r["plan"].as_str().unwrap()).collect();
-    assert_eq!(names, ["ch5", "ch5-dupack"]);
+    assert_eq!(names, ["ch5", "ch5-dupack", "quicsilver"]);
     for r in repros {
         assert!(r["claims"].as_u64().unwrap() > 0, "{r}");
         let sub = dir.join(r["plan"].as_str().unwrap());
@@ -97,15 +97,21 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
         }
         let s: serde_json::Value =
             serde_json::from_slice(&std::fs::read(sub.join("summary.json")).unwrap()).unwrap();
-        assert_eq!(s["schema"]["name"], "hollywood.repro.voip");
+        let adapter = if r["plan"] == "quicsilver" {
+            "video"
+        } else {
+            "voip"
+        };
+        assert_eq!(s["schema"]["name"], format!("hollywood.repro.{adapter}"));
         assert_eq!(s["params"]["seeds"], 1);
     }
 
     let index = dir.join("index.html");
     let html = std::fs::read_to_string(&index).unwrap();
     let figures = image_sources(&html);
-    // ch5 and ch5-dupack: 2 scenarios × 5 transports × (full + zoom).
-    assert_eq!(figures.len(), 2 * 2 * 5 * 2, "{figures:?}");
+    // ch5 and ch5-dupack: 2 scenarios × 5 transports × (full + zoom);
+    // quicsilver: one latency plot per scenario (5).
+    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5, "{figures:?}");
     for f in &figures {
         assert!(
             dir.join(f).is_file(),

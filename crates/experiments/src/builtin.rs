@@ -23,10 +23,14 @@ pub const PLANS: &[Builtin] = &[
         name: "ch5-dupack",
         text: include_str!("../../../scenarios/ch5-dupack.toml"),
     },
+    Builtin {
+        name: "quicsilver",
+        text: include_str!("../../../scenarios/quicsilver.toml"),
+    },
 ];
 
 /// The adapters a plan may name.
-pub const ADAPTERS: &[&str] = &["voip"];
+pub const ADAPTERS: &[&str] = &["voip", "video"];
 
 /// The built-in plan called `name`.
 pub fn find(name: &str) -> Option<&'static Builtin> {
@@ -56,6 +60,7 @@ pub fn run(plan: &Plan, default_adapter: Option<&str>, opts: &Options) -> Result
     })?;
     match name {
         "voip" => run::run(&crate::ch5::Voip, plan, opts),
+        "video" => run::run(&crate::video::Video, plan, opts),
         other => Err(format!(
             "bad experiment plan: unknown adapter '{other}': use one of {}",
             ADAPTERS.join(", ")

@@ -7,7 +7,8 @@
 //! one `index.html`. Plots ([`plot`]) and command-line quantities
 //! ([`units`]) are shared with the CLI.
 //!
-//! Reproductions: [`ch5`] (thesis chapter 5, the VoIP application). The
+//! Reproductions: [`ch5`] (thesis chapter 5, the VoIP application) and
+//! [`video`] (live video: seed 002's QUICsilver experiment). The
 //! built-in plans are listed in [`builtin`].
 
 // An adapter crate: the runner uses threads (rayon) and the wall clock (to
@@ -26,4 +27,5 @@ pub mod run;
 pub mod schema;
 pub mod stats;
 pub mod units;
+pub mod video;
 pub mod voip;

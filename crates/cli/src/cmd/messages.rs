@@ -7,7 +7,6 @@ use clap::Args;
 use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario, Timeliness, Transport};
 use hollywood_sim::{LossModel, MiddleboxKind};
 use hollywood_tcp::{CcAlgorithm, Config};
-use hollywood_transport::quic::QuicCc;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -95,17 +94,7 @@ impl Choice {
     pub fn scenario_transport(&self, cc: CcAlgorithm) -> (Transport, Option<GenericTransport>) {
         match self {
             Choice::Tcp(t) => (*t, None),
-            Choice::Generic(g) => {
-                let mut g = g.clone();
-                if let GenericTransport::Quic(q) = &mut g {
-                    q.cc = match cc {
-                        CcAlgorithm::NewReno => QuicCc::NewReno,
-                        CcAlgorithm::Cubic => QuicCc::Cubic,
-                        CcAlgorithm::Bbr => QuicCc::Bbr,
-                    };
-                }
-                (Transport::Tcp, Some(g))
-            }
+            Choice::Generic(g) => g.scenario_fields(cc),
         }
     }
 
@@ -264,23 +253,12 @@ fn middlebox_name(m: MiddleboxKind) -> &'static str {
     }
 }
 
-/// Generation → delivery of every delivered message (ms).
-pub fn delays_ms(run: &MessagesRun) -> Vec<f64> {
-    run.generated
-        .iter()
-        .zip(&run.arrival)
-        .filter_map(|(g, a)| {
-            Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
-        })
-        .collect()
-}
-
 /// Summarise a run.
 pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
     let generic = run.scenario.generic.as_ref();
     let sent = run.generated.iter().filter(|g| g.is_some()).count() as u64;
     let delivered = run.arrival.iter().filter(|a| a.is_some()).count() as u64;
-    let delays = delays_ms(run);
+    let delays = run.delays_ms();
     let expired_but_delivered = run
         .expired
         .iter()

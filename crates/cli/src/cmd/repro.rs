@@ -4,6 +4,8 @@
 //! the HTML report live in the library.
 //!
 //! * `repro ch5` — thesis chapter 5 (`scenarios/ch5.toml`, the VoIP adapter);
+//! * `repro quicsilver` — seed 002 (`scenarios/quicsilver.toml`, the video
+//!   adapter);
 //! * `repro plan FILE` — any plan file, with the adapter it names;
 //! * `repro all --out DIR` — every built-in plan into `DIR/<plan>/`, then
 //!   `DIR/index.html`;
@@ -23,6 +25,10 @@ pub enum ReproCommand {
     /// Thesis chapter 5: VoIP over standard TCP and TCP Hollywood
     /// (Figs. 5.4–5.16), intra- and intercontinental, over several seeds.
     Ch5(Ch5Args),
+    /// Seed 002 (QUICsilver): live video over standard QUIC, QUICsilver,
+    /// TCP Hollywood and UDP; 50/100/150 ms one-way × 0–1 % loss, 300 s
+    /// streams (Tables 1–3).
+    Quicsilver(BuiltinArgs),
     /// Run an experiment plan file (TOML) with the adapter it names.
     Plan(PlanArgs),
     /// Every built-in plan into DIR/<plan>/, then one page: DIR/index.html.
@@ -52,6 +58,16 @@ pub struct Ch5Args {
     /// Experiment plan (TOML); default: the built-in scenarios/ch5.toml.
     #[arg(long)]
     scenario: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Arguments of a built-in reproduction other than ch5.
+#[derive(Args, Debug)]
+pub struct BuiltinArgs {
+    /// Output directory (created if missing); default: out/<plan name>.
+    #[arg(long)]
+    out: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -105,6 +121,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
             );
             one(&plan, Some("voip"), &a.out, command, &a.common)
         }
+        ReproCommand::Quicsilver(a) => builtin_one("quicsilver", &a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
             let out = a
@@ -121,6 +138,17 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         }
         ReproCommand::All(a) => all(&a),
     }
+}
+
+fn builtin_one(name: &str, a: &BuiltinArgs) -> Result<(), String> {
+    let plan = builtin::load(name, a.common.seeds).map_err(|e| e.to_string())?;
+    let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(name));
+    let command = format!(
+        "hollywood repro {name} --out {}{}",
+        out.display(),
+        seeds_flag(&a.common)
+    );
+    one(&plan, None, &out, command, &a.common)
 }
 
 fn seeds_flag(c: &Common) -> String {

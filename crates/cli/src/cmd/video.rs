@@ -3,15 +3,23 @@
 //! useful frames, stalls, playback discrepancy and per-packet latency
 //! (`hollywood_apps::video`).
 
-use crate::cmd::messages::{parse_choices, Choices, Percentiles};
+use crate::cmd::messages::{parse_choices, Choices};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario, VideoSource};
+use hollywood_apps::video::{OnMissing, Reference, Resume, VideoScenario, VideoSource};
 use hollywood_apps::MessagesScenario;
+use hollywood_experiments::video::{parse_reference, parse_resume, VideoReport};
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
-use serde::Serialize;
 use std::time::Duration;
+
+/// `--player`: `None` = by transport.
+#[derive(Debug, Clone, Copy)]
+pub struct PlayerArg(Option<OnMissing>);
+
+fn parse_player(s: &str) -> Result<PlayerArg, String> {
+    hollywood_experiments::video::parse_player(s).map(PlayerArg)
+}
 
 /// Arguments of `hollywood video`.
 #[derive(Args, Debug)]
@@ -45,7 +53,7 @@ pub struct VideoArgs {
     /// auto (stall on one ordered reliable stream: tcp, hollywood-ir,
     /// quic-ss; skip otherwise) | stall | skip
     #[arg(long, default_value = "auto", value_parser = parse_player)]
-    player: Player,
+    player: PlayerArg,
     /// After a stall: catch-up (play the held-back frames at once and return
     /// to the schedule; seed 002) | shift (shift later frames by the pause).
     #[arg(long, default_value = "catch-up", value_parser = parse_resume)]
@@ -65,8 +73,11 @@ pub struct VideoArgs {
     /// Drop-tail queue per link.
     #[arg(long, default_value = "1000000", value_parser = parse_size)]
     queue: u64,
-    /// Congestion control: newreno, cubic or bbr (QUIC: quinn's).
-    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
+    /// Congestion control: newreno, cubic or bbr (QUIC: quinn's). BBR by
+    /// default, as Linux on this kind of machine and what a live sender
+    /// needs (CUBIC's window after random losses holds back I-frames; see
+    /// docs/VIDEO.md).
+    #[arg(long, default_value = "bbr", value_parser = CcAlgorithm::parse)]
     cc: CcAlgorithm,
     /// Seed.
     #[arg(long, default_value_t = 1)]
@@ -82,122 +93,6 @@ pub struct VideoArgs {
     /// transport only).
     #[arg(long)]
     pcap: Option<std::path::PathBuf>,
-}
-
-/// The player policy as given.
-#[derive(Debug, Clone, Copy)]
-pub enum Player {
-    /// By transport.
-    Auto,
-    /// Always this.
-    Fixed(OnMissing),
-}
-
-fn parse_player(s: &str) -> Result<Player, String> {
-    match s {
-        "auto" => Ok(Player::Auto),
-        "stall" => Ok(Player::Fixed(OnMissing::Stall)),
-        "skip" => Ok(Player::Fixed(OnMissing::Skip)),
-        _ => Err(format!("unknown player '{s}': use auto, stall or skip")),
-    }
-}
-
-fn parse_resume(s: &str) -> Result<Resume, String> {
-    match s {
-        "catch-up" => Ok(Resume::CatchUp),
-        "shift" => Ok(Resume::Shift),
-        _ => Err(format!("unknown resume '{s}': use catch-up or shift")),
-    }
-}
-
-fn parse_reference(s: &str) -> Result<Reference, String> {
-    match s {
-        "gop" => Ok(Reference::Gop),
-        "previous" => Ok(Reference::Previous),
-        _ => Err(format!("unknown reference '{s}': use gop or previous")),
-    }
-}
-
-/// One transport's result.
-#[derive(Serialize, Debug)]
-pub struct VideoReport {
-    /// Transport.
-    pub transport: &'static str,
-    /// stall or skip.
-    pub player: &'static str,
-    /// Frames sent.
-    pub frames: u64,
-    /// Played and decodable (seed 002's useful frames).
-    pub useful_frames: u64,
-    /// Useful frames / frames sent, percent: the headline figure.
-    pub useful_frames_pct: f64,
-    /// Played (on time or after a stall).
-    pub played: u64,
-    /// Played after their original playout time.
-    pub delayed: u64,
-    /// Concealed.
-    pub skipped: u64,
-    /// Playback pauses.
-    pub stalls: u64,
-    /// Cumulative playback discrepancy (s).
-    pub discrepancy_s: f64,
-    /// Longest pause (ms).
-    pub longest_stall_ms: f64,
-    /// Packets sent (one message each).
-    pub packets: u64,
-    /// Packets whose first transmission the network dropped.
-    pub first_tx_dropped: u64,
-    /// Packets delivered by their frame's deadline (the message lifetime).
-    pub packets_on_time: u64,
-    /// What an oracle transport would deliver by then.
-    pub oracle_packets_on_time: u64,
-    /// Packet lifetime: one-way delay + buffer (ms).
-    pub lifetime_ms: f64,
-    /// Application latency per delivered packet: generation → delivery (ms).
-    pub app_latency_ms: Percentiles,
-    /// Messages delivered corrupt or twice (must be 0).
-    pub corrupt_or_duplicate: u64,
-    /// Seed.
-    pub seed: u64,
-    /// Virtual seconds simulated.
-    pub sim_seconds: f64,
-    /// Wall-clock milliseconds.
-    pub wall_ms: f64,
-    /// Connection failure, if any.
-    pub error: Option<String>,
-}
-
-fn report(name: &'static str, run: &VideoRun, seed: u64, wall_ms: f64) -> VideoReport {
-    let m = &run.messages;
-    let r = &run.report;
-    let latency = crate::cmd::messages::delays_ms(m);
-    VideoReport {
-        transport: name,
-        player: match run.on_missing {
-            OnMissing::Stall => "stall",
-            OnMissing::Skip => "skip",
-        },
-        frames: r.frames,
-        useful_frames: r.useful,
-        useful_frames_pct: r.useful_pct(),
-        played: r.played,
-        delayed: r.delayed,
-        skipped: r.skipped,
-        stalls: r.stalls,
-        discrepancy_s: r.discrepancy.as_secs_f64(),
-        longest_stall_ms: r.longest_stall.as_secs_f64() * 1000.0,
-        packets: m.generated.iter().filter(|g| g.is_some()).count() as u64,
-        first_tx_dropped: m.first_tx_dropped.iter().filter(|d| **d).count() as u64,
-        packets_on_time: m.on_time.on_time,
-        oracle_packets_on_time: m.on_time.oracle_on_time,
-        lifetime_ms: run.lifetime.as_secs_f64() * 1000.0,
-        app_latency_ms: Percentiles::of(latency),
-        corrupt_or_duplicate: m.corrupt_delivered + m.duplicates_delivered,
-        seed,
-        sim_seconds: m.sim_time.as_secs_f64(),
-        wall_ms,
-        error: m.error.clone(),
-    }
 }
 
 pub fn run(a: VideoArgs) -> Result<(), String> {
@@ -246,10 +141,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
                 ..MessagesScenario::default()
             },
             buffer_frames: a.buffer,
-            on_missing: match a.player {
-                Player::Auto => None,
-                Player::Fixed(p) => Some(p),
-            },
+            on_missing: a.player.0,
             resume: a.resume,
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
@@ -259,7 +151,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             crate::cmd::messages::write_csv_rows(w, choice.name(), &run.messages)
                 .map_err(|e| e.to_string())?;
         }
-        reports.push(report(
+        reports.push(VideoReport::of(
             choice.name(),
             &run,
             a.seed,

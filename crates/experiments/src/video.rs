@@ -1,0 +1,827 @@
+//! Live video (issue 12): the JSON summary of one stream over one transport
+//! ([`VideoReport`], used by `hollywood video` too) and the `video`
+//! [`Adapter`] that runs a plan of streams — seed 002's QUICsilver
+//! experiment is `scenarios/quicsilver.toml`.
+//!
+//! Plan parameters (plan level, per scenario or swept): `fps` (60), `gop`
+//! (10), `iframe_packets` (4), `pframe_packets` (1), `size` (1232),
+//! `duration` (300s), `one_way`, `rate` (100mbit), `loss` (0), `queue`
+//! (1000000), `buffer` (frames, 4), `cc` (bbr), `resume` (catch-up | shift),
+//! `frame_reference` (gop | previous), `player` (auto | stall | skip),
+//! `transport`; for the report: `scatter_loss` (the loss whose runs get a
+//! per-packet latency plot), `stated` (the seed's own numbers for a
+//! transport and loss, shown beside ours) and `notes` (Markdown for the
+//! README: why our numbers differ).
+//!
+//! Writes, beside the runner's files: `summary.json` and `summary.md` (per
+//! scenario, loss and transport: useful frames, stalls, discrepancy, delay
+//! per stall, skipped frames, packets on time next to the oracle,
+//! application latency, with the seed's figures where the plan states
+//! them), `latency-<scenario>.png` (application latency of every packet of
+//! the first seed at `scatter_loss`, one panel per transport, as seed
+//! 002's Figs. 6–7) and a `README.md`.
+
+use crate::claims::ClaimResult;
+use crate::plan::Point;
+use crate::plot::{self, Chart, HLine, Rgb, Series, Style};
+use crate::report::Figure;
+use crate::run::{Adapter, Context, Finished, Written};
+use crate::stats::{Percentiles, Stat};
+use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use hollywood_apps::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario, VideoSource};
+use hollywood_apps::{GenericTransport, MessagesScenario};
+use hollywood_tcp::{CcAlgorithm, Config};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// One stream over one transport.
+#[derive(Serialize, Debug, Clone)]
+pub struct VideoReport {
+    /// Transport.
+    pub transport: String,
+    /// stall or skip.
+    pub player: &'static str,
+    /// Frames sent.
+    pub frames: u64,
+    /// Played and decodable (seed 002's useful frames).
+    pub useful_frames: u64,
+    /// Useful frames / frames sent, percent: the headline figure.
+    pub useful_frames_pct: f64,
+    /// Played (on time or after a stall).
+    pub played: u64,
+    /// Played after their original playout time.
+    pub delayed: u64,
+    /// Concealed.
+    pub skipped: u64,
+    /// Playback pauses.
+    pub stalls: u64,
+    /// Cumulative playback discrepancy: the sum of the pauses (s).
+    pub discrepancy_s: f64,
+    /// Discrepancy per stall (ms; null without stalls).
+    pub per_stall_ms: Option<f64>,
+    /// Longest pause (ms).
+    pub longest_stall_ms: f64,
+    /// Packets sent (one message each).
+    pub packets: u64,
+    /// Packets whose first transmission the network dropped.
+    pub first_tx_dropped: u64,
+    /// Packets delivered by their frame's deadline (the message lifetime).
+    pub packets_on_time: u64,
+    /// What an oracle transport would deliver by then.
+    pub oracle_packets_on_time: u64,
+    /// Packet lifetime: one-way delay + buffer (ms).
+    pub lifetime_ms: f64,
+    /// Application latency per delivered packet: generation → delivery (ms).
+    pub app_latency_ms: Percentiles,
+    /// Messages delivered corrupt or twice (must be 0).
+    pub corrupt_or_duplicate: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Virtual seconds simulated.
+    pub sim_seconds: f64,
+    /// Wall-clock milliseconds.
+    pub wall_ms: f64,
+    /// Connection failure, if any.
+    pub error: Option<String>,
+}
+
+impl VideoReport {
+    /// Summarise a stream.
+    pub fn of(transport: &str, run: &VideoRun, seed: u64, wall_ms: f64) -> VideoReport {
+        let m = &run.messages;
+        let r = &run.report;
+        VideoReport {
+            transport: transport.to_string(),
+            player: match run.on_missing {
+                OnMissing::Stall => "stall",
+                OnMissing::Skip => "skip",
+            },
+            frames: r.frames,
+            useful_frames: r.useful,
+            useful_frames_pct: r.useful_pct(),
+            played: r.played,
+            delayed: r.delayed,
+            skipped: r.skipped,
+            stalls: r.stalls,
+            discrepancy_s: r.discrepancy.as_secs_f64(),
+            per_stall_ms: (r.stalls > 0)
+                .then(|| r.discrepancy.as_secs_f64() * 1000.0 / r.stalls as f64),
+            longest_stall_ms: r.longest_stall.as_secs_f64() * 1000.0,
+            packets: m.generated.iter().filter(|g| g.is_some()).count() as u64,
+            first_tx_dropped: m.first_tx_dropped.iter().filter(|d| **d).count() as u64,
+            packets_on_time: m.on_time.on_time,
+            oracle_packets_on_time: m.on_time.oracle_on_time,
+            lifetime_ms: run.lifetime.as_secs_f64() * 1000.0,
+            app_latency_ms: Percentiles::of(m.delays_ms()),
+            corrupt_or_duplicate: m.corrupt_delivered + m.duplicates_delivered,
+            seed,
+            sim_seconds: m.sim_time.as_secs_f64(),
+            wall_ms,
+            error: m.error.clone(),
+        }
+    }
+}
+
+/// Parse `catch-up` or `shift`.
+pub fn parse_resume(s: &str) -> Result<Resume, String> {
+    match s {
+        "catch-up" => Ok(Resume::CatchUp),
+        "shift" => Ok(Resume::Shift),
+        _ => Err(format!("unknown resume '{s}': use catch-up or shift")),
+    }
+}
+
+/// Parse `gop` or `previous`.
+pub fn parse_reference(s: &str) -> Result<Reference, String> {
+    match s {
+        "gop" => Ok(Reference::Gop),
+        "previous" => Ok(Reference::Previous),
+        _ => Err(format!("unknown reference '{s}': use gop or previous")),
+    }
+}
+
+/// Parse `auto` (`None`: by transport), `stall` or `skip`.
+pub fn parse_player(s: &str) -> Result<Option<OnMissing>, String> {
+    match s {
+        "auto" => Ok(None),
+        "stall" => Ok(Some(OnMissing::Stall)),
+        "skip" => Ok(Some(OnMissing::Skip)),
+        _ => Err(format!("unknown player '{s}': use auto, stall or skip")),
+    }
+}
+
+/// The adapter (`adapter = "video"` in a plan).
+pub struct Video;
+
+/// The seed's own figure for a transport and loss, shown beside ours.
+#[derive(Deserialize, Serialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Stated {
+    /// The transport it is for.
+    pub transport: String,
+    /// The loss it is for, as written in the plan (`1%`).
+    pub loss: String,
+    /// Useful frames (%).
+    pub useful_pct: Option<f64>,
+    /// Stalls.
+    pub stalls: Option<f64>,
+    /// Playback discrepancy (s).
+    pub discrepancy_s: Option<f64>,
+}
+
+impl Stated {
+    fn text(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(u) = self.useful_pct {
+            v.push(format!("{u} %"));
+        }
+        if let Some(s) = self.stalls {
+            v.push(format!("{s} stalls"));
+        }
+        if let Some(d) = self.discrepancy_s {
+            v.push(format!("{d} s"));
+        }
+        v.join(", ")
+    }
+}
+
+fn d_fps() -> f64 {
+    60.0
+}
+fn d_gop() -> u32 {
+    10
+}
+fn d_ipk() -> u32 {
+    4
+}
+fn d_one() -> u32 {
+    1
+}
+fn d_size() -> String {
+    "1232".into()
+}
+fn d_duration() -> String {
+    "300s".into()
+}
+fn d_rate() -> String {
+    "100mbit".into()
+}
+fn d_loss() -> String {
+    "0".into()
+}
+fn d_queue() -> String {
+    "1000000".into()
+}
+fn d_buffer() -> u32 {
+    4
+}
+fn d_cc() -> String {
+    "bbr".into()
+}
+fn d_resume() -> String {
+    "catch-up".into()
+}
+fn d_reference() -> String {
+    "gop".into()
+}
+fn d_player() -> String {
+    "auto".into()
+}
+
+/// The parameters as written in the plan.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default = "d_fps")]
+    fps: f64,
+    #[serde(default = "d_gop")]
+    gop: u32,
+    #[serde(default = "d_ipk")]
+    iframe_packets: u32,
+    #[serde(default = "d_one")]
+    pframe_packets: u32,
+    #[serde(default = "d_size")]
+    size: String,
+    #[serde(default = "d_duration")]
+    duration: String,
+    one_way: String,
+    #[serde(default = "d_rate")]
+    rate: String,
+    #[serde(default = "d_loss")]
+    loss: String,
+    #[serde(default = "d_queue")]
+    queue: String,
+    #[serde(default = "d_buffer")]
+    buffer: u32,
+    #[serde(default = "d_cc")]
+    cc: String,
+    #[serde(default = "d_resume")]
+    resume: String,
+    #[serde(default = "d_reference")]
+    frame_reference: String,
+    #[serde(default = "d_player")]
+    player: String,
+    transport: String,
+    scatter_loss: Option<String>,
+    #[serde(default)]
+    stated: Vec<Stated>,
+    notes: Option<String>,
+}
+
+/// One configuration: a stream scenario (seed filled in per run).
+#[derive(Debug, Clone)]
+pub struct VideoPoint {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The transport's name.
+    pub transport: &'static str,
+    /// The loss as written in the plan.
+    pub loss: String,
+    /// The stream.
+    pub sc: VideoScenario,
+    /// The congestion controller.
+    pub cc: CcAlgorithm,
+    /// Plot this configuration's packets (its loss is `scatter_loss`).
+    pub scatter: bool,
+    /// The seed's figures for this transport and loss.
+    pub stated: Option<Stated>,
+    /// The plan's notes for the README.
+    pub notes: Option<String>,
+}
+
+/// One run: the report and, for the first seed of a plotted
+/// configuration, every packet's (generation s, application latency ms).
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The summary.
+    pub report: VideoReport,
+    /// Per delivered packet, for the scatter plot.
+    pub latency: Option<Vec<(f64, f64)>>,
+}
+
+/// The metrics claims may use.
+pub const METRICS: [&str; 9] = [
+    "useful_pct",
+    "stalls",
+    "discrepancy_s",
+    "per_stall_ms",
+    "skipped",
+    "played_pct",
+    "on_time_vs_oracle",
+    "latency_p50_ms",
+    "latency_p99_ms",
+];
+
+fn metric_of(r: &VideoReport, name: &str) -> Option<f64> {
+    Some(match name {
+        "useful_pct" => r.useful_frames_pct,
+        "stalls" => r.stalls as f64,
+        "discrepancy_s" => r.discrepancy_s,
+        "per_stall_ms" => r.per_stall_ms?,
+        "skipped" => r.skipped as f64,
+        "played_pct" => 100.0 * r.played as f64 / (r.frames as f64).max(1.0),
+        "on_time_vs_oracle" => {
+            if r.oracle_packets_on_time == 0 {
+                return None;
+            }
+            r.packets_on_time as f64 / r.oracle_packets_on_time as f64
+        }
+        "latency_p50_ms" => r.app_latency_ms.p50,
+        "latency_p99_ms" => r.app_latency_ms.p99,
+        _ => return None,
+    })
+}
+
+impl Adapter for Video {
+    type Params = VideoPoint;
+    type Output = RunResult;
+
+    fn name(&self) -> &'static str {
+        "video"
+    }
+
+    fn metrics(&self) -> &'static [&'static str] {
+        &METRICS
+    }
+
+    fn configure(&self, point: &Point) -> Result<VideoPoint, String> {
+        let raw: Raw = point.typed()?;
+        let g = GenericTransport::parse(&raw.transport)
+            .ok_or_else(|| format!("unknown transport '{}'", raw.transport))?;
+        let cc = CcAlgorithm::parse(&raw.cc)?;
+        let size = parse_size(&raw.size)?;
+        if size == 0 || size > 1400 {
+            return Err("size must be between 1 and 1400 bytes (one packet)".into());
+        }
+        let duration = parse_duration(&raw.duration)?;
+        let frames = (duration.as_secs_f64() * raw.fps).round();
+        if !(1.0..=10_000_000.0).contains(&frames) {
+            return Err(format!(
+                "duration × fps gives {frames} frames: use between 1 and 10 000 000"
+            ));
+        }
+        let source = VideoSource {
+            fps: raw.fps,
+            gop: raw.gop,
+            iframe_packets: raw.iframe_packets,
+            pframe_packets: raw.pframe_packets,
+            packet_size: size as usize,
+            frames: frames as u32,
+            reference: parse_reference(&raw.frame_reference)?,
+        };
+        source.validate()?;
+        let rate = parse_rate(&raw.rate)?;
+        let (transport, generic) = g.scenario_fields(cc);
+        let sc = VideoScenario {
+            source,
+            path: MessagesScenario {
+                rate_bps: rate,
+                uplink_bps: rate,
+                rtt: parse_duration(&raw.one_way)? * 2,
+                loss: parse_loss_model(&raw.loss)?,
+                queue_bytes: parse_size(&raw.queue)? as usize,
+                transport,
+                generic,
+                base: Config {
+                    cc,
+                    ..Config::default()
+                },
+                ..MessagesScenario::default()
+            },
+            buffer_frames: raw.buffer,
+            on_missing: parse_player(&raw.player)?,
+            resume: parse_resume(&raw.resume)?,
+        };
+        if let Some(s) = raw
+            .stated
+            .iter()
+            .find(|s| GenericTransport::parse(&s.transport).is_none())
+        {
+            return Err(format!("stated: unknown transport '{}'", s.transport));
+        }
+        Ok(VideoPoint {
+            scenario: point.scenario.clone(),
+            transport: g.name(),
+            scatter: raw.scatter_loss.as_deref() == Some(raw.loss.as_str()),
+            stated: raw
+                .stated
+                .iter()
+                .find(|s| s.transport == raw.transport && s.loss == raw.loss)
+                .cloned(),
+            loss: raw.loss,
+            sc,
+            cc,
+            notes: raw.notes,
+        })
+    }
+
+    fn run(&self, p: &VideoPoint, seed: u64, keep: bool) -> Result<RunResult, String> {
+        let mut sc = p.sc.clone();
+        sc.path.seed = seed;
+        let t0 = std::time::Instant::now();
+        let run = sc.run()?;
+        let report = VideoReport::of(p.transport, &run, seed, t0.elapsed().as_secs_f64() * 1e3);
+        if let Some(e) = &report.error {
+            return Err(format!("connection failed: {e}"));
+        }
+        if report.corrupt_or_duplicate > 0 {
+            return Err("corrupt or duplicate delivery".into());
+        }
+        let latency = (keep && p.scatter).then(|| {
+            let m = &run.messages;
+            m.generated
+                .iter()
+                .zip(&m.arrival)
+                .filter_map(|(g, a)| {
+                    let (g, a) = (g.as_ref()?, a.as_ref()?);
+                    Some((
+                        g.as_nanos() as f64 / 1e9,
+                        (a.as_nanos() as f64 - g.as_nanos() as f64) / 1e6,
+                    ))
+                })
+                .collect()
+        });
+        Ok(RunResult { report, latency })
+    }
+
+    fn metric(&self, out: &RunResult, name: &str) -> Option<f64> {
+        metric_of(&out.report, name)
+    }
+
+    fn sim_seconds(&self, out: &RunResult) -> f64 {
+        out.report.sim_seconds
+    }
+
+    fn finish(&self, done: &mut Finished<'_, Self>, ctx: &Context<'_>) -> Result<Written, String> {
+        finish(done, ctx)
+    }
+}
+
+/// One configuration over seeds.
+#[derive(Serialize, Debug, Clone)]
+struct ConfigSummary {
+    transport: &'static str,
+    loss: String,
+    useful_pct: Stat,
+    stalls: Stat,
+    discrepancy_s: Stat,
+    per_stall_ms: Stat,
+    skipped: Stat,
+    packets_on_time: Stat,
+    oracle_packets_on_time: Stat,
+    latency_p50_ms: Stat,
+    latency_p99_ms: Stat,
+    stated: Option<Stated>,
+    per_seed: Vec<VideoReport>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+struct ScenarioSummary {
+    name: String,
+    one_way_ms: f64,
+    buffer_frames: u32,
+    lifetime_ms: f64,
+    configs: Vec<ConfigSummary>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+struct Summary {
+    experiment: String,
+    description: String,
+    seeds: Vec<u64>,
+    runs: usize,
+    jobs: usize,
+    sim_seconds: f64,
+    wall_seconds: f64,
+    scenarios: Vec<ScenarioSummary>,
+    claims: Vec<ClaimResult>,
+}
+
+fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, String> {
+    let Some(first) = done.configs.first().map(|c| c.params.clone()) else {
+        return Err("the plan has no configuration".into());
+    };
+    // Scatter plots: per scenario, one panel per plotted transport.
+    let mut figures = Vec::new();
+    for (si, s) in done.plan.scenarios.iter().enumerate() {
+        let mut charts = Vec::new();
+        let mut loss = String::new();
+        for c in done.configs.iter_mut() {
+            if c.point.scenario_index != si {
+                continue;
+            }
+            let Some(points) = c.runs.first_mut().and_then(|(_, r)| r.latency.take()) else {
+                continue;
+            };
+            let p = &c.params;
+            loss.clone_from(&p.loss);
+            let one_way = p.sc.path.rtt.as_secs_f64() * 500.0;
+            let deadline = p.sc.lifetime().as_secs_f64() * 1000.0;
+            let top = points.iter().map(|q| q.1).fold(deadline, f64::max) * 1.05;
+            charts.push(Chart {
+                title: format!("{}, {}, loss {}", s.name, p.transport, p.loss),
+                x_label: "packet generated (s)".into(),
+                y_label: "application latency (ms)".into(),
+                x_range: None,
+                y_range: Some((0.0, top)),
+                series: vec![Series::new(p.transport, points, Style::Points, Rgb::BLUE)],
+                hlines: vec![
+                    HLine {
+                        y: one_way,
+                        color: Rgb::GREY,
+                        label: format!("one-way {one_way:.0} ms"),
+                    },
+                    HLine {
+                        y: deadline,
+                        color: Rgb::RED,
+                        label: format!("deadline {deadline:.1} ms"),
+                    },
+                ],
+                regions: Vec::new(),
+            });
+        }
+        if charts.is_empty() {
+            continue;
+        }
+        let file = format!("latency-{}.png", s.name);
+        plot::draw_stacked(&charts, &ctx.out.join(&file))?;
+        figures.push(Figure {
+            file,
+            caption: format!(
+                "{}: application latency (generation → delivery) of every packet at {loss} loss, \
+                 seed {}",
+                s.name,
+                done.plan.seeds.first().copied().unwrap_or(0)
+            ),
+            reproduces: Some("seed 002 Figs. 6-7".into()),
+        });
+    }
+
+    let mut scenarios = Vec::new();
+    for (si, s) in done.plan.scenarios.iter().enumerate() {
+        let mut configs = Vec::new();
+        let mut head = None;
+        for c in done.configs.iter().filter(|c| c.point.scenario_index == si) {
+            let p = &c.params;
+            head.get_or_insert((
+                p.sc.path.rtt.as_secs_f64() * 500.0,
+                p.sc.buffer_frames,
+                p.sc.lifetime().as_secs_f64() * 1000.0,
+            ));
+            let per_seed: Vec<VideoReport> = c.runs.iter().map(|(_, r)| r.report.clone()).collect();
+            let stat = |m: &str| c.stat(&Video, m);
+            let raw = |f: &dyn Fn(&VideoReport) -> f64| {
+                Stat::of(&per_seed.iter().map(f).collect::<Vec<_>>())
+            };
+            configs.push(ConfigSummary {
+                transport: p.transport,
+                loss: p.loss.clone(),
+                useful_pct: stat("useful_pct"),
+                stalls: stat("stalls"),
+                discrepancy_s: stat("discrepancy_s"),
+                per_stall_ms: stat("per_stall_ms"),
+                skipped: stat("skipped"),
+                packets_on_time: raw(&|r| r.packets_on_time as f64),
+                oracle_packets_on_time: raw(&|r| r.oracle_packets_on_time as f64),
+                latency_p50_ms: stat("latency_p50_ms"),
+                latency_p99_ms: stat("latency_p99_ms"),
+                stated: p.stated.clone(),
+                per_seed,
+            });
+        }
+        let (one_way_ms, buffer_frames, lifetime_ms) = head.unwrap_or_default();
+        scenarios.push(ScenarioSummary {
+            name: s.name.clone(),
+            one_way_ms,
+            buffer_frames,
+            lifetime_ms,
+            configs,
+        });
+    }
+    let summary = Summary {
+        experiment: done.plan.name.clone(),
+        description: done.plan.description.clone(),
+        seeds: done.plan.seeds.clone(),
+        runs: done.runs,
+        jobs: done.jobs,
+        sim_seconds: done.sim_seconds,
+        wall_seconds: done.wall_seconds(),
+        scenarios,
+        claims: done.claims.clone(),
+    };
+    let summary_json = done.stamp(&Video, &summary)?;
+    let md = summary_md(&summary);
+    let readme = readme(&summary, &first, &md, &figures, ctx.command);
+    Ok(Written {
+        summary_json,
+        summary_md: md,
+        readme,
+        figures,
+    })
+}
+
+fn summary_md(s: &Summary) -> String {
+    let mut m = String::new();
+    let _ = writeln!(
+        m,
+        "# {}: results over seeds {}–{}\n",
+        s.experiment,
+        s.seeds.first().unwrap_or(&0),
+        s.seeds.last().unwrap_or(&0)
+    );
+    let _ = writeln!(
+        m,
+        "Mean ± sample sd over seeds. *useful*: frames played and decodable by then, of \
+         frames sent; *stalls*: playback pauses; *discrepancy*: their sum; *per stall* = \
+         discrepancy / stalls; *skipped*: frames concealed; *on time*: packets delivered by \
+         their frame's deadline, with what an oracle (loses only the network's drops, adds \
+         no delay) delivers in brackets; *latency*: generation → delivery to the \
+         application, p50 / p99. *seed*: the seed document's own figure for that \
+         transport and loss.\n"
+    );
+    for sc in &s.scenarios {
+        let _ = writeln!(
+            m,
+            "## {} (one-way {} ms, buffer {} frames, deadline {:.1} ms)\n",
+            sc.name, sc.one_way_ms, sc.buffer_frames, sc.lifetime_ms
+        );
+        let _ = writeln!(
+            m,
+            "| loss | transport | useful % | stalls | discrepancy s | per stall ms | skipped | on time (oracle) | latency ms p50 / p99 | seed |"
+        );
+        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|---|");
+        for c in &sc.configs {
+            let per_stall = if c.per_stall_ms.n == 0 {
+                "–".to_string()
+            } else {
+                format!("{:.0}", c.per_stall_ms.mean)
+            };
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} | {} | {} | {:.0} ({:.0}) | {:.1} / {:.1} | {} |",
+                c.loss,
+                c.transport,
+                pm3(&c.useful_pct),
+                c.stalls.pm(),
+                c.discrepancy_s.pm(),
+                per_stall,
+                c.skipped.pm(),
+                c.packets_on_time.mean,
+                c.oracle_packets_on_time.mean,
+                c.latency_p50_ms.mean,
+                c.latency_p99_ms.mean,
+                c.stated.as_ref().map(Stated::text).unwrap_or_default()
+            );
+        }
+        let _ = writeln!(m);
+    }
+    if !s.claims.is_empty() {
+        let _ = writeln!(m, "## The seed's claims, checked\n");
+        let _ = writeln!(m, "| configuration | claim | expected | observed | |");
+        let _ = writeln!(m, "|---|---|---|---|---|");
+        for c in &s.claims {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} {} | {} | {} |",
+                c.config,
+                c.claim,
+                c.metric,
+                c.expectation,
+                c.observed,
+                if c.holds { "holds" } else { "DIFFERS" }
+            );
+        }
+        let _ = writeln!(m);
+    }
+    m
+}
+
+/// Mean ± sd with three decimals (useful frames differ in the third).
+fn pm3(s: &Stat) -> String {
+    if s.n <= 1 {
+        format!("{:.3}", s.mean)
+    } else {
+        format!("{:.3} ± {:.3}", s.mean, s.sd)
+    }
+}
+
+fn readme(s: &Summary, first: &VideoPoint, md: &str, figures: &[Figure], command: &str) -> String {
+    let src = &first.sc.source;
+    let mut r = String::new();
+    let _ = writeln!(r, "# {}\n", s.description);
+    let _ = writeln!(
+        r,
+        "Produced by `{command}` in {:.2} s of wall time ({} streams, {:.0} s of video, {} \
+         threads). Every number and plot here comes from that run; the simulator is \
+         deterministic, so the same command gives the same numbers.\n",
+        s.wall_seconds, s.runs, s.sim_seconds, s.jobs
+    );
+    let _ = writeln!(r, "## Setup\n");
+    let _ = writeln!(
+        r,
+        "A synthetic live stream (`hollywood_apps::video`): {} frames at {} fps, an I-frame \
+         every {} frames as {} packets sent back to back, P-frames of {} packet(s), {} bytes \
+         each, one message per packet; a P-frame depends on {}. A packet's lifetime is its \
+         frame's playback deadline (one-way delay + buffer); a frame later frames reference \
+         lives until the last of them is due. The link is symmetric, {} Mb/s, with a \
+         drop-tail queue of {} bytes, random loss on the media direction only. Congestion \
+         control: {} (QUIC: quinn's). The player stalls on one ordered reliable stream \
+         (tcp, hollywood-ir, quic-ss) and then {}; the others skip what is late. Seeds {:?}.\n",
+        src.frames,
+        src.fps,
+        src.gop,
+        src.iframe_packets,
+        src.pframe_packets,
+        src.packet_size,
+        match src.reference {
+            Reference::Gop => "its GOP's I-frame",
+            Reference::Previous => "the previous frame",
+        },
+        first.sc.path.rate_bps as f64 / 1e6,
+        first.sc.path.queue_bytes,
+        first.cc.name(),
+        match first.sc.resume {
+            Resume::CatchUp => {
+                "catches up (plays the held-back frames at once and returns to its schedule: \
+                 every head-of-line event that outlasts the buffer is a stall)"
+            }
+            Resume::Shift => "shifts every later frame by the pause",
+        },
+        s.seeds
+    );
+    if !figures.is_empty() {
+        let _ = writeln!(r, "## Figures\n");
+        for f in figures {
+            let _ = writeln!(r, "- [{}]({}): {}", f.file, f.file, f.caption);
+        }
+        let _ = writeln!(r);
+    }
+    let _ = writeln!(r, "{}", md.replacen("# ", "## ", 1));
+    if let Some(n) = &first.notes {
+        let _ = writeln!(r, "## Where and why our numbers differ from the seed's\n");
+        let _ = writeln!(r, "{}", n.trim());
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+
+    fn points(extra: &str) -> Result<Vec<VideoPoint>, String> {
+        let text = format!(
+            "name = \"t\"\nadapter = \"video\"\nseeds = 1\nduration = \"2s\"\n\
+             one_way = \"20ms\"\n{extra}\n[[scenario]]\nname = \"a\"\n"
+        );
+        let plan = Plan::parse(&text, None).map_err(|e| e.to_string())?;
+        plan.scenarios
+            .iter()
+            .flat_map(|s| &s.points)
+            .map(|p| Video.configure(p))
+            .collect()
+    }
+
+    #[test]
+    fn a_plan_configures_streams_and_rejects_what_it_does_not_understand() {
+        let ps = points(
+            "transports = [\"hollywood\", \"quic-ss\"]\nloss = \"1%\"\nscatter_loss = \"1%\"\n\
+             [[stated]]\ntransport = \"quic-ss\"\nloss = \"1%\"\nstalls = 3",
+        )
+        .unwrap();
+        assert_eq!(ps.len(), 2);
+        assert_eq!(ps[0].transport, "hollywood");
+        assert!(ps[0].stated.is_none());
+        assert_eq!(ps[1].stated.as_ref().and_then(|s| s.stalls), Some(3.0));
+        assert_eq!(ps[1].sc.source.frames, 120);
+        assert_eq!(ps[1].sc.path.rtt, std::time::Duration::from_millis(40));
+        assert!(ps.iter().all(|p| p.scatter && p.cc == CcAlgorithm::Bbr));
+        // One short run: the report and the scatter points of a kept run.
+        let r = Video.run(&ps[1], 1, true).unwrap();
+        assert_eq!(r.report.frames, 120);
+        assert_eq!(r.report.player, "stall");
+        assert!(r.latency.is_some_and(|l| !l.is_empty()));
+        assert!(Video.run(&ps[1], 1, false).unwrap().latency.is_none());
+        assert!(metric_of(&r.report, "useful_pct").is_some());
+        assert!(metric_of(&r.report, "nonsense").is_none());
+
+        for (bad, why) in [
+            ("transport = \"tcpx\"", "unknown transport"),
+            ("transport = \"udp\"\ncc = \"vegas\"", "vegas"),
+            ("transport = \"udp\"\nresume = \"later\"", "catch-up"),
+            ("transport = \"udp\"\nsize = \"2000\"", "1400"),
+            (
+                "transport = \"udp\"\nframe_reference = \"next\"",
+                "previous",
+            ),
+            ("transport = \"udp\"\nfsp = 30", "fsp"),
+            (
+                "transport = \"udp\"\n[[stated]]\ntransport = \"foo\"\nloss = \"0\"",
+                "stated",
+            ),
+        ] {
+            let e = points(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+}
