@@ -13,7 +13,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 # --- system packages (root only) -------------------------------------------
 # command:package pairs the root-only tests use, and files the plots need.
-NEEDED="ip:iproute2 iptables:iptables ping:iputils-ping iperf3:iperf3 tshark:tshark haproxy:haproxy socat:socat srt-live-transmit:srt-tools chromium:chromium"
+NEEDED="ip:iproute2 iptables:iptables ping:iputils-ping iperf3:iperf3 tshark:tshark haproxy:haproxy socat:socat srt-live-transmit:srt-tools chromium:chromium ffmpeg:ffmpeg"
 missing=()
 for pair in $NEEDED; do
   cmd=${pair%%:*}; pkg=${pair##*:}

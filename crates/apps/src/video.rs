@@ -263,6 +263,15 @@ impl Default for VideoSource {
     }
 }
 
+/// One frame of a recorded stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceFrame {
+    /// Its encoded size.
+    pub bytes: usize,
+    /// An I-frame (decodable on its own).
+    pub intra: bool,
+}
+
 /// The packets (message ids) of one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FramePackets {
@@ -319,39 +328,93 @@ impl VideoSource {
     /// live dependents is not expired; seed 002 keeps such I-frame
     /// fragments for retransmission).
     pub fn timetable(&self, base_lifetime: Duration) -> (Schedule, Vec<FramePackets>) {
+        let spec: Vec<(bool, u32)> = (0..self.frames)
+            .map(|f| {
+                let intra = f % self.gop == 0;
+                let count = if intra {
+                    self.iframe_packets
+                } else {
+                    self.pframe_packets
+                };
+                (intra, count)
+            })
+            .collect();
+        self.plan(&spec, base_lifetime)
+    }
+
+    /// The timetable of a recorded stream (`trace`: each frame's encoded
+    /// size and type, e.g. from `ffprobe` of a real encode) at this
+    /// source's rate and packet size: a frame of `b` bytes is `⌈b /
+    /// packet_size⌉` packets (at least one); a GOP runs from an I-frame to
+    /// the next. `frames`, `gop` and the packet counts of `self` are not
+    /// used.
+    pub fn timetable_for(
+        &self,
+        trace: &[TraceFrame],
+        base_lifetime: Duration,
+    ) -> (Schedule, Vec<FramePackets>) {
+        let size = self.packet_size.max(1);
+        let spec: Vec<(bool, u32)> = trace
+            .iter()
+            .map(|t| {
+                let n = t.bytes.div_ceil(size).max(1);
+                (t.intra, u32::try_from(n).unwrap_or(u32::MAX))
+            })
+            .collect();
+        self.plan(&spec, base_lifetime)
+    }
+
+    /// The timetable for frames given as `(intra, packets)`.
+    fn plan(&self, spec: &[(bool, u32)], base_lifetime: Duration) -> (Schedule, Vec<FramePackets>) {
         let dt = self.frame_interval();
-        let mut plan = Vec::with_capacity(self.packets() as usize);
-        let mut frames: Vec<FramePackets> = Vec::with_capacity(self.frames as usize);
-        for f in 0..self.frames {
-            let intra = f % self.gop == 0;
+        let n = spec.len();
+        // The I-frame starting each frame's GOP, and the GOP's last frame.
+        let mut gop_start = vec![None; n];
+        let mut last = None;
+        for (f, (intra, _)) in spec.iter().enumerate() {
+            if *intra {
+                last = Some(f);
+            }
+            gop_start[f] = last;
+        }
+        let mut gop_end = vec![n.saturating_sub(1); n];
+        let mut next_end = n.saturating_sub(1);
+        for f in (0..n).rev() {
+            gop_end[f] = next_end;
+            if spec[f].0 && f > 0 {
+                next_end = f - 1;
+            }
+        }
+        let total: usize = spec.iter().map(|(_, c)| *c as usize).sum();
+        let mut plan = Vec::with_capacity(total);
+        let mut frames: Vec<FramePackets> = Vec::with_capacity(n);
+        let mut gop_index = 0u64;
+        for (f, &(intra, count)) in spec.iter().enumerate() {
+            if intra && f > 0 {
+                gop_index += 1;
+            }
             let reference = if intra {
                 None
             } else {
                 match self.reference {
-                    Reference::Gop => Some(((f / self.gop) * self.gop) as usize),
-                    Reference::Previous => Some(f as usize - 1),
+                    Reference::Gop => gop_start[f],
+                    Reference::Previous => f.checked_sub(1),
                 }
             };
             let depends_on = reference.map(|r| frames[r].first);
-            let count = if intra {
-                self.iframe_packets
-            } else {
-                self.pframe_packets
-            };
             let first = plan.len() as u32;
             // Frames of this GOP after this one that need it, directly or
             // through the chain: it stays useful until the last is due.
-            let gop_end = ((f / self.gop + 1) * self.gop).min(self.frames) - 1;
             let needed_by = match (intra, self.reference) {
-                (true, _) | (false, Reference::Previous) => gop_end - f,
+                (true, _) | (false, Reference::Previous) => gop_end[f] - f,
                 (false, Reference::Gop) => 0,
-            };
+            } as u32;
             let lifetime = (needed_by > 0).then(|| base_lifetime + dt * needed_by);
             for _ in 0..count {
                 plan.push(Planned {
-                    at: dt * f,
-                    frame: u64::from(f),
-                    group: Some(u64::from(f / self.gop)),
+                    at: dt * f as u32,
+                    frame: f as u64,
+                    group: Some(gop_index),
                     depends_on,
                     lifetime,
                 });
@@ -382,6 +445,9 @@ pub struct VideoScenario {
     pub on_missing: Option<OnMissing>,
     /// Where a stalling player resumes.
     pub resume: Resume,
+    /// A recorded stream's frames (sizes and types) in place of the
+    /// source's synthetic ones; the source gives the rate and packet size.
+    pub trace: Option<Vec<TraceFrame>>,
 }
 
 /// What a video call measured.
@@ -427,7 +493,17 @@ impl VideoScenario {
             return Err("packet size must be at least 1 byte".into());
         }
         let lifetime = self.lifetime();
-        let (schedule, frame_packets) = self.source.timetable(lifetime);
+        let (schedule, frame_packets) = match &self.trace {
+            Some(t) if t.is_empty() => return Err("the trace has no frame".into()),
+            Some(t) => self.source.timetable_for(t, lifetime),
+            None => self.source.timetable(lifetime),
+        };
+        if schedule.len() > (u32::MAX / 2) as usize {
+            return Err(format!(
+                "{} packets are too many for one run",
+                schedule.len()
+            ));
+        }
         let sc = MessagesScenario {
             count: schedule.len() as u32,
             size: self.source.packet_size,
@@ -692,6 +768,43 @@ mod tests {
         }
         assert_eq!(VideoScenario::player_for("quic-ss"), OnMissing::Stall);
         assert_eq!(VideoScenario::player_for("quicsilver"), OnMissing::Skip);
+    }
+
+    #[test]
+    fn a_recorded_stream_is_packetised_by_size_and_grouped_by_its_i_frames() {
+        let src = VideoSource {
+            reference: Reference::Previous,
+            ..VideoSource::default()
+        };
+        let t = |bytes, intra| TraceFrame { bytes, intra };
+        let trace = [
+            t(3000, true),
+            t(100, false),
+            t(2500, false),
+            t(10, true),
+            t(0, false),
+        ];
+        let (plan, frames) = src.timetable_for(&trace, MS);
+        let counts: Vec<u32> = frames.iter().map(|f| f.count).collect();
+        assert_eq!(counts, [3, 1, 3, 1, 1], "⌈bytes / 1232⌉, at least one");
+        assert_eq!(plan.len(), 9);
+        let groups: Vec<Option<u64>> = plan.iter().map(|p| p.group).collect();
+        assert_eq!(
+            groups,
+            [Some(0); 7]
+                .into_iter()
+                .chain([Some(1); 2])
+                .collect::<Vec<_>>()
+        );
+        // Frame 2 depends on frame 1 (packet 3), frame 4 on frame 3 (packet 7).
+        assert_eq!(plan[4].depends_on, Some(3));
+        assert_eq!(plan[8].depends_on, Some(7));
+        let dt = src.frame_interval();
+        assert_eq!(plan[0].lifetime, Some(MS + dt * 2), "frames 1-2 need it");
+        assert_eq!(plan[3].lifetime, Some(MS + dt));
+        assert_eq!(plan[4].lifetime, None, "the GOP's last frame");
+        assert_eq!(plan[7].lifetime, Some(MS + dt));
+        assert_eq!(plan[8].at, dt * 4);
     }
 
     proptest! {

@@ -31,6 +31,7 @@ fn scenario(name: &str, frames: u32) -> VideoScenario {
         buffer_frames: 4,
         on_missing: None,
         resume: Resume::CatchUp,
+        trace: None,
     }
 }
 

@@ -20,6 +20,7 @@
 pub mod builtin;
 pub mod ch5;
 pub mod claims;
+pub mod media;
 pub mod plan;
 pub mod plot;
 pub mod report;

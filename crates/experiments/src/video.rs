@@ -83,6 +83,12 @@ pub struct VideoReport {
     pub wall_ms: f64,
     /// Connection failure, if any.
     pub error: Option<String>,
+    /// Real video: the receiver's picture against the source (null for a
+    /// synthetic source).
+    pub quality: Option<crate::media::Quality>,
+    /// Real video: the encoded clip, all frames shown, against the source
+    /// (the best any transport can do).
+    pub encoded_quality: Option<crate::media::Quality>,
 }
 
 impl VideoReport {
@@ -118,6 +124,8 @@ impl VideoReport {
             sim_seconds: m.sim_time.as_secs_f64(),
             wall_ms,
             error: m.error.clone(),
+            quality: None,
+            encoded_quality: None,
         }
     }
 }
@@ -391,6 +399,7 @@ impl Adapter for Video {
             buffer_frames: raw.buffer,
             on_missing: parse_player(&raw.player)?,
             resume: parse_resume(&raw.resume)?,
+            trace: None,
         };
         if let Some(s) = raw
             .stated

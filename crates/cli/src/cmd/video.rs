@@ -8,14 +8,40 @@ use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
 use hollywood_apps::video::{OnMissing, Reference, Resume, VideoScenario, VideoSource};
 use hollywood_apps::MessagesScenario;
+use hollywood_experiments::media;
 use hollywood_experiments::video::{parse_reference, parse_resume, VideoReport};
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
 use std::time::Duration;
 
+/// A working directory for real video, removed on drop unless kept.
+struct WorkDir {
+    path: std::path::PathBuf,
+    remove: bool,
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
 /// `--player`: `None` = by transport.
 #[derive(Debug, Clone, Copy)]
 pub struct PlayerArg(Option<OnMissing>);
+
+fn parse_picture(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once('x')
+        .ok_or_else(|| format!("picture '{s}': write WIDTHxHEIGHT, e.g. 320x240"))?;
+    let n = |v: &str| {
+        v.parse::<u32>()
+            .map_err(|_| format!("picture '{s}': write WIDTHxHEIGHT, e.g. 320x240"))
+    };
+    Ok((n(w)?, n(h)?))
+}
 
 fn parse_player(s: &str) -> Result<PlayerArg, String> {
     hollywood_experiments::video::parse_player(s).map(PlayerArg)
@@ -44,9 +70,26 @@ pub struct VideoArgs {
     /// Payload bytes per packet.
     #[arg(long, default_value = "1232", value_parser = parse_size)]
     size: u64,
-    /// What a P-frame references: gop (its I-frame, seed 002) or previous.
-    #[arg(long, default_value = "gop", value_parser = parse_reference)]
-    reference: Reference,
+    /// What a P-frame references: gop (its I-frame, seed 002; the default
+    /// for the synthetic source) or previous (always, for real H.264).
+    #[arg(long, value_parser = parse_reference)]
+    reference: Option<Reference>,
+    /// synthetic (seed 002's packet counts), testsrc (ffmpeg's test
+    /// pattern) or a video file: real video is encoded with libx264 (fixed
+    /// GOP, no B-frames, no scene cuts), its frames sent as messages of
+    /// their sizes, what arrived in time decoded and scored (PSNR, SSIM).
+    #[arg(long, default_value = "synthetic")]
+    source: String,
+    /// Real video: picture size.
+    #[arg(long, default_value = "320x240", value_parser = parse_picture)]
+    picture: (u32, u32),
+    /// Real video: encoder bit rate.
+    #[arg(long, default_value = "1mbit", value_parser = parse_rate)]
+    bitrate: u64,
+    /// Real video: keep the encoded clip and working files here (default:
+    /// a temporary directory, removed afterwards).
+    #[arg(long)]
+    workdir: Option<std::path::PathBuf>,
     /// Playout buffer in frames (seed 002: 4).
     #[arg(long, default_value_t = 4)]
     buffer: u32,
@@ -105,6 +148,19 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             "--duration × --fps gives {frames} frames: use between 1 and 10 000 000"
         ));
     }
+    let real = match a.source.as_str() {
+        "synthetic" => None,
+        other => Some(media::Input::parse(other)),
+    };
+    let reference = match (&real, a.reference) {
+        (Some(_), Some(Reference::Gop)) => {
+            return Err(
+                "--reference gop: a real H.264 P-frame references the previous frame".into(),
+            )
+        }
+        (Some(_), _) => Reference::Previous,
+        (None, r) => r.unwrap_or(Reference::Gop),
+    };
     let source = VideoSource {
         fps: a.fps,
         gop: a.gop,
@@ -112,9 +168,40 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         pframe_packets: a.pframe_packets,
         packet_size: a.size as usize,
         frames: frames as u32,
-        reference: a.reference,
+        reference,
     };
     source.validate()?;
+    // Real video: encode once, the same clip for every transport.
+    let work = match (&real, &a.workdir) {
+        (None, _) => None,
+        (Some(_), Some(d)) => Some(WorkDir {
+            path: d.clone(),
+            remove: false,
+        }),
+        (Some(_), None) => Some(WorkDir {
+            path: std::env::temp_dir().join(format!("hollywood-video-{}", std::process::id())),
+            remove: true,
+        }),
+    };
+    let clip = match (&real, &work) {
+        (Some(input), Some(w)) => Some(media::encode(
+            input,
+            &media::Encoding {
+                width: a.picture.0,
+                height: a.picture.1,
+                fps: a.fps,
+                seconds: a.duration.as_secs_f64(),
+                gop: a.gop,
+                bitrate: a.bitrate,
+            },
+            &w.path,
+        )?),
+        _ => None,
+    };
+    let encoded_quality = match &clip {
+        Some(c) => Some(c.score(&vec![true; c.frames.len()], "encoded")?),
+        None => None,
+    };
     if a.pcap.is_some() && a.transport.0.len() > 1 {
         return Err("--pcap needs a single transport".into());
     }
@@ -143,6 +230,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             buffer_frames: a.buffer,
             on_missing: a.player.0,
             resume: a.resume,
+            trace: clip.as_ref().map(media::Clip::trace),
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
         let wall = std::time::Instant::now();
@@ -151,12 +239,19 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             crate::cmd::messages::write_csv_rows(w, choice.name(), &run.messages)
                 .map_err(|e| e.to_string())?;
         }
-        reports.push(VideoReport::of(
+        let mut report = VideoReport::of(
             choice.name(),
             &run,
             a.seed,
             wall.elapsed().as_secs_f64() * 1000.0,
-        ));
+        );
+        if let Some(c) = &clip {
+            let mut shown: Vec<bool> = run.fates.iter().map(|f| f.useful).collect();
+            shown.resize(c.frames.len(), false);
+            report.quality = Some(c.score(&shown, choice.name())?);
+            report.encoded_quality = encoded_quality;
+        }
+        reports.push(report);
     }
     if a.json {
         let text = if let [one] = reports.as_slice() {
@@ -166,15 +261,29 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         };
         println!("{}", text?);
     } else {
+        let frames_text = match &clip {
+            Some(c) => {
+                let packets: u64 = c
+                    .frames
+                    .iter()
+                    .map(|f| f.len.div_ceil(a.size as usize).max(1) as u64)
+                    .sum();
+                format!(
+                    "{} frames of {} at {} fps, I-frame every {}, {packets} packets of up to {} B",
+                    c.frames.len(),
+                    a.source,
+                    a.fps,
+                    a.gop,
+                    a.size
+                )
+            }
+            None => format!(
+                "{} frames at {} fps, I-frame every {} ({} packets), P-frames {} packet(s) of {} B",
+                source.frames, a.fps, a.gop, a.iframe_packets, a.pframe_packets, a.size
+            ),
+        };
         println!(
-            "video: {} frames at {} fps, I-frame every {} ({} packets), P-frames {} packet(s) of {} B; \
-             one-way {} ms, {} Mb/s, loss {:?}; buffer {} frames; seed {}",
-            source.frames,
-            a.fps,
-            a.gop,
-            a.iframe_packets,
-            a.pframe_packets,
-            a.size,
+            "video: {frames_text}; one-way {} ms, {} Mb/s, loss {:?}; buffer {} frames; seed {}",
             a.one_way.as_secs_f64() * 1000.0,
             a.rate as f64 / 1e6,
             a.loss,
@@ -209,6 +318,38 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             );
         }
         println!("(pkts on time: delivered by the frame's deadline; oracle in brackets)");
+        if let Some(c) = &clip {
+            let db = |q: &media::Quality| {
+                q.psnr_db
+                    .map_or("inf".to_string(), |p| format!("{p:.2} dB"))
+            };
+            println!(
+                "picture ({}, {}x{}, {} frames, {} kbit/s H.264; useful frames shown, the rest concealed by the last one shown):",
+                a.source,
+                c.enc.width,
+                c.enc.height,
+                c.frames.len(),
+                a.bitrate / 1000
+            );
+            if let Some(q) = &encoded_quality {
+                println!(
+                    "  {:<14} PSNR {:>9}  SSIM {:.4}",
+                    "(encoded)",
+                    db(q),
+                    q.ssim
+                );
+            }
+            for r in &reports {
+                if let Some(q) = &r.quality {
+                    println!(
+                        "  {:<14} PSNR {:>9}  SSIM {:.4}",
+                        r.transport,
+                        db(q),
+                        q.ssim
+                    );
+                }
+            }
+        }
     }
     for r in &reports {
         if let Some(e) = &r.error {
