@@ -225,6 +225,32 @@ impl Player {
     }
 }
 
+/// Which frames a decoder could decode at all, whenever they arrived: whole,
+/// with the frame they reference decodable (an intra frame needs nothing; a
+/// P-frame before any I-frame has nothing to decode from). Frames played
+/// in time are a subset ([`FrameFate::useful`]).
+pub fn decodable_ever(frames: &[FrameTiming], reference: Reference) -> Vec<bool> {
+    let mut out: Vec<bool> = Vec::with_capacity(frames.len());
+    let mut last_intra: Option<usize> = None;
+    for (f, fr) in frames.iter().enumerate() {
+        let whole = fr.complete.is_some();
+        let ok = if fr.intra {
+            whole
+        } else {
+            let r = match reference {
+                Reference::Gop => last_intra,
+                Reference::Previous => f.checked_sub(1),
+            };
+            whole && r.is_some_and(|r| out[r])
+        };
+        if fr.intra {
+            last_intra = Some(f);
+        }
+        out.push(ok);
+    }
+    out
+}
+
 /// A synthetic constant-bit-rate video source (seed 002's model): `fps`
 /// frames a second, an I-frame every `gop` frames as `iframe_packets`
 /// packets sent back to back, every other frame as `pframe_packets`
@@ -805,6 +831,23 @@ mod tests {
         assert_eq!(plan[4].lifetime, None, "the GOP's last frame");
         assert_eq!(plan[7].lifetime, Some(MS + dt));
         assert_eq!(plan[8].at, dt * 4);
+    }
+
+    #[test]
+    fn decodable_ever_follows_the_reference_chain_whenever_frames_arrive() {
+        let late = [(3, None), (5, Some(999))];
+        let frames = stream(12, 10, &late);
+        let prev = decodable_ever(&frames, Reference::Previous);
+        let expect: Vec<bool> = (0..12).map(|f| !(3..10).contains(&f)).collect();
+        assert_eq!(prev, expect, "frame 3 never arrives: 4-9 cannot be decoded");
+        let gop = decodable_ever(&frames, Reference::Gop);
+        assert!(
+            gop[5] && !gop[3] && gop[9],
+            "a late frame is still decodable"
+        );
+        // Useful frames are decodable ones.
+        let (fates, _) = player(OnMissing::Skip, Reference::Gop).play(&frames);
+        assert!(fates.iter().zip(&gop).all(|(f, d)| !f.useful || *d));
     }
 
     proptest! {

@@ -1,10 +1,11 @@
 //! Real video through the simulator (issue 12): encode a clip with ffmpeg
 //! (libx264, fixed GOP, no B-frames, no scene cuts), split the H.264
 //! elementary stream into frames (ffprobe), and after a run rebuild what
-//! the receiver could show — the bytes of the frames that were useful
-//! (complete, with their reference chain, by their play time), decoded,
-//! every other frame concealed by repeating the last one shown — and score
-//! it against the source with ffmpeg's `psnr` and `ssim` filters.
+//! the receiver could show — every frame that arrived whole with its
+//! reference chain is decoded, as a receiver's decoder would; the useful
+//! ones (also in time for their play time) are shown and every other frame
+//! is concealed by repeating the last one shown — and score it against the
+//! source with ffmpeg's `psnr` and `ssim` filters.
 //!
 //! The transport carries messages of the frames' sizes (`⌈size / packet⌉`
 //! packets each, [`hollywood_apps::video::VideoSource::timetable_for`]); the
@@ -75,8 +76,12 @@ pub struct Clip {
     pub source_yuv: PathBuf,
     /// The H.264 elementary stream (Annex B).
     pub h264: Vec<u8>,
-    /// Its frames, in decode (= display) order.
+    /// Its frames, in decode (= display) order; the first starts after
+    /// the stream's parameter sets.
     pub frames: Vec<EncodedFrame>,
+    /// Bytes before the first frame (SPS, PPS, SEI), which a decoder needs
+    /// before any frame.
+    pub header: usize,
     /// Where the files are.
     pub dir: PathBuf,
 }
@@ -84,7 +89,8 @@ pub struct Clip {
 /// Picture quality against the source.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Quality {
-    /// Mean PSNR over all frames (dB; `None` = identical, infinite).
+    /// PSNR of the mean squared error over all frames (ffmpeg's
+    /// `average`, dB; `None` = identical, infinite).
     pub psnr_db: Option<f64>,
     /// Mean SSIM (all planes), 1 = identical.
     pub ssim: f64,
@@ -113,6 +119,13 @@ fn s<T: ToString>(v: T) -> String {
     v.to_string()
 }
 
+/// ffmpeg, quiet, overwriting its output, with `args`.
+fn ffmpeg(args: Vec<String>) -> Result<std::process::Output, String> {
+    let mut all = vec![s("-hide_banner"), s("-loglevel"), s("error"), s("-y")];
+    all.extend(args);
+    tool("ffmpeg", &all)
+}
+
 impl Encoding {
     fn frame_bytes(&self) -> usize {
         (self.width as usize * self.height as usize * 3).div_ceil(2)
@@ -124,6 +137,22 @@ impl Encoding {
 
     fn size(&self) -> String {
         format!("{}x{}", self.width, self.height)
+    }
+
+    /// ffmpeg input options for raw frames of this encoding at `path`.
+    fn raw_input(&self, path: &Path) -> Vec<String> {
+        vec![
+            s("-f"),
+            s("rawvideo"),
+            s("-pix_fmt"),
+            s("yuv420p"),
+            s("-s"),
+            self.size(),
+            s("-r"),
+            s(self.fps),
+            s("-i"),
+            path.display().to_string(),
+        ]
     }
 
     /// Check the numbers (and the raw size on disk: at most 4 GiB).
@@ -153,7 +182,7 @@ pub fn encode(input: &Input, enc: &Encoding, dir: &Path) -> Result<Clip, String>
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let source_yuv = dir.join("source.yuv");
     let h264_path = dir.join("encoded.h264");
-    let mut args = vec![s("-hide_banner"), s("-loglevel"), s("error"), s("-y")];
+    let mut args = Vec::new();
     match input {
         Input::TestSrc => args.extend([
             s("-f"),
@@ -179,7 +208,7 @@ pub fn encode(input: &Input, enc: &Encoding, dir: &Path) -> Result<Clip, String>
         s("rawvideo"),
         source_yuv.display().to_string(),
     ]);
-    tool("ffmpeg", &args)?;
+    ffmpeg(args)?;
     let have = std::fs::metadata(&source_yuv)
         .map_err(|e| e.to_string())?
         .len();
@@ -190,48 +219,36 @@ pub fn encode(input: &Input, enc: &Encoding, dir: &Path) -> Result<Clip, String>
     // libx264 for live video: no B-frames (decode order = display order),
     // an I-frame exactly every `gop` frames, constrained rate.
     let rate = enc.bitrate.to_string();
-    tool(
-        "ffmpeg",
-        &[
-            s("-hide_banner"),
-            s("-loglevel"),
-            s("error"),
-            s("-y"),
-            s("-f"),
-            s("rawvideo"),
-            s("-pix_fmt"),
-            s("yuv420p"),
-            s("-s"),
-            enc.size(),
-            s("-r"),
-            s(enc.fps),
-            s("-i"),
-            source_yuv.display().to_string(),
-            s("-c:v"),
-            s("libx264"),
-            s("-preset"),
-            s("veryfast"),
-            s("-tune"),
-            s("zerolatency"),
-            s("-bf"),
-            s("0"),
-            s("-g"),
-            s(enc.gop),
-            s("-keyint_min"),
-            s(enc.gop),
-            s("-sc_threshold"),
-            s("0"),
-            s("-b:v"),
-            rate.clone(),
-            s("-maxrate"),
-            rate.clone(),
-            s("-bufsize"),
-            rate,
-            s("-f"),
-            s("h264"),
-            h264_path.display().to_string(),
-        ],
-    )?;
+    let mut args = enc.raw_input(&source_yuv);
+    args.extend([
+        s("-c:v"),
+        s("libx264"),
+        s("-preset"),
+        s("veryfast"),
+        s("-tune"),
+        s("zerolatency"),
+        // One thread: the same clip, byte for byte, on every run.
+        s("-threads"),
+        s("1"),
+        s("-bf"),
+        s("0"),
+        s("-g"),
+        s(enc.gop),
+        s("-keyint_min"),
+        s(enc.gop),
+        s("-sc_threshold"),
+        s("0"),
+        s("-b:v"),
+        rate.clone(),
+        s("-maxrate"),
+        rate.clone(),
+        s("-bufsize"),
+        rate,
+        s("-f"),
+        s("h264"),
+        h264_path.display().to_string(),
+    ]);
+    ffmpeg(args)?;
     let h264 = std::fs::read(&h264_path).map_err(|e| e.to_string())?;
     let probe = tool(
         "ffprobe",
@@ -248,6 +265,7 @@ pub fn encode(input: &Input, enc: &Encoding, dir: &Path) -> Result<Clip, String>
         ],
     )?;
     let frames_found = parse_probe(&String::from_utf8_lossy(&probe.stdout), h264.len())?;
+    let header = frames_found.first().map_or(0, |f| f.offset);
     if frames_found.len() as u64 != frames {
         return Err(format!(
             "the encoder gave {} frames for {frames} source frames",
@@ -261,6 +279,7 @@ pub fn encode(input: &Input, enc: &Encoding, dir: &Path) -> Result<Clip, String>
         source_yuv,
         h264,
         frames: frames_found,
+        header,
         dir: dir.to_path_buf(),
     })
 }
@@ -300,11 +319,6 @@ fn parse_probe(text: &str, total: usize) -> Result<Vec<EncodedFrame>, String> {
         }
         frames[i].len = end - frames[i].offset;
     }
-    if let Some(f) = frames.first_mut() {
-        // Parameter sets before the first frame belong to it.
-        f.len += f.offset;
-        f.offset = 0;
-    }
     if frames.first().is_some_and(|f| !f.intra) {
         return Err("the stream does not start with an I-frame".into());
     }
@@ -323,96 +337,96 @@ impl Clip {
             .collect()
     }
 
-    /// Quality of the receiver's picture when exactly the frames with
-    /// `shown[i]` true were decodable in time (the rest concealed by
-    /// repeating the last shown frame; grey before the first). `tag` names
-    /// the working files.
-    pub fn score(&self, shown: &[bool], tag: &str) -> Result<Quality, String> {
-        if shown.len() != self.frames.len() {
+    /// Quality of the receiver's picture: the frames with `decodable[i]`
+    /// (arrived whole at some time, with their reference chain) are decoded
+    /// in order, as a receiver's decoder would; those with `shown[i]` (also
+    /// in time for their play time, a subset) are displayed, every other
+    /// frame is concealed by repeating the last one displayed (grey before
+    /// the first). `tag` names the working files.
+    pub fn score(&self, decodable: &[bool], shown: &[bool], tag: &str) -> Result<Quality, String> {
+        use std::io::{BufReader, BufWriter, Read, Write};
+        let n = self.frames.len();
+        if decodable.len() != n || shown.len() != n {
             return Err(format!(
-                "{} frames shown for a clip of {}",
-                shown.len(),
-                self.frames.len()
+                "{} decodable and {} shown flags for a clip of {n} frames",
+                decodable.len(),
+                shown.len()
             ));
         }
+        if let Some(i) = (0..n).find(|&i| shown[i] && !decodable[i]) {
+            return Err(format!("frame {i} is shown but not decodable"));
+        }
         let fb = self.enc.frame_bytes();
-        let mut stream = Vec::new();
-        for (f, _) in self.frames.iter().zip(shown).filter(|(_, s)| **s) {
+        // The decoder's input: parameter sets, then every decodable frame.
+        let mut stream = self.h264[..self.header].to_vec();
+        for (f, _) in self.frames.iter().zip(decodable).filter(|(_, d)| **d) {
             stream.extend_from_slice(&self.h264[f.offset..f.offset + f.len]);
         }
         let received = self.dir.join(format!("{tag}.h264"));
         let decoded = self.dir.join(format!("{tag}.decoded.yuv"));
         let rebuilt = self.dir.join(format!("{tag}.yuv"));
-        let mut pictures: Vec<u8> = Vec::new();
-        if !stream.is_empty() {
+        let fed = decodable.iter().filter(|d| **d).count();
+        if fed > 0 {
             std::fs::write(&received, &stream).map_err(|e| e.to_string())?;
-            tool(
-                "ffmpeg",
-                &[
-                    s("-hide_banner"),
-                    s("-loglevel"),
-                    s("error"),
-                    s("-y"),
-                    s("-f"),
-                    s("h264"),
-                    s("-i"),
-                    received.display().to_string(),
-                    s("-pix_fmt"),
-                    s("yuv420p"),
-                    s("-f"),
-                    s("rawvideo"),
-                    decoded.display().to_string(),
-                ],
-            )?;
-            pictures = std::fs::read(&decoded).map_err(|e| e.to_string())?;
-            let _ = std::fs::remove_file(&decoded);
+            ffmpeg(vec![
+                s("-f"),
+                s("h264"),
+                s("-i"),
+                received.display().to_string(),
+                s("-pix_fmt"),
+                s("yuv420p"),
+                s("-f"),
+                s("rawvideo"),
+                decoded.display().to_string(),
+            ])?;
             let _ = std::fs::remove_file(&received);
-        }
-        let expected = shown.iter().filter(|s| **s).count();
-        if pictures.len() != expected * fb {
-            return Err(format!(
-                "the decoder gave {} frames for the {expected} decodable ones",
-                pictures.len() / fb
-            ));
-        }
-        // Conceal: repeat the last picture shown (grey before any).
-        let grey = vec![128u8; fb];
-        let mut out = Vec::with_capacity(shown.len() * fb);
-        let mut last: &[u8] = &grey;
-        let mut next = pictures.chunks_exact(fb);
-        for s in shown {
-            if *s {
-                last = next.next().ok_or("decoder output ran short")?;
+            let got = std::fs::metadata(&decoded)
+                .map_err(|e| e.to_string())?
+                .len();
+            if got != (fed * fb) as u64 {
+                let _ = std::fs::remove_file(&decoded);
+                return Err(format!(
+                    "the decoder gave {} pictures for the {fed} decodable frames",
+                    got / fb as u64
+                ));
             }
-            out.extend_from_slice(last);
         }
-        std::fs::write(&rebuilt, &out).map_err(|e| e.to_string())?;
-        drop(out);
-        let q = self.compare(&rebuilt);
+        // Display: frame by frame, streaming (a clip may be gigabytes).
+        let rebuild = || -> Result<(), String> {
+            let io = |e: std::io::Error| e.to_string();
+            let mut input = if fed > 0 {
+                Some(BufReader::new(std::fs::File::open(&decoded).map_err(io)?))
+            } else {
+                None
+            };
+            let mut out = BufWriter::new(std::fs::File::create(&rebuilt).map_err(io)?);
+            let mut picture = vec![0u8; fb];
+            let mut last = vec![128u8; fb];
+            for i in 0..n {
+                if decodable[i] {
+                    let r = input.as_mut().ok_or("decoder output missing")?;
+                    r.read_exact(&mut picture).map_err(io)?;
+                    if shown[i] {
+                        last.copy_from_slice(&picture);
+                    }
+                }
+                out.write_all(&last).map_err(io)?;
+            }
+            out.flush().map_err(io)
+        };
+        let built = rebuild();
+        let _ = std::fs::remove_file(&decoded);
+        let q = built.and_then(|()| self.compare(&rebuilt));
         let _ = std::fs::remove_file(&rebuilt);
         q
     }
 
     /// PSNR and SSIM of raw frames at `path` against the source.
     fn compare(&self, path: &Path) -> Result<Quality, String> {
-        let raw = |p: &Path| {
-            vec![
-                s("-f"),
-                s("rawvideo"),
-                s("-pix_fmt"),
-                s("yuv420p"),
-                s("-s"),
-                self.enc.size(),
-                s("-r"),
-                s(self.enc.fps),
-                s("-i"),
-                p.display().to_string(),
-            ]
-        };
         let run = |filter: &str| -> Result<String, String> {
             let mut args = vec![s("-hide_banner"), s("-nostats")];
-            args.extend(raw(path));
-            args.extend(raw(&self.source_yuv));
+            args.extend(self.enc.raw_input(path));
+            args.extend(self.enc.raw_input(&self.source_yuv));
             args.extend([
                 s("-lavfi"),
                 format!("[0:v][1:v]{filter}"),
@@ -459,7 +473,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.len(), 3);
-        assert_eq!((f[0].offset, f[0].len, f[0].intra), (0, 1030, true));
+        assert_eq!((f[0].offset, f[0].len, f[0].intra), (30, 1000, true));
         assert_eq!((f[1].offset, f[1].len), (1030, 200));
         assert_eq!((f[2].offset, f[2].len), (1230, 370), "to the end");
         assert!(

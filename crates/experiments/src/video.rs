@@ -293,6 +293,8 @@ pub struct VideoPoint {
     pub scatter: bool,
     /// The seed's figures for this transport and loss.
     pub stated: Option<Stated>,
+    /// Every stated row of the scenario (checked to match a configuration).
+    pub stated_rows: Vec<Stated>,
     /// The plan's notes for the README.
     pub notes: Option<String>,
 }
@@ -401,22 +403,26 @@ impl Adapter for Video {
             resume: parse_resume(&raw.resume)?,
             trace: None,
         };
-        if let Some(s) = raw
-            .stated
-            .iter()
-            .find(|s| GenericTransport::parse(&s.transport).is_none())
-        {
-            return Err(format!("stated: unknown transport '{}'", s.transport));
+        let loss = parse_loss_model(&raw.loss)?;
+        for st in &raw.stated {
+            if GenericTransport::parse(&st.transport).is_none() {
+                return Err(format!("stated: unknown transport '{}'", st.transport));
+            }
+            parse_loss_model(&st.loss).map_err(|e| format!("stated: {e}"))?;
         }
+        let matches = |st: &Stated| {
+            GenericTransport::parse(&st.transport).map(|t| t.name()) == Some(g.name())
+                && parse_loss_model(&st.loss).ok() == Some(loss)
+        };
         Ok(VideoPoint {
             scenario: point.scenario.clone(),
             transport: g.name(),
-            scatter: raw.scatter_loss.as_deref() == Some(raw.loss.as_str()),
-            stated: raw
-                .stated
-                .iter()
-                .find(|s| s.transport == raw.transport && s.loss == raw.loss)
-                .cloned(),
+            scatter: match &raw.scatter_loss {
+                Some(l) => parse_loss_model(l).map_err(|e| format!("scatter_loss: {e}"))? == loss,
+                None => false,
+            },
+            stated: raw.stated.iter().find(|st| matches(st)).cloned(),
+            stated_rows: raw.stated.clone(),
             loss: raw.loss,
             sc,
             cc,
@@ -566,6 +572,23 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
         });
     }
 
+    // Every stated figure must sit beside one of ours.
+    for (si, s) in done.plan.scenarios.iter().enumerate() {
+        let in_s: Vec<&VideoPoint> = done
+            .configs
+            .iter()
+            .filter(|c| c.point.scenario_index == si)
+            .map(|c| &c.params)
+            .collect();
+        for row in in_s.iter().flat_map(|p| &p.stated_rows) {
+            if !in_s.iter().any(|p| p.stated.as_ref() == Some(row)) {
+                return Err(format!(
+                    "scenario {}: the stated figures for {} at loss {} match no configuration",
+                    s.name, row.transport, row.loss
+                ));
+            }
+        }
+    }
     let mut scenarios = Vec::new();
     for (si, s) in done.plan.scenarios.iter().enumerate() {
         let mut configs = Vec::new();

@@ -6,7 +6,9 @@
 use crate::cmd::messages::{parse_choices, Choices};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::video::{OnMissing, Reference, Resume, VideoScenario, VideoSource};
+use hollywood_apps::video::{
+    decodable_ever, OnMissing, Reference, Resume, VideoScenario, VideoSource,
+};
 use hollywood_apps::MessagesScenario;
 use hollywood_experiments::media;
 use hollywood_experiments::video::{parse_reference, parse_resume, VideoReport};
@@ -101,9 +103,10 @@ pub struct VideoArgs {
     /// to the schedule; seed 002) | shift (shift later frames by the pause).
     #[arg(long, default_value = "catch-up", value_parser = parse_resume)]
     resume: Resume,
-    /// Length of the stream.
-    #[arg(long, default_value = "300s", value_parser = parse_duration)]
-    duration: Duration,
+    /// Length of the stream (default: 300 s; 30 s for real video, whose raw
+    /// frames go to disk).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// One-way propagation delay (each direction).
     #[arg(long, default_value = "50ms", value_parser = parse_duration)]
     one_way: Duration,
@@ -142,7 +145,14 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
     if a.size == 0 || a.size > 1400 {
         return Err("--size must be between 1 and 1400 bytes (one packet)".into());
     }
-    let frames = (a.duration.as_secs_f64() * a.fps).round();
+    let duration = a
+        .duration
+        .unwrap_or(Duration::from_secs(if a.source == "synthetic" {
+            300
+        } else {
+            30
+        }));
+    let frames = (duration.as_secs_f64() * a.fps).round();
     if !(1.0..=10_000_000.0).contains(&frames) {
         return Err(format!(
             "--duration × --fps gives {frames} frames: use between 1 and 10 000 000"
@@ -190,7 +200,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
                 width: a.picture.0,
                 height: a.picture.1,
                 fps: a.fps,
-                seconds: a.duration.as_secs_f64(),
+                seconds: duration.as_secs_f64(),
                 gop: a.gop,
                 bitrate: a.bitrate,
             },
@@ -199,7 +209,10 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         _ => None,
     };
     let encoded_quality = match &clip {
-        Some(c) => Some(c.score(&vec![true; c.frames.len()], "encoded")?),
+        Some(c) => {
+            let all = vec![true; c.frames.len()];
+            Some(c.score(&all, &all, "encoded")?)
+        }
         None => None,
     };
     if a.pcap.is_some() && a.transport.0.len() > 1 {
@@ -248,7 +261,9 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         if let Some(c) = &clip {
             let mut shown: Vec<bool> = run.fates.iter().map(|f| f.useful).collect();
             shown.resize(c.frames.len(), false);
-            report.quality = Some(c.score(&shown, choice.name())?);
+            let mut decodable = decodable_ever(&run.frames, Reference::Previous);
+            decodable.resize(c.frames.len(), false);
+            report.quality = Some(c.score(&decodable, &shown, choice.name())?);
             report.encoded_quality = encoded_quality;
         }
         reports.push(report);
