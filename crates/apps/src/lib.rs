@@ -34,7 +34,7 @@ pub use messages::{
     payload_for, MessageReceiver, MessageSender, SenderConfig, SenderRecord, Transport,
 };
 pub use ontime::{oracle_in_time, OnTime, Timeliness};
-pub use scenario::{MessagesRun, MessagesScenario};
+pub use scenario::{CrossTraffic, MessagesRun, MessagesScenario};
 pub use voip::{
     DelayPercentiles, Outcome, VoipError, VoipRecord, VoipRun, VoipScenario, VoipSummary,
     VoipTransport,

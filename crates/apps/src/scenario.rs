@@ -13,8 +13,9 @@ use crate::generic::{
 };
 use crate::messages::{MessageSender, Transport};
 use hollywood_sim::{
-    CaptureFilter, DropReason, LinkConfig, LossModel, Middlebox, MiddleboxConfig, MiddleboxKind,
-    SimBuilder, TraceKind, TransportHost,
+    BulkReceiver, BulkSender, CaptureFilter, DatagramPattern, Datagrams, DropReason, LinkConfig,
+    LossModel, Middlebox, MiddleboxConfig, MiddleboxKind, NodeId, Pattern, Router, SimBuilder,
+    Simulator, Sink, TcpHost, TraceKind, TransportHost,
 };
 use hollywood_tcp::{Config, HollywoodStats, Instant, OooStats};
 use hollywood_transport::tcp::{Placement, TcpTransport};
@@ -76,6 +77,139 @@ pub struct MessagesScenario {
     /// A timetable (frames of video, `crate::video`) instead of
     /// `interval` and `group`; `count` must be its length.
     pub schedule: Option<crate::messages::Schedule>,
+    /// Traffic sharing the bottleneck (seed 003's cross traffic). With any,
+    /// the path is sender → router → bottleneck (rate, delay, loss, queue)
+    /// → router → receiver, and each source and sink hangs off its router.
+    pub cross: Vec<CrossTraffic>,
+}
+
+/// A flow sharing the bottleneck with the measured one (seed 003 §6.1:
+/// FTP over TCP, CBR over UDP, Poisson VBR over UDP).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CrossTraffic {
+    /// A greedy TCP transfer (FTP-like) with our engine and the scenario's
+    /// congestion control, for the whole run.
+    Bulk,
+    /// 1500-byte UDP packets, at a constant rate or exponential on-off.
+    Udp(DatagramPattern),
+}
+
+/// Cross-traffic hosts: 10.0.1.i send, 10.0.2.i receive.
+fn cross_addr(side: u8, i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(10, 0, side, (i + 1) as u8)
+}
+
+/// Build the routed path with cross traffic: returns (access link of the
+/// sender, the bottleneck link, the sinks).
+fn cross_topology(
+    sc: &MessagesScenario,
+    sim: &mut Simulator,
+    tx: NodeId,
+    rx: NodeId,
+    until: Instant,
+) -> Result<(hollywood_sim::LinkId, hollywood_sim::LinkId, Vec<CrossSink>), String> {
+    let e = |e: hollywood_sim::SimError| e.to_string();
+    let n = sc.cross.len();
+    if n > 200 {
+        return Err("at most 200 cross-traffic flows".into());
+    }
+    let one_way = sc.rtt / 2;
+    let fast = LinkConfig::new(0, Duration::ZERO);
+    let host = |ip: Ipv4Addr| IpAddr::V4(ip);
+    let mut r1 = Router::new()
+        .route(host(RX), 32, 1)
+        .route(host(Ipv4Addr::new(10, 0, 2, 0)), 24, 1)
+        .route(host(TX), 32, 0);
+    let mut r2 = Router::new().route(host(RX), 32, 1);
+    for i in 0..n {
+        r1.add_route(host(cross_addr(1, i)), 32, 2 + i);
+        r2.add_route(host(cross_addr(2, i)), 32, 2 + i);
+    }
+    r2.add_route(host(Ipv4Addr::UNSPECIFIED), 0, 0);
+    let r1 = sim.add_node(r1);
+    let r2 = sim.add_node(r2);
+    let (access, _) = sim
+        .connect(tx, 0, r1, 0, fast.clone(), fast.clone())
+        .map_err(e)?;
+    let fwd_cfg = LinkConfig::new(sc.rate_bps, one_way)
+        .with_queue_bytes(sc.queue_bytes)
+        .with_loss(sc.loss);
+    let rev_cfg = LinkConfig::new(sc.uplink_bps, one_way).with_queue_bytes(sc.queue_bytes);
+    let (bottleneck, _) = sim.connect(r1, 1, r2, 0, fwd_cfg, rev_cfg).map_err(e)?;
+    sim.connect(r2, 1, rx, 0, fast.clone(), fast.clone())
+        .map_err(e)?;
+    let mut sinks = Vec::with_capacity(n);
+    for (i, c) in sc.cross.iter().enumerate() {
+        let (src_ip, dst_ip) = (cross_addr(1, i), cross_addr(2, i));
+        let seed = sim.derive_seed(100 + i as u64);
+        let (src, sink) = match *c {
+            CrossTraffic::Bulk => {
+                let cfg = Config {
+                    recv_buffer: 8 << 20,
+                    send_buffer: 8 << 20,
+                    ..sc.base.clone()
+                };
+                let pattern = Pattern::new(seed);
+                let dst = SocketAddr::new(host(dst_ip), 5001);
+                let src = sim.add_node(TcpHost::new(
+                    host(src_ip),
+                    cfg.clone(),
+                    seed,
+                    BulkSender::new(SocketAddr::new(host(src_ip), 0), dst, u64::MAX / 4, pattern),
+                ));
+                let sink = sim.add_node(TcpHost::new(
+                    host(dst_ip),
+                    cfg,
+                    seed ^ 1,
+                    BulkReceiver::new(dst, pattern, None),
+                ));
+                (src, CrossSink::Tcp(sink))
+            }
+            CrossTraffic::Udp(pattern) => {
+                let (DatagramPattern::Cbr { rate_bps } | DatagramPattern::OnOff { rate_bps, .. }) =
+                    pattern;
+                if rate_bps == 0 {
+                    return Err("cross traffic needs a positive rate".into());
+                }
+                let src = sim.add_node(Datagrams::new(
+                    SocketAddr::new(host(src_ip), 9000),
+                    SocketAddr::new(host(dst_ip), 9000),
+                    1500,
+                    pattern,
+                    until,
+                    seed,
+                ));
+                (src, CrossSink::Udp(sim.add_node(Sink::new(false))))
+            }
+        };
+        let sink_id = match sink {
+            CrossSink::Tcp(id) | CrossSink::Udp(id) => id,
+        };
+        sim.connect(src, 0, r1, 2 + i, fast.clone(), fast.clone())
+            .map_err(e)?;
+        sim.connect(r2, 2 + i, sink_id, 0, fast.clone(), fast.clone())
+            .map_err(e)?;
+        sinks.push(sink);
+    }
+    Ok((access, bottleneck, sinks))
+}
+
+/// Where a cross flow's bytes end up.
+#[derive(Debug, Clone, Copy)]
+enum CrossSink {
+    Tcp(NodeId),
+    Udp(NodeId),
+}
+
+impl CrossSink {
+    fn bytes(self, sim: &mut Simulator) -> u64 {
+        match self {
+            CrossSink::Tcp(id) => sim
+                .node_mut::<TcpHost<BulkReceiver>>(id)
+                .map_or(0, |h| h.app().report().bytes_received),
+            CrossSink::Udp(id) => sim.node_mut::<Sink>(id).map_or(0, |s| s.bytes()),
+        }
+    }
 }
 
 impl Default for MessagesScenario {
@@ -101,6 +235,7 @@ impl Default for MessagesScenario {
             generic: None,
             group: 0,
             schedule: None,
+            cross: Vec::new(),
         }
     }
 }
@@ -157,6 +292,9 @@ pub struct MessagesRun {
     pub wire_packets: u64,
     /// Bytes (whole IP packets) the sender offered to the data link.
     pub wire_bytes: u64,
+    /// Per cross-traffic flow: bytes its receiver got (TCP payload, or
+    /// whole UDP packets).
+    pub cross_delivered_bytes: Vec<u64>,
 }
 
 impl MessagesRun {
@@ -346,7 +484,26 @@ impl MessagesScenario {
         // is the link behind it, as in the thesis's deployability method
         // (§5.3: the client drops incoming segments before its TCP stack),
         // so a cache sees the original transmission of what gets lost.
-        let (fwd, lossy, mbox) = if self.middlebox == MiddleboxKind::None {
+        // Room for the traffic, its repair, and a TCP handshake that needs
+        // all of its SYN retransmissions (1 + 2 + ... + 64 s with the
+        // default 1 s initial RTO, Linux's tcp_syn_retries = 6) on a bursty
+        // path.
+        let traffic = match &self.schedule {
+            Some(s) => s.last().map_or(Duration::ZERO, |p| p.at),
+            None => self.interval * self.count,
+        };
+        let end_of_traffic =
+            traffic + self.rtt * 20 + Duration::from_secs(30) + Duration::from_secs(127);
+        let limit = Instant::ZERO + end_of_traffic;
+        let mut cross_sinks = Vec::new();
+        let (fwd, lossy, mbox) = if !self.cross.is_empty() {
+            if self.middlebox != MiddleboxKind::None || !self.drop_packets.is_empty() {
+                return Err("cross traffic runs without a middlebox or scripted drops".into());
+            }
+            let (access, bottleneck, sinks) = cross_topology(self, &mut sim, tx, rx, limit)?;
+            cross_sinks = sinks;
+            (access, bottleneck, None)
+        } else if self.middlebox == MiddleboxKind::None {
             let (f, _) = sim
                 .connect(tx, 0, rx, 0, fwd_cfg.with_loss(self.loss), rev_cfg)
                 .map_err(|e| e.to_string())?;
@@ -394,32 +551,24 @@ impl MessagesScenario {
             let log = wire_log.clone();
             let offered = offered.clone();
             sim.on_packet(move |ev| {
+                // Only the measured flow's packets (cross traffic shares the
+                // bottleneck).
+                let ours = ev.packet.get(12..16) == Some(&TX.octets()[..]);
                 if tcp.is_some() {
                     if ev.link == fwd && ev.kind == TraceKind::Sent {
                         audit.borrow_mut().observe(ev.packet);
                     }
-                    if ev.link == lossy {
+                    if ev.link == lossy && ours {
                         log.borrow_mut()
                             .on_event(ev.time, ev.kind, ev.index, ev.copy, ev.packet);
                     }
-                } else if ev.link == lossy {
+                } else if ev.link == lossy && ours {
                     offered
                         .borrow_mut()
                         .on_event(ev.time, ev.kind, ev.index, ev.copy, ev.packet);
                 }
             });
         }
-        // Room for the traffic, its repair, and a TCP handshake that needs
-        // all of its SYN retransmissions (1 + 2 + ... + 64 s with the
-        // default 1 s initial RTO, Linux's tcp_syn_retries = 6) on a bursty
-        // path.
-        let traffic = match &self.schedule {
-            Some(s) => s.last().map_or(Duration::ZERO, |p| p.at),
-            None => self.interval * self.count,
-        };
-        let end_of_traffic =
-            traffic + self.rtt * 20 + Duration::from_secs(30) + Duration::from_secs(127);
-        let limit = Instant::ZERO + end_of_traffic;
         while sim.now() < limit {
             sim.run_for(Duration::from_millis(250))
                 .map_err(|e| e.to_string())?;
@@ -493,6 +642,7 @@ impl MessagesScenario {
             run.wire = audit.borrow().report();
         }
         run.cache_replayed_bytes = cache_replayed_bytes;
+        run.cross_delivered_bytes = cross_sinks.iter().map(|c| c.bytes(&mut sim)).collect();
         run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
         Ok(run)
     }

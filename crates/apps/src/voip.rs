@@ -309,6 +309,7 @@ impl VoipScenario {
             generic,
             group: 0,
             schedule: None,
+            cross: Vec::new(),
         };
         let m = sc.run().map_err(VoipError::Simulation)?;
         let records = schedule(

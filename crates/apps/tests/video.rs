@@ -104,3 +104,59 @@ fn a_bad_source_is_refused() {
     sc.source.gop = 0;
     assert!(sc.run().unwrap_err().contains("gop"));
 }
+
+/// Seed 003's cross traffic: the stream shares a 20 Mb/s bottleneck with a
+/// greedy TCP transfer, or with CBR UDP; every flow is delivered intact,
+/// the cross flows get their share, and the stream's packets are delayed
+/// by the queue the others build.
+#[test]
+fn cross_traffic_shares_the_bottleneck() {
+    use hollywood_apps::CrossTraffic;
+    use hollywood_sim::DatagramPattern;
+    let with = |name: &str, cross: Vec<CrossTraffic>| {
+        let mut sc = scenario(name, 1200);
+        sc.path.loss = LossModel::Bernoulli(0.0);
+        sc.path.rate_bps = 20_000_000;
+        sc.path.uplink_bps = 20_000_000;
+        sc.path.queue_bytes = 100_000;
+        sc.path.cross = cross;
+        sc.run().unwrap()
+    };
+    let alone = with("hollywood", vec![]);
+    assert!(alone.messages.cross_delivered_bytes.is_empty());
+    assert_eq!(alone.report.useful, 1200);
+    let worst = |r: &hollywood_apps::video::VideoRun| {
+        r.messages.delays_ms().into_iter().fold(0.0, f64::max)
+    };
+    for name in ["hollywood", "tcp", "udp"] {
+        let run = with(
+            name,
+            vec![
+                CrossTraffic::Bulk,
+                CrossTraffic::Udp(DatagramPattern::Cbr {
+                    rate_bps: 5_000_000,
+                }),
+            ],
+        );
+        let m = &run.messages;
+        assert_eq!(m.corrupt_delivered + m.duplicates_delivered, 0, "{name}");
+        let secs = m.sim_time.as_secs_f64();
+        let (bulk, cbr) = (m.cross_delivered_bytes[0], m.cross_delivered_bytes[1]);
+        // The bulk flow takes most of what is left (20 - 5 - 0.8 Mb/s).
+        assert!(
+            bulk as f64 * 8.0 / secs > 5e6,
+            "{name}: bulk {bulk} B in {secs} s"
+        );
+        assert!(
+            cbr as f64 * 8.0 / secs > 3e6,
+            "{name}: cbr {cbr} B in {secs} s"
+        );
+        // The queue the bulk flow keeps full delays the stream.
+        assert!(worst(&run) > worst(&alone) + 10.0, "{name}");
+    }
+    // Cross traffic is refused with a middlebox.
+    let mut sc = scenario("tcp", 10);
+    sc.path.cross = vec![CrossTraffic::Bulk];
+    sc.path.middlebox = hollywood_sim::MiddleboxKind::Cache;
+    assert!(sc.run().unwrap_err().contains("cross traffic"));
+}

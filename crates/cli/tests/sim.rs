@@ -496,6 +496,8 @@ fn video_reports_useful_frames_stalls_and_discrepancy() {
         &["video", "--gop", "0"][..],
         &["video", "--player", "wait"],
         &["video", "--fps", "0"],
+        &["video", "--cross", "ftp"],
+        &["video", "--cross", "cbr:0"],
     ] {
         let out = hollywood(bad);
         assert_eq!(out.status.code(), Some(1), "{bad:?}");

@@ -120,6 +120,48 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(b.round() as u64)
 }
 
+/// One cross-traffic flow: `bulk` (a greedy TCP transfer), `cbr:RATE`
+/// (UDP at a constant rate) or `onoff:RATE[:ON:OFF]` (UDP at RATE during
+/// exponential on periods of mean ON, silent for exponential off periods of
+/// mean OFF; default 500ms:500ms).
+pub fn parse_cross(s: &str) -> Result<hollywood_apps::CrossTraffic, String> {
+    use hollywood_apps::CrossTraffic;
+    use hollywood_sim::DatagramPattern;
+    let v: Vec<&str> = s.trim().split(':').collect();
+    let bad = || format!("bad cross traffic '{s}': use bulk, cbr:RATE or onoff:RATE[:ON:OFF]");
+    let rate = |r: &str| -> Result<u64, String> {
+        match parse_rate(r)? {
+            0 => Err(format!("cross traffic '{s}': the rate must be positive")),
+            r => Ok(r),
+        }
+    };
+    match v.as_slice() {
+        ["bulk"] => Ok(CrossTraffic::Bulk),
+        ["cbr", r] => Ok(CrossTraffic::Udp(DatagramPattern::Cbr {
+            rate_bps: rate(r)?,
+        })),
+        ["onoff", r, rest @ ..] => {
+            let (on, off) = match rest {
+                [] => ("500ms", "500ms"),
+                [on, off] => (*on, *off),
+                _ => return Err(bad()),
+            };
+            let (mean_on, mean_off) = (parse_duration(on)?, parse_duration(off)?);
+            if mean_on.is_zero() {
+                return Err(format!(
+                    "cross traffic '{s}': the on period must be positive"
+                ));
+            }
+            Ok(CrossTraffic::Udp(DatagramPattern::OnOff {
+                rate_bps: rate(r)?,
+                mean_on,
+                mean_off,
+            }))
+        }
+        _ => Err(bad()),
+    }
+}
+
 /// A loss model: `bernoulli:P` (same as a plain `P`) or
 /// `gilbert:P,R[,BAD[,GOOD]]` — Gilbert-Elliott with P = probability of
 /// going from the good to the bad state per packet, R = from bad to good,
@@ -170,6 +212,43 @@ pub fn parse_loss_model(s: &str) -> Result<hollywood_sim::LossModel, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cross_traffic_is_parsed() {
+        use hollywood_apps::CrossTraffic;
+        use hollywood_sim::DatagramPattern;
+        use std::time::Duration;
+        assert_eq!(parse_cross("bulk"), Ok(CrossTraffic::Bulk));
+        assert_eq!(
+            parse_cross("cbr:5mbit"),
+            Ok(CrossTraffic::Udp(DatagramPattern::Cbr {
+                rate_bps: 5_000_000
+            }))
+        );
+        assert_eq!(
+            parse_cross("onoff:10mbit:200ms:1s"),
+            Ok(CrossTraffic::Udp(DatagramPattern::OnOff {
+                rate_bps: 10_000_000,
+                mean_on: Duration::from_millis(200),
+                mean_off: Duration::from_secs(1),
+            }))
+        );
+        assert!(matches!(
+            parse_cross("onoff:1mbit"),
+            Ok(CrossTraffic::Udp(DatagramPattern::OnOff { .. }))
+        ));
+        for bad in [
+            "",
+            "ftp",
+            "cbr",
+            "cbr:0",
+            "onoff:1mbit:1s",
+            "onoff:1mbit:0s:1s",
+            "cbr:fast",
+        ] {
+            assert!(parse_cross(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn rates() {

@@ -6,7 +6,8 @@
 //! Plan parameters (plan level, per scenario or swept): `fps` (60), `gop`
 //! (10), `iframe_packets` (4), `pframe_packets` (1), `size` (1232),
 //! `duration` (300s), `one_way`, `rate` (100mbit), `loss` (0), `queue`
-//! (1000000), `buffer` (frames, 4), `cc` (bbr), `resume` (catch-up | shift),
+//! (1000000), `cross` (cross traffic on the bottleneck: `["bulk",
+//! "cbr:5mbit", "onoff:5mbit:500ms:500ms"]`), `buffer` (frames, 4), `cc` (bbr), `resume` (catch-up | shift),
 //! `frame_reference` (gop | previous), `player` (auto | stall | skip),
 //! `transport`; for the report: `scatter_loss` (the loss whose runs get a
 //! per-packet latency plot), `stated` (the seed's own numbers for a
@@ -83,6 +84,8 @@ pub struct VideoReport {
     pub wall_ms: f64,
     /// Connection failure, if any.
     pub error: Option<String>,
+    /// Per cross-traffic flow: its throughput over the run (Mb/s).
+    pub cross_mbps: Vec<f64>,
     /// Real video: the receiver's picture against the source (null for a
     /// synthetic source).
     pub quality: Option<crate::media::Quality>,
@@ -124,6 +127,11 @@ impl VideoReport {
             sim_seconds: m.sim_time.as_secs_f64(),
             wall_ms,
             error: m.error.clone(),
+            cross_mbps: m
+                .cross_delivered_bytes
+                .iter()
+                .map(|b| *b as f64 * 8.0 / m.sim_time.as_secs_f64().max(1e-9) / 1e6)
+                .collect(),
             quality: None,
             encoded_quality: None,
         }
@@ -259,6 +267,8 @@ struct Raw {
     loss: String,
     #[serde(default = "d_queue")]
     queue: String,
+    #[serde(default)]
+    cross: Vec<String>,
     #[serde(default = "d_buffer")]
     buffer: u32,
     #[serde(default = "d_cc")]
@@ -390,6 +400,11 @@ impl Adapter for Video {
                 rtt: parse_duration(&raw.one_way)? * 2,
                 loss: parse_loss_model(&raw.loss)?,
                 queue_bytes: parse_size(&raw.queue)? as usize,
+                cross: raw
+                    .cross
+                    .iter()
+                    .map(|c| crate::units::parse_cross(c))
+                    .collect::<Result<_, _>>()?,
                 transport,
                 generic,
                 base: Config {

@@ -62,7 +62,7 @@ pub use link::{
 };
 pub use middlebox::{Middlebox, MiddleboxConfig, MiddleboxKind, MiddleboxStats};
 pub use node::{Node, NodeId};
-pub use nodes::{Arrival, Sink, Source};
+pub use nodes::{Arrival, DatagramPattern, Datagrams, Sink, Source};
 pub use pattern::{Pattern, StreamHash};
 pub use router::{Route, Router, RouterStats};
 pub use rule::{PacketInfo, Verdict};

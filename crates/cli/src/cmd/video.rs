@@ -116,6 +116,11 @@ pub struct VideoArgs {
     /// Loss on the media path: a probability or gilbert:P,R[,BAD[,GOOD]].
     #[arg(long, default_value = "1%", value_parser = parse_loss_model)]
     loss: LossModel,
+    /// Cross traffic sharing the bottleneck (seed 003), comma-separated:
+    /// bulk (greedy TCP), cbr:RATE (UDP), onoff:RATE[:ON:OFF] (UDP,
+    /// exponential on/off periods, default 500ms:500ms).
+    #[arg(long, value_delimiter = ',', value_parser = crate::units::parse_cross)]
+    cross: Vec<hollywood_apps::CrossTraffic>,
     /// Drop-tail queue per link.
     #[arg(long, default_value = "1000000", value_parser = parse_size)]
     queue: u64,
@@ -234,6 +239,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
                 generic,
                 seed: a.seed,
                 pcap: a.pcap.clone(),
+                cross: a.cross.clone(),
                 base: Config {
                     cc: a.cc,
                     ..Config::default()
