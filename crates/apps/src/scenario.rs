@@ -103,6 +103,7 @@ fn cross_addr(side: u8, i: usize) -> Ipv4Addr {
 /// sender, the bottleneck link, the sinks).
 fn cross_topology(
     sc: &MessagesScenario,
+    (fwd_cfg, rev_cfg): (LinkConfig, LinkConfig),
     sim: &mut Simulator,
     tx: NodeId,
     rx: NodeId,
@@ -113,7 +114,6 @@ fn cross_topology(
     if n > 200 {
         return Err("at most 200 cross-traffic flows".into());
     }
-    let one_way = sc.rtt / 2;
     let fast = LinkConfig::new(0, Duration::ZERO);
     let host = |ip: Ipv4Addr| IpAddr::V4(ip);
     let mut r1 = Router::new()
@@ -131,11 +131,9 @@ fn cross_topology(
     let (access, _) = sim
         .connect(tx, 0, r1, 0, fast.clone(), fast.clone())
         .map_err(e)?;
-    let fwd_cfg = LinkConfig::new(sc.rate_bps, one_way)
-        .with_queue_bytes(sc.queue_bytes)
-        .with_loss(sc.loss);
-    let rev_cfg = LinkConfig::new(sc.uplink_bps, one_way).with_queue_bytes(sc.queue_bytes);
-    let (bottleneck, _) = sim.connect(r1, 1, r2, 0, fwd_cfg, rev_cfg).map_err(e)?;
+    let (bottleneck, _) = sim
+        .connect(r1, 1, r2, 0, fwd_cfg.with_loss(sc.loss), rev_cfg)
+        .map_err(e)?;
     sim.connect(r2, 1, rx, 0, fast.clone(), fast.clone())
         .map_err(e)?;
     let mut sinks = Vec::with_capacity(n);
@@ -500,7 +498,14 @@ impl MessagesScenario {
             if self.middlebox != MiddleboxKind::None || !self.drop_packets.is_empty() {
                 return Err("cross traffic runs without a middlebox or scripted drops".into());
             }
-            let (access, bottleneck, sinks) = cross_topology(self, &mut sim, tx, rx, limit)?;
+            let (access, bottleneck, sinks) = cross_topology(
+                self,
+                (fwd_cfg.clone(), rev_cfg.clone()),
+                &mut sim,
+                tx,
+                rx,
+                limit,
+            )?;
             cross_sinks = sinks;
             (access, bottleneck, None)
         } else if self.middlebox == MiddleboxKind::None {

@@ -158,33 +158,18 @@ impl Player {
         let start = first.generated + self.one_way + self.frame_interval * self.buffer_frames;
         // When each frame could first be decoded (None: never).
         let mut decodable: Vec<Option<Instant>> = Vec::with_capacity(frames.len());
-        let mut last_intra: Option<usize> = None;
         let mut discrepancy = Duration::ZERO;
         let mut last_played: Option<Instant> = None;
+        let refs = references(frames, self.reference);
         for (f, fr) in frames.iter().enumerate() {
-            let reference = if fr.intra {
-                None
-            } else {
-                match self.reference {
-                    Reference::Gop => last_intra,
-                    Reference::Previous => f.checked_sub(1),
-                }
-            };
-            let dec = match (fr.complete, reference) {
-                (None, _) => None,
-                (Some(c), None) => Some(c),
-                (Some(c), Some(r)) => decodable[r].map(|d| d.max(c)),
-            };
             // A P-frame before any I-frame has nothing to decode from.
-            let dec = if !fr.intra && reference.is_none() {
-                None
-            } else {
-                dec
+            let dec = match (fr.complete, fr.intra, refs[f]) {
+                (None, ..) => None,
+                (Some(c), true, _) => Some(c),
+                (Some(c), false, Some(r)) => decodable[r].map(|d: Instant| d.max(c)),
+                (Some(_), false, None) => None,
             };
             decodable.push(dec);
-            if fr.intra {
-                last_intra = Some(f);
-            }
             let scheduled = start + self.frame_interval * f as u32;
             let due = match self.resume {
                 Resume::Shift => scheduled + discrepancy,
@@ -230,25 +215,33 @@ impl Player {
 /// P-frame before any I-frame has nothing to decode from). Frames played
 /// in time are a subset ([`FrameFate::useful`]).
 pub fn decodable_ever(frames: &[FrameTiming], reference: Reference) -> Vec<bool> {
+    let refs = references(frames, reference);
     let mut out: Vec<bool> = Vec::with_capacity(frames.len());
-    let mut last_intra: Option<usize> = None;
-    for (f, fr) in frames.iter().enumerate() {
-        let whole = fr.complete.is_some();
-        let ok = if fr.intra {
-            whole
-        } else {
-            let r = match reference {
-                Reference::Gop => last_intra,
-                Reference::Previous => f.checked_sub(1),
-            };
-            whole && r.is_some_and(|r| out[r])
-        };
-        if fr.intra {
-            last_intra = Some(f);
-        }
-        out.push(ok);
+    for (fr, r) in frames.iter().zip(&refs) {
+        let chain = fr.intra || r.is_some_and(|r| out[r]);
+        out.push(fr.complete.is_some() && chain);
     }
     out
+}
+
+/// Each frame's reference: none for an intra frame or for a P-frame before
+/// any I-frame (which has nothing to decode from).
+fn references(frames: &[FrameTiming], reference: Reference) -> Vec<Option<usize>> {
+    let mut last_intra = None;
+    frames
+        .iter()
+        .enumerate()
+        .map(|(f, fr)| {
+            if fr.intra {
+                last_intra = Some(f);
+                return None;
+            }
+            match reference {
+                Reference::Gop => last_intra,
+                Reference::Previous => f.checked_sub(1),
+            }
+        })
+        .collect()
 }
 
 /// A synthetic constant-bit-rate video source (seed 002's model): `fps`

@@ -391,6 +391,7 @@ impl Adapter for Video {
         };
         source.validate()?;
         let rate = parse_rate(&raw.rate)?;
+        let loss = parse_loss_model(&raw.loss)?;
         let (transport, generic) = g.scenario_fields(cc);
         let sc = VideoScenario {
             source,
@@ -398,7 +399,7 @@ impl Adapter for Video {
                 rate_bps: rate,
                 uplink_bps: rate,
                 rtt: parse_duration(&raw.one_way)? * 2,
-                loss: parse_loss_model(&raw.loss)?,
+                loss,
                 queue_bytes: parse_size(&raw.queue)? as usize,
                 cross: raw
                     .cross
@@ -418,7 +419,6 @@ impl Adapter for Video {
             resume: parse_resume(&raw.resume)?,
             trace: None,
         };
-        let loss = parse_loss_model(&raw.loss)?;
         for st in &raw.stated {
             if GenericTransport::parse(&st.transport).is_none() {
                 return Err(format!("stated: unknown transport '{}'", st.transport));
