@@ -6,13 +6,15 @@
 //! The oracle (`crate::ontime`) needs the fate of each message's first
 //! transmission. Over TCP the scenario reads it from sequence numbers
 //! (`crate::scenario`). QUIC packets are encrypted, so the packets carrying a
-//! message are attributed by time: messages in id order take the sender's
-//! data-sized packets (at least [`ATTRIBUTE_MIN`] bytes; handshake-size
-//! packets excluded by time, since messages start after it) in the order
-//! they were offered to the lossy link, each message the first ones offered
-//! at or after its generation, as many as its record needs. This is exact
-//! for UDP and for QUIC senders that are not window-limited (media rates);
-//! under window limits it attributes a later packet, never an earlier one.
+//! message are attributed by time: messages in id order take the bytes of
+//! the sender's data-sized packets (at least [`ATTRIBUTE_MIN`] bytes;
+//! handshake-size packets excluded by time, since messages start after it)
+//! in the order they were offered to the lossy link, each message the next
+//! bytes its record needs, never from a packet offered before it was
+//! generated. This is exact for UDP (packets name their message) and close
+//! for QUIC senders that go idle between frames (media rates): a
+//! retransmission is taken for new data only until the next idle moment,
+//! and never makes a message look sent earlier than it was.
 
 use crate::messages::{MessageReceiver, MessageSender, SenderConfig, Transport};
 use hollywood_sim::TransportHost;
@@ -191,52 +193,84 @@ pub fn apps(sc: &crate::MessagesScenario) -> (MessageSender, MessageReceiver) {
     (sender, MessageReceiver::new(sc.count, sc.size, sc.seed))
 }
 
+/// What the packets say about each message's first transmission
+/// ([`attribute`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attributed {
+    /// A packet of it was dropped by the link, for any reason.
+    pub first_tx_dropped: Vec<bool>,
+    /// The network's loss (or a drop rule) took one.
+    pub network_dropped: Vec<bool>,
+    /// When the packet carrying its last byte was offered to the link:
+    /// generation to this is its sending delay (seed 004 §5.2).
+    pub first_sent: Vec<Option<Instant>>,
+}
+
 /// The oracle's attribution of packets to messages (module docs; exact
-/// where packets name their message, [`Offered::id`]): per
-/// message, whether the link dropped (for any reason) a packet of its
-/// first transmission, and whether the network's loss did.
-pub fn attribute(
-    generated: &[Option<Instant>],
-    packets: &[Offered],
-    size: usize,
-) -> (Vec<bool>, Vec<bool>) {
+/// where packets name their message, [`Offered::id`]): per message, the
+/// fate and time of its first transmission.
+pub fn attribute(generated: &[Option<Instant>], packets: &[Offered], size: usize) -> Attributed {
     let n = generated.len();
-    let mut first_tx_dropped = vec![false; n];
-    let mut network_dropped = vec![false; n];
+    let mut a = Attributed {
+        first_tx_dropped: vec![false; n],
+        network_dropped: vec![false; n],
+        first_sent: vec![None; n],
+    };
     if packets.iter().any(|p| p.id.is_some()) {
         // Each packet names its message: its first packet is the first
         // transmission.
-        let mut seen = vec![false; n];
         for p in packets {
             let Some(id) = p.id.map(|i| i as usize).filter(|&i| i < n) else {
                 continue;
             };
-            if !std::mem::replace(&mut seen[id], true) {
-                first_tx_dropped[id] = p.dropped;
-                network_dropped[id] = p.network_dropped;
+            if a.first_sent[id].is_none() {
+                a.first_sent[id] = Some(p.time);
+                a.first_tx_dropped[id] = p.dropped;
+                a.network_dropped[id] = p.network_dropped;
             }
         }
-        return (first_tx_dropped, network_dropped);
+        return a;
     }
-    let mut at = 0;
-    for id in 0..n {
-        let Some(gen) = generated[id] else { continue };
+    // The packets' payloads as one byte sequence, each message the next
+    // `size + MESSAGE_OVERHEAD` bytes of it, never in a packet offered
+    // before the message was generated (which re-aligns the two after
+    // every idle moment: a retransmission counts as new data only until
+    // then).
+    let need_per_message = size + MESSAGE_OVERHEAD;
+    let (mut at, mut used) = (0usize, 0usize);
+    for (id, gen) in generated.iter().enumerate() {
+        let Some(gen) = *gen else { continue };
         while at < packets.len() && (packets[at].time < gen || packets[at].len < ATTRIBUTE_MIN) {
             at += 1;
+            used = 0;
         }
-        let mut carried = 0;
-        while at < packets.len() && carried < size {
+        let mut need = need_per_message;
+        while at < packets.len() && need > 0 {
             let p = packets[at];
-            at += 1;
             if p.len < ATTRIBUTE_MIN {
+                at += 1;
+                used = 0;
                 continue;
             }
-            carried += p.len.saturating_sub(PACKET_OVERHEAD).max(1);
-            first_tx_dropped[id] |= p.dropped;
-            network_dropped[id] |= p.network_dropped;
+            let payload = p.len.saturating_sub(PACKET_OVERHEAD).max(1);
+            let take = (payload - used.min(payload)).min(need);
+            need -= take;
+            used += take;
+            a.first_tx_dropped[id] |= p.dropped;
+            a.network_dropped[id] |= p.network_dropped;
+            a.first_sent[id] = Some(p.time);
+            if used >= payload {
+                at += 1;
+                used = 0;
+                // What is left is within the headers' guess: the message
+                // ended in this packet.
+                if need <= HEADER_SLACK {
+                    need = 0;
+                }
+            }
         }
     }
-    (first_tx_dropped, network_dropped)
+    a
 }
 
 /// How the oracle learns the fate of each message's first transmission.
@@ -254,6 +288,8 @@ pub enum Fates<'a> {
         /// Whole packet bytes of the message alone (frame and headers):
         /// what the oracle's serialisation time is computed from.
         wire_len: Vec<usize>,
+        /// When the packet carrying its last byte first went out.
+        first_sent: Vec<Option<Instant>>,
     },
 }
 
@@ -285,16 +321,36 @@ pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::Messages
     let generated: Vec<Option<Instant>> = o.sender.records().iter().map(|r| r.generated).collect();
     let expired: Vec<bool> = o.sender.records().iter().map(|r| r.expired).collect();
     let arrival = o.receiver.arrival().to_vec();
-    let (first_tx_dropped, network_dropped, wire_len) = match o.fates {
+    let (first_tx_dropped, network_dropped, wire_len, first_sent) = match o.fates {
         Fates::Packets(offered) => {
-            let (a, n) = attribute(&generated, offered, sc.size);
-            (a, n, vec![sc.size + PACKET_OVERHEAD; generated.len()])
+            let mut a = attribute(&generated, offered, sc.size);
+            // A packet that reached the receiver left at least one
+            // propagation delay before: that bounds a guess that ran past
+            // the end of a burst (header sizes are estimates).
+            let received = o.receiver.received();
+            for (id, fs) in a.first_sent.iter_mut().enumerate() {
+                if let (Some(f), Some(r), Some(g)) = (*fs, received[id], generated[id]) {
+                    let bound = Instant::from_nanos(
+                        r.as_nanos()
+                            .saturating_sub(sc.rtt.as_nanos() as u64 / 2)
+                            .max(g.as_nanos()),
+                    );
+                    *fs = Some(f.min(bound));
+                }
+            }
+            (
+                a.first_tx_dropped,
+                a.network_dropped,
+                vec![sc.size + PACKET_OVERHEAD; generated.len()],
+                a.first_sent,
+            )
         }
         Fates::Known {
             first_tx_dropped,
             network_dropped,
             wire_len,
-        } => (first_tx_dropped, network_dropped, wire_len),
+            first_sent,
+        } => (first_tx_dropped, network_dropped, wire_len, first_sent),
     };
     let one_way = sc.rtt / 2;
     let on_time = crate::OnTime::of_run(&generated, &arrival, sc.lifetime, |id| {
@@ -311,6 +367,8 @@ pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::Messages
         scenario: sc.clone(),
         generated,
         arrival,
+        received: o.receiver.received().to_vec(),
+        first_sent,
         expired,
         first_tx_dropped,
         network_dropped,
@@ -341,3 +399,13 @@ pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::Messages
 /// Bytes of a packet that are not message: IPv4 (20) + UDP (8) + a short
 /// QUIC header and AEAD tag (about 30).
 const PACKET_OVERHEAD: usize = 60;
+
+/// Bytes a message takes in a QUIC packet beyond its payload: its record
+/// header (`hollywood_transport::record`) and a share of a STREAM frame
+/// header.
+const MESSAGE_OVERHEAD: usize = 12;
+
+/// How far the header sizes above may be off for one message
+/// ([`attribute`]; [`assemble`] also bounds each guess by when the
+/// receiver got the message).
+const HEADER_SLACK: usize = 32;

@@ -281,6 +281,7 @@ pub struct MessageReceiver {
     seed: u64,
     size: usize,
     arrival: Vec<Option<Instant>>,
+    received: Vec<Option<Instant>>,
     corrupt: u64,
     duplicates: u64,
     unknown: u64,
@@ -294,6 +295,7 @@ impl MessageReceiver {
             seed,
             size,
             arrival: vec![None; count as usize],
+            received: vec![None; count as usize],
             corrupt: 0,
             duplicates: 0,
             unknown: 0,
@@ -304,6 +306,12 @@ impl MessageReceiver {
     /// Arrival per message id.
     pub fn arrival(&self) -> &[Option<Instant>] {
         &self.arrival
+    }
+
+    /// Per message id: when the last of its bytes first reached the
+    /// receiving stack (`InMessage::received`), if it was delivered.
+    pub fn received(&self) -> &[Option<Instant>] {
+        &self.received
     }
 
     /// Wrong content (must be 0).
@@ -345,6 +353,7 @@ impl TransportApp for MessageReceiver {
                     self.corrupt += 1;
                 }
                 *slot = Some(m.arrival);
+                self.received[m.id as usize] = Some(m.received.min(m.arrival));
             }
             TransportEvent::PeerClosed => {
                 // Nothing to send back: close our half too (TCP's

@@ -247,6 +247,16 @@ pub struct MessagesRun {
     pub generated: Vec<Option<Instant>>,
     /// Per message: arrived at the receiving application.
     pub arrival: Vec<Option<Instant>>,
+    /// Per delivered message: when the last of its bytes first reached the
+    /// receiving stack (`InMessage::received`); `arrival` minus this is
+    /// its head-of-line-blocking delay (seed 004 §5.1). `None` where not
+    /// measured (real packets).
+    pub received: Vec<Option<Instant>>,
+    /// Per message: when the packet carrying its last byte first went on
+    /// the wire (TCP: from sequence numbers; otherwise attributed by time,
+    /// `crate::generic::attribute`); generation to this is its sending
+    /// delay (seed 004 §5.2). `None` where not measured (real packets).
+    pub first_sent: Vec<Option<Instant>>,
     /// Per message: the transport reported it expired.
     pub expired: Vec<bool>,
     /// Per message: the lossy link dropped the first transmission of (part
@@ -295,17 +305,40 @@ pub struct MessagesRun {
     pub cross_delivered_bytes: Vec<u64>,
 }
 
+/// Per message where both times are known, `b - a` in milliseconds.
+fn spans_ms(a: &[Option<Instant>], b: &[Option<Instant>]) -> Vec<f64> {
+    a.iter()
+        .zip(b)
+        .filter_map(|(a, b)| {
+            Some((b.as_ref()?.as_nanos() as f64 - a.as_ref()?.as_nanos() as f64) / 1e6)
+        })
+        .collect()
+}
+
 impl MessagesRun {
+    /// Per delivered message, generation → the receiving stack holding all
+    /// of it (stack latency, seed 002 Figs. 4-5), in milliseconds.
+    pub fn stack_latency_ms(&self) -> Vec<f64> {
+        spans_ms(&self.generated, &self.received)
+    }
+
+    /// Per delivered message, the receiving stack holding all of it →
+    /// delivery (head-of-line-blocking delay, seed 004 §5.1), in
+    /// milliseconds.
+    pub fn hol_ms(&self) -> Vec<f64> {
+        spans_ms(&self.received, &self.arrival)
+    }
+
+    /// Per message sent, generation → its last byte first on the wire
+    /// (sending delay, seed 004 §5.2), in milliseconds.
+    pub fn sending_delay_ms(&self) -> Vec<f64> {
+        spans_ms(&self.generated, &self.first_sent)
+    }
+
     /// Per delivered message, generation → arrival at the receiving
     /// application, in milliseconds (message order).
     pub fn delays_ms(&self) -> Vec<f64> {
-        self.generated
-            .iter()
-            .zip(&self.arrival)
-            .filter_map(|(g, a)| {
-                Some((a.as_ref()?.as_nanos() as f64 - g.as_ref()?.as_nanos() as f64) / 1e6)
-            })
-            .collect()
+        spans_ms(&self.generated, &self.arrival)
     }
 }
 
@@ -389,21 +422,21 @@ impl WireLog {
         }
     }
 
-    /// The fate of the first transmission of the frame at stream offsets
-    /// `[off, off+len)` that went out at or after `since`: `(any drop,
-    /// network drop)`, each true if some packet carrying part of it was
-    /// dropped; `None` if no packet carried it.
-    fn first_fate(&self, since: Instant, off: u64, len: u64) -> Option<(bool, bool)> {
+    /// The first transmission of the frame at stream offsets `[off,
+    /// off+len)` that went out at or after `since`: `(any drop, network
+    /// drop, when its last byte went out)`, the drops true if some packet
+    /// carrying part of it was dropped; `None` if no packet carried it.
+    fn first_fate(&self, since: Instant, off: u64, len: u64) -> Option<(bool, bool, Instant)> {
         let end = off + len;
         let from = self.packets.partition_point(|p| p.time < since);
         let mut covered = off;
         let mut fate = (false, false);
-        let mut seen = false;
+        let mut last = None;
         for p in &self.packets[from..] {
             if p.end <= covered || p.start >= end || p.start > covered {
                 continue;
             }
-            seen = true;
+            last = Some(p.time);
             fate.0 |= p.dropped;
             fate.1 |= p.network_dropped;
             covered = p.end;
@@ -411,7 +444,7 @@ impl WireLog {
                 break;
             }
         }
-        seen.then_some(fate)
+        last.map(|t| (fate.0, fate.1, t))
     }
 }
 
@@ -708,6 +741,7 @@ fn tcp_fates(
     let n = sc.count as usize;
     let mut first_tx_dropped = vec![false; n];
     let mut network_dropped = vec![false; n];
+    let mut first_sent = vec![None; n];
     let mut sent: Vec<Option<(Instant, u64, u64)>> = vec![None; n];
     if t.sender_ir() {
         if let Some(base) = log.base {
@@ -726,9 +760,10 @@ fn tcp_fates(
     }
     for id in 0..n {
         if let Some((t, off, len)) = sent[id] {
-            if let Some((any, net)) = log.first_fate(t, off, len) {
+            if let Some((any, net, at)) = log.first_fate(t, off, len) {
                 first_tx_dropped[id] = any;
                 network_dropped[id] = net;
+                first_sent[id] = Some(at);
             }
         }
     }
@@ -740,6 +775,7 @@ fn tcp_fates(
         first_tx_dropped,
         network_dropped,
         wire_len,
+        first_sent,
     }
 }
 

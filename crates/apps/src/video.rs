@@ -24,7 +24,9 @@
 //!   frame is concealed at its due time and playback goes on; a frame the
 //!   transport never delivers is skipped in either mode.
 //! * **Useful frame** (seed 002 §5, seed 004): played, and its reference
-//!   chain complete by its own play time. A frame is decodable at
+//!   chain complete by its own play time. A frame is complete when its last
+//!   packet arrived, or, with redundancy r (`VideoScenario::redundancy`,
+//!   seed 004's decoder), when all but ⌊r·n⌋ of its n packets had. A frame is decodable at
 //!   `max(complete, decodable(reference))`; an intra (I) frame has no
 //!   reference, so a *late* I-frame — too late for its own slot — still
 //!   serves the P-frames played after it arrived. The reference is the GOP's
@@ -256,8 +258,13 @@ pub struct VideoSource {
     pub gop: u32,
     /// Packets of an I-frame.
     pub iframe_packets: u32,
-    /// Packets of a P-frame.
+    /// Packets of a P-frame (the fewest, with VBR).
     pub pframe_packets: u32,
+    /// VBR: a P-frame has between `pframe_packets` and this many packets,
+    /// uniformly, drawn from the frame's index (every run sends the same
+    /// stream; seed 004's P-frames are 9–11 NAL units). At most
+    /// `pframe_packets` (e.g. 0): CBR.
+    pub pframe_packets_max: u32,
     /// Payload bytes per packet.
     pub packet_size: usize,
     /// Frames to send.
@@ -275,6 +282,7 @@ impl Default for VideoSource {
             gop: 10,
             iframe_packets: 4,
             pframe_packets: 1,
+            pframe_packets_max: 0,
             packet_size: 1232,
             frames: 18_000,
             reference: Reference::Gop,
@@ -331,9 +339,27 @@ impl VideoSource {
 
     /// Packets in the whole stream.
     pub fn packets(&self) -> u64 {
-        let gops = u64::from(self.frames.div_ceil(self.gop));
-        let p = u64::from(self.frames) - gops;
-        gops * u64::from(self.iframe_packets) + p * u64::from(self.pframe_packets)
+        (0..self.frames)
+            .map(|f| u64::from(self.frame_packets(f).1))
+            .sum()
+    }
+
+    /// Frame `f`: `(intra, packets)`.
+    pub fn frame_packets(&self, f: u32) -> (bool, u32) {
+        if f.is_multiple_of(self.gop) {
+            return (true, self.iframe_packets);
+        }
+        let lo = self.pframe_packets;
+        let hi = self.pframe_packets_max.max(lo);
+        if hi == lo {
+            return (false, lo);
+        }
+        // splitmix64 of the index: uniform over lo..=hi, the same every run.
+        let mut z = u64::from(f).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (false, lo + (z % u64::from(hi - lo + 1)) as u32)
     }
 
     /// The sender's timetable (one message per packet, a frame's packets
@@ -347,17 +373,7 @@ impl VideoSource {
     /// live dependents is not expired; seed 002 keeps such I-frame
     /// fragments for retransmission).
     pub fn timetable(&self, base_lifetime: Duration) -> (Schedule, Vec<FramePackets>) {
-        let spec: Vec<(bool, u32)> = (0..self.frames)
-            .map(|f| {
-                let intra = f % self.gop == 0;
-                let count = if intra {
-                    self.iframe_packets
-                } else {
-                    self.pframe_packets
-                };
-                (intra, count)
-            })
-            .collect();
+        let spec: Vec<(bool, u32)> = (0..self.frames).map(|f| self.frame_packets(f)).collect();
         self.plan(&spec, base_lifetime)
     }
 
@@ -467,6 +483,10 @@ pub struct VideoScenario {
     /// A recorded stream's frames (sizes and types) in place of the
     /// source's synthetic ones; the source gives the rate and packet size.
     pub trace: Option<Vec<TraceFrame>>,
+    /// The fraction of a frame's packets it may miss and still decode
+    /// (seed 004's decoder: H.264 access units carry redundant NAL units, so
+    /// its UDP stream stays 97–99 % useful at 10 % loss). 0: every packet.
+    pub redundancy: f64,
 }
 
 /// What a video call measured.
@@ -508,6 +528,12 @@ impl VideoScenario {
     /// Send the video and play what arrives.
     pub fn run(&self) -> Result<VideoRun, String> {
         self.source.validate()?;
+        if !(0.0..1.0).contains(&self.redundancy) {
+            return Err(format!(
+                "redundancy must be in [0, 1), not {}",
+                self.redundancy
+            ));
+        }
         if self.source.packet_size == 0 {
             return Err("packet size must be at least 1 byte".into());
         }
@@ -541,9 +567,7 @@ impl VideoScenario {
             .map(|fp| {
                 let ids = fp.first as usize..(fp.first + fp.count) as usize;
                 let generated = messages.generated[ids.start].unwrap_or(Instant::ZERO);
-                let complete = messages.arrival[ids]
-                    .iter()
-                    .try_fold(Instant::ZERO, |m, a| a.map(|a| m.max(a)));
+                let complete = complete_at(&messages.arrival[ids], self.redundancy);
                 FrameTiming {
                     generated,
                     complete,
@@ -577,10 +601,79 @@ impl VideoScenario {
     }
 }
 
+/// When a frame whose packets arrived at `arrival` became decodable: its
+/// last packet's arrival, or with `redundancy` r, the arrival of the
+/// packet that completed all but ⌊r·n⌋ of its n packets; `None` if too
+/// many never arrived.
+fn complete_at(arrival: &[Option<Instant>], redundancy: f64) -> Option<Instant> {
+    let spare = (redundancy * arrival.len() as f64).floor() as usize;
+    let need = arrival.len().saturating_sub(spare).max(1);
+    let mut got: Vec<Instant> = arrival.iter().flatten().copied().collect();
+    if got.len() < need {
+        return None;
+    }
+    got.sort_unstable();
+    Some(got[need - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_redundant_frame_decodes_without_its_latest_packets() {
+        let a = |v: &[Option<u64>]| v.iter().map(|x| x.map(at)).collect::<Vec<_>>();
+        let ten = a(&[
+            Some(1),
+            Some(9),
+            None,
+            Some(3),
+            Some(4),
+            Some(5),
+            Some(6),
+            Some(7),
+            Some(8),
+            Some(2),
+        ]);
+        assert_eq!(complete_at(&ten, 0.0), None);
+        // 30 %: three of ten may be missing (or late).
+        assert_eq!(complete_at(&ten, 0.3), Some(at(7)));
+        assert_eq!(complete_at(&ten, 0.1), Some(at(9)));
+        let all = a(&[Some(5), Some(2)]);
+        assert_eq!(complete_at(&all, 0.0), Some(at(5)));
+        // Never fewer than one packet.
+        assert_eq!(complete_at(&a(&[None]), 0.9), None);
+    }
+
+    #[test]
+    fn vbr_frames_draw_their_sizes_from_the_index() {
+        let src = VideoSource {
+            gop: 250,
+            iframe_packets: 30,
+            pframe_packets: 9,
+            pframe_packets_max: 11,
+            frames: 2000,
+            ..VideoSource::default()
+        };
+        let sizes: Vec<u32> = (0..2000).map(|f| src.frame_packets(f).1).collect();
+        assert_eq!(sizes[0], 30);
+        assert!(sizes
+            .iter()
+            .enumerate()
+            .all(|(f, &n)| f % 250 == 0 || (9..=11).contains(&n)));
+        for n in 9..=11 {
+            let k = sizes.iter().filter(|&&x| x == n).count();
+            assert!((550..=780).contains(&k), "{n}: {k}");
+        }
+        assert_eq!(
+            src.packets(),
+            sizes.iter().map(|&n| u64::from(n)).sum::<u64>()
+        );
+        let (plan, frames) = src.timetable(Duration::from_millis(200));
+        assert_eq!(plan.len() as u64, src.packets());
+        assert_eq!(frames[1].count, sizes[1]);
+    }
 
     const MS: Duration = Duration::from_millis(1);
 

@@ -32,6 +32,7 @@ fn scenario(name: &str, frames: u32) -> VideoScenario {
         on_missing: None,
         resume: Resume::CatchUp,
         trace: None,
+        redundancy: 0.0,
     }
 }
 

@@ -82,7 +82,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     assert_eq!(v["params"]["seeds"], "1");
     let repros = v["reproductions"].as_array().unwrap();
     let names: Vec<&str> = repros.iter().map(|r| r["plan"].as_str().unwrap()).collect();
-    assert_eq!(names, ["ch5", "ch5-dupack", "quicsilver"]);
+    assert_eq!(names, ["ch5", "ch5-dupack", "quicsilver", "rtp-quic"]);
     for r in repros {
         assert!(r["claims"].as_u64().unwrap() > 0, "{r}");
         let sub = dir.join(r["plan"].as_str().unwrap());
@@ -97,7 +97,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
         }
         let s: serde_json::Value =
             serde_json::from_slice(&std::fs::read(sub.join("summary.json")).unwrap()).unwrap();
-        let adapter = if r["plan"] == "quicsilver" {
+        let adapter = if r["plan"] == "quicsilver" || r["plan"] == "rtp-quic" {
             "video"
         } else {
             "voip"
@@ -110,8 +110,9 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     let html = std::fs::read_to_string(&index).unwrap();
     let figures = image_sources(&html);
     // ch5 and ch5-dupack: 2 scenarios × 5 transports × (full + zoom);
-    // quicsilver: one latency plot per scenario (5).
-    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5, "{figures:?}");
+    // quicsilver: one latency plot per scenario (5); rtp-quic: one
+    // head-of-line scatter, total head-of-line and sending delay (3).
+    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5 + 3, "{figures:?}");
     for f in &figures {
         assert!(
             dir.join(f).is_file(),

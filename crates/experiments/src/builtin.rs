@@ -27,6 +27,10 @@ pub const PLANS: &[Builtin] = &[
         name: "quicsilver",
         text: include_str!("../../../scenarios/quicsilver.toml"),
     },
+    Builtin {
+        name: "rtp-quic",
+        text: include_str!("../../../scenarios/rtp-quic.toml"),
+    },
 ];
 
 /// The adapters a plan may name.

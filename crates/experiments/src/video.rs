@@ -33,6 +33,7 @@ use hollywood_apps::video::{OnMissing, Reference, Resume, VideoRun, VideoScenari
 use hollywood_apps::{GenericTransport, MessagesScenario};
 use hollywood_tcp::{CcAlgorithm, Config};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One stream over one transport.
@@ -74,6 +75,19 @@ pub struct VideoReport {
     pub lifetime_ms: f64,
     /// Application latency per delivered packet: generation → delivery (ms).
     pub app_latency_ms: Percentiles,
+    /// Stack latency per delivered packet: generation → the receiving
+    /// stack holding all of it (ms; seed 002).
+    pub stack_latency_ms: Percentiles,
+    /// Head-of-line-blocking delay, summed over delivered packets: the
+    /// stack held a packet but could not hand it over (s; seed 004 §5.1).
+    pub hol_total_s: f64,
+    /// Delivered packets that waited behind missing data (> 0.1 ms).
+    pub hol_blocked_packets: u64,
+    /// Sending delay, summed over sent packets: generation → its last
+    /// byte first on the wire (s; seed 004 §5.2).
+    pub sending_delay_total_s: f64,
+    /// Sending delay per packet (ms).
+    pub sending_delay_ms: Percentiles,
     /// Messages delivered corrupt or twice (must be 0).
     pub corrupt_or_duplicate: u64,
     /// Seed.
@@ -99,6 +113,8 @@ impl VideoReport {
     pub fn of(transport: &str, run: &VideoRun, seed: u64, wall_ms: f64) -> VideoReport {
         let m = &run.messages;
         let r = &run.report;
+        let hol = m.hol_ms();
+        let sending = m.sending_delay_ms();
         VideoReport {
             transport: transport.to_string(),
             player: match run.on_missing {
@@ -122,6 +138,11 @@ impl VideoReport {
             oracle_packets_on_time: m.on_time.oracle_on_time,
             lifetime_ms: run.lifetime.as_secs_f64() * 1000.0,
             app_latency_ms: Percentiles::of(m.delays_ms()),
+            stack_latency_ms: Percentiles::of(m.stack_latency_ms()),
+            hol_total_s: hol.iter().sum::<f64>() / 1e3,
+            hol_blocked_packets: hol.iter().filter(|h| **h > 0.1).count() as u64,
+            sending_delay_total_s: sending.iter().sum::<f64>() / 1e3,
+            sending_delay_ms: Percentiles::of(sending),
             corrupt_or_duplicate: m.corrupt_delivered + m.duplicates_delivered,
             seed,
             sim_seconds: m.sim_time.as_secs_f64(),
@@ -243,6 +264,9 @@ fn d_reference() -> String {
 fn d_player() -> String {
     "auto".into()
 }
+fn d_scatter() -> String {
+    "latency".into()
+}
 
 /// The parameters as written in the plan.
 #[derive(Deserialize, Debug, Clone)]
@@ -256,6 +280,10 @@ struct Raw {
     iframe_packets: u32,
     #[serde(default = "d_one")]
     pframe_packets: u32,
+    #[serde(default)]
+    pframe_packets_max: u32,
+    #[serde(default)]
+    redundancy: f64,
     #[serde(default = "d_size")]
     size: String,
     #[serde(default = "d_duration")]
@@ -281,6 +309,28 @@ struct Raw {
     player: String,
     transport: String,
     scatter_loss: Option<String>,
+    /// With `scatter_loss`: only the configuration at this one-way delay.
+    scatter_one_way: Option<String>,
+    /// What the scatter shows: `latency` (application latency by time,
+    /// seed 002 Figs. 6-7) or `hol` (head-of-line-blocking delay by packet
+    /// number, seed 004 Fig. 5).
+    #[serde(default = "d_scatter")]
+    scatter: String,
+    /// Packet numbers the `hol` scatter shows, `[from, to]`.
+    scatter_packets: Option<[u32; 2]>,
+    /// Transports whose total head-of-line-blocking delay, summed over the
+    /// lossy configurations of the plan, must decrease in this order
+    /// (seed 004 Fig. 4); checked in the report.
+    #[serde(default)]
+    hol_order: Vec<String>,
+    /// Two transports whose summed head-of-line-blocking delay must be
+    /// within a factor of 1.5 of each other (seed 004: TCP ≈ QUIC_SS).
+    #[serde(default)]
+    hol_near: Vec<String>,
+    /// Plot total head-of-line-blocking and sending delay against loss,
+    /// one panel per transport (seed 004 Figs. 4 and 6).
+    #[serde(default)]
+    delay_plots: bool,
     #[serde(default)]
     stated: Vec<Stated>,
     notes: Option<String>,
@@ -301,12 +351,30 @@ pub struct VideoPoint {
     pub cc: CcAlgorithm,
     /// Plot this configuration's packets (its loss is `scatter_loss`).
     pub scatter: bool,
+    /// The scatter shows head-of-line-blocking delay by packet number
+    /// (these packets) instead of latency by time.
+    pub hol_scatter: Option<[u32; 2]>,
+    /// The loss is above zero (the head-of-line checks use these).
+    pub lossy: bool,
+    /// Report-level options (the same on every configuration).
+    pub report: ReportOptions,
     /// The seed's figures for this transport and loss.
     pub stated: Option<Stated>,
     /// Every stated row of the scenario (checked to match a configuration).
     pub stated_rows: Vec<Stated>,
     /// The plan's notes for the README.
     pub notes: Option<String>,
+}
+
+/// Options for the report as a whole.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReportOptions {
+    /// Transports in decreasing order of summed head-of-line delay.
+    pub hol_order: Vec<String>,
+    /// Two transports whose summed head-of-line delay must be close.
+    pub hol_near: Vec<String>,
+    /// Plot head-of-line and sending delay against loss.
+    pub delay_plots: bool,
 }
 
 /// One run: the report and, for the first seed of a plotted
@@ -320,8 +388,11 @@ pub struct RunResult {
 }
 
 /// The metrics claims may use.
-pub const METRICS: [&str; 9] = [
+pub const METRICS: [&str; 12] = [
     "useful_pct",
+    "hol_total_s",
+    "sending_delay_s",
+    "stack_latency_p99_ms",
     "stalls",
     "discrepancy_s",
     "per_stall_ms",
@@ -348,6 +419,9 @@ fn metric_of(r: &VideoReport, name: &str) -> Option<f64> {
         }
         "latency_p50_ms" => r.app_latency_ms.p50,
         "latency_p99_ms" => r.app_latency_ms.p99,
+        "hol_total_s" => r.hol_total_s,
+        "sending_delay_s" => r.sending_delay_total_s,
+        "stack_latency_p99_ms" => r.stack_latency_ms.p99,
         _ => return None,
     })
 }
@@ -385,6 +459,7 @@ impl Adapter for Video {
             gop: raw.gop,
             iframe_packets: raw.iframe_packets,
             pframe_packets: raw.pframe_packets,
+            pframe_packets_max: raw.pframe_packets_max,
             packet_size: size as usize,
             frames: frames as u32,
             reference: parse_reference(&raw.frame_reference)?,
@@ -418,12 +493,46 @@ impl Adapter for Video {
             on_missing: parse_player(&raw.player)?,
             resume: parse_resume(&raw.resume)?,
             trace: None,
+            redundancy: raw.redundancy,
         };
+        if !(0.0..1.0).contains(&raw.redundancy) {
+            return Err(format!(
+                "redundancy must be in [0, 1), not {}",
+                raw.redundancy
+            ));
+        }
         for st in &raw.stated {
             if GenericTransport::parse(&st.transport).is_none() {
                 return Err(format!("stated: unknown transport '{}'", st.transport));
             }
             parse_loss_model(&st.loss).map_err(|e| format!("stated: {e}"))?;
+        }
+        let one_way = parse_duration(&raw.one_way)?;
+        let scatter = match &raw.scatter_loss {
+            Some(l) => {
+                parse_loss_model(l).map_err(|e| format!("scatter_loss: {e}"))? == loss
+                    && match &raw.scatter_one_way {
+                        Some(w) => {
+                            parse_duration(w).map_err(|e| format!("scatter_one_way: {e}"))?
+                                == one_way
+                        }
+                        None => true,
+                    }
+            }
+            None => false,
+        };
+        let hol_scatter = match raw.scatter.as_str() {
+            "latency" => None,
+            "hol" => Some(raw.scatter_packets.unwrap_or([0, u32::MAX])),
+            other => return Err(format!("scatter must be latency or hol, not '{other}'")),
+        };
+        for t in raw.hol_order.iter().chain(&raw.hol_near) {
+            if GenericTransport::parse(t).is_none() {
+                return Err(format!("hol_order/hol_near: unknown transport '{t}'"));
+            }
+        }
+        if !raw.hol_near.is_empty() && raw.hol_near.len() != 2 {
+            return Err("hol_near names two transports".into());
         }
         let matches = |st: &Stated| {
             GenericTransport::parse(&st.transport).map(|t| t.name()) == Some(g.name())
@@ -432,9 +541,13 @@ impl Adapter for Video {
         Ok(VideoPoint {
             scenario: point.scenario.clone(),
             transport: g.name(),
-            scatter: match &raw.scatter_loss {
-                Some(l) => parse_loss_model(l).map_err(|e| format!("scatter_loss: {e}"))? == loss,
-                None => false,
+            scatter,
+            hol_scatter,
+            lossy: loss.mean_loss() > 0.0,
+            report: ReportOptions {
+                hol_order: raw.hol_order.clone(),
+                hol_near: raw.hol_near.clone(),
+                delay_plots: raw.delay_plots,
             },
             stated: raw.stated.iter().find(|st| matches(st)).cloned(),
             stated_rows: raw.stated.clone(),
@@ -459,17 +572,33 @@ impl Adapter for Video {
         }
         let latency = (keep && p.scatter).then(|| {
             let m = &run.messages;
-            m.generated
-                .iter()
-                .zip(&m.arrival)
-                .filter_map(|(g, a)| {
-                    let (g, a) = (g.as_ref()?, a.as_ref()?);
-                    Some((
-                        g.as_nanos() as f64 / 1e9,
-                        (a.as_nanos() as f64 - g.as_nanos() as f64) / 1e6,
-                    ))
-                })
-                .collect()
+            match p.hol_scatter {
+                // Packet number → head-of-line-blocking delay (ms).
+                Some([from, to]) => m
+                    .received
+                    .iter()
+                    .zip(&m.arrival)
+                    .enumerate()
+                    .filter(|(i, _)| (from as usize..=to as usize).contains(i))
+                    .filter_map(|(i, (r, a))| {
+                        let (r, a) = (r.as_ref()?, a.as_ref()?);
+                        Some((i as f64, (a.as_nanos() as f64 - r.as_nanos() as f64) / 1e6))
+                    })
+                    .collect(),
+                // Generation (s) → application latency (ms).
+                None => m
+                    .generated
+                    .iter()
+                    .zip(&m.arrival)
+                    .filter_map(|(g, a)| {
+                        let (g, a) = (g.as_ref()?, a.as_ref()?);
+                        Some((
+                            g.as_nanos() as f64 / 1e9,
+                            (a.as_nanos() as f64 - g.as_nanos() as f64) / 1e6,
+                        ))
+                    })
+                    .collect(),
+            }
         });
         Ok(RunResult { report, latency })
     }
@@ -491,7 +620,15 @@ impl Adapter for Video {
 #[derive(Serialize, Debug, Clone)]
 struct ConfigSummary {
     transport: &'static str,
+    one_way_ms: f64,
+    buffer_frames: u32,
+    /// Lossy (the head-of-line checks use these).
+    #[serde(skip)]
+    lossy: bool,
     loss: String,
+    hol_total_s: Stat,
+    sending_delay_s: Stat,
+    stack_latency_p99_ms: Stat,
     useful_pct: Stat,
     stalls: Stat,
     discrepancy_s: Stat,
@@ -536,6 +673,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
     for (si, s) in done.plan.scenarios.iter().enumerate() {
         let mut charts = Vec::new();
         let mut loss = String::new();
+        let mut hol_kind = false;
         for c in done.configs.iter_mut() {
             if c.point.scenario_index != si {
                 continue;
@@ -546,6 +684,24 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
             let p = &c.params;
             loss.clone_from(&p.loss);
             let one_way = p.sc.path.rtt.as_secs_f64() * 500.0;
+            if p.hol_scatter.is_some() {
+                hol_kind = true;
+                let top = points.iter().map(|q| q.1).fold(1.0, f64::max) * 1.05;
+                charts.push(Chart {
+                    title: format!(
+                        "{}, {}, one-way {one_way:.0} ms, loss {}",
+                        s.name, p.transport, p.loss
+                    ),
+                    x_label: "packet number".into(),
+                    y_label: "head-of-line-blocking delay (ms)".into(),
+                    x_range: None,
+                    y_range: Some((0.0, top)),
+                    series: vec![Series::new(p.transport, points, Style::Points, Rgb::RED)],
+                    hlines: Vec::new(),
+                    regions: Vec::new(),
+                });
+                continue;
+            }
             let deadline = p.sc.lifetime().as_secs_f64() * 1000.0;
             let top = points.iter().map(|q| q.1).fold(deadline, f64::max) * 1.05;
             charts.push(Chart {
@@ -573,17 +729,33 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
         if charts.is_empty() {
             continue;
         }
-        let file = format!("latency-{}.png", s.name);
+        let seed = done.plan.seeds.first().copied().unwrap_or(0);
+        let (file, caption, reproduces) = if hol_kind {
+            (
+                format!("hol-{}.png", s.name),
+                format!(
+                    "{}: head-of-line-blocking delay (receiving stack → application) of each \
+                     packet at {loss} loss, seed {seed}",
+                    s.name
+                ),
+                "seed 004 Fig. 5",
+            )
+        } else {
+            (
+                format!("latency-{}.png", s.name),
+                format!(
+                    "{}: application latency (generation → delivery) of every packet at {loss} \
+                     loss, seed {seed}",
+                    s.name
+                ),
+                "seed 002 Figs. 6-7",
+            )
+        };
         plot::draw_stacked(&charts, &ctx.out.join(&file))?;
         figures.push(Figure {
             file,
-            caption: format!(
-                "{}: application latency (generation → delivery) of every packet at {loss} loss, \
-                 seed {}",
-                s.name,
-                done.plan.seeds.first().copied().unwrap_or(0)
-            ),
-            reproduces: Some("seed 002 Figs. 6-7".into()),
+            caption,
+            reproduces: Some(reproduces.into()),
         });
     }
 
@@ -622,7 +794,13 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
             };
             configs.push(ConfigSummary {
                 transport: p.transport,
+                one_way_ms: p.sc.path.rtt.as_secs_f64() * 500.0,
+                buffer_frames: p.sc.buffer_frames,
+                lossy: p.lossy,
                 loss: p.loss.clone(),
+                hol_total_s: stat("hol_total_s"),
+                sending_delay_s: stat("sending_delay_s"),
+                stack_latency_p99_ms: stat("stack_latency_p99_ms"),
                 useful_pct: stat("useful_pct"),
                 stalls: stat("stalls"),
                 discrepancy_s: stat("discrepancy_s"),
@@ -644,6 +822,12 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
             lifetime_ms,
             configs,
         });
+    }
+    // The report-level claims count with the plan's (the card, the CLI).
+    let extra = hol_checks(&first.report, &scenarios);
+    done.claims.extend(extra);
+    if first.report.delay_plots {
+        figures.extend(delay_plots(&scenarios, ctx)?);
     }
     let summary = Summary {
         experiment: done.plan.name.clone(),
@@ -667,6 +851,198 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
     })
 }
 
+/// Summed head-of-line delay per transport over a scenario's lossy
+/// configurations with at most `max_loss` loss (mean over seeds of each),
+/// and how many configurations it covers.
+fn hol_sums(s: &ScenarioSummary, max_loss: f64) -> BTreeMap<&'static str, (f64, usize)> {
+    let mut sums: BTreeMap<&'static str, (f64, usize)> = BTreeMap::new();
+    for c in s.configs.iter().filter(|c| c.lossy) {
+        if parse_loss_model(&c.loss).map_or(true, |l| l.mean_loss() > max_loss) {
+            continue;
+        }
+        let e = sums.entry(c.transport).or_default();
+        e.0 += c.hol_total_s.mean;
+        e.1 += 1;
+    }
+    sums
+}
+
+/// The report-level head-of-line claims (seed 004 Fig. 4), per scenario:
+/// the order of the summed delays, and two transports close to each other
+/// (over every lossy configuration, and over those at ≤ 1 % loss).
+fn hol_checks(o: &ReportOptions, scenarios: &[ScenarioSummary]) -> Vec<ClaimResult> {
+    let name = |t: &str| GenericTransport::parse(t).map_or("?", |g| g.name());
+    let mut out = Vec::new();
+    for s in scenarios {
+        let claim =
+            |config: &str, claim: String, expectation: &str, observed: String, holds| ClaimResult {
+                scenario: s.name.clone(),
+                transport: String::new(),
+                config: format!("{}: {config}", s.name),
+                metric: "hol_total_s (summed)".into(),
+                claim,
+                source: Some("seed 004 Fig. 4, §5.1".into()),
+                stated: Some("TCP ≈ QUIC_SS > QUIC_GOP > QUIC_FPS > QUIC_PPS = UDP = 0".into()),
+                expectation: expectation.into(),
+                observed,
+                holds,
+            };
+        let all = hol_sums(s, 1.0);
+        if o.hol_order.len() >= 2 {
+            let vals: Vec<Option<(f64, usize)>> = o
+                .hol_order
+                .iter()
+                .map(|t| all.get(name(t)).copied())
+                .collect();
+            let observed = o
+                .hol_order
+                .iter()
+                .zip(&vals)
+                .map(|(t, v)| match v {
+                    Some((x, n)) => format!("{t} {x:.1} s ({n} configs)"),
+                    None => format!("{t} not run"),
+                })
+                .collect::<Vec<_>>()
+                .join(" > ");
+            let holds = vals.iter().all(Option::is_some)
+                && vals
+                    .windows(2)
+                    .all(|w| matches!((w[0], w[1]), (Some(a), Some(b)) if a.0 > b.0));
+            out.push(claim(
+                "every lossy configuration",
+                format!(
+                    "summed over the lossy configurations, head-of-line blocking decreases {}",
+                    o.hol_order.join(" > ")
+                ),
+                "strictly decreasing",
+                observed,
+                holds,
+            ));
+        }
+        if let [a, b] = o.hol_near.as_slice() {
+            for (config, max_loss) in [
+                ("every lossy configuration", 1.0),
+                ("loss at most 1 %", 0.01),
+            ] {
+                let sums = hol_sums(s, max_loss);
+                let ratio = match (sums.get(name(a)), sums.get(name(b))) {
+                    (Some(x), Some(y)) if y.0 > 0.0 => Some(x.0 / y.0),
+                    _ => None,
+                };
+                out.push(claim(
+                    config,
+                    format!("{a} and {b} suffer about the same head-of-line blocking"),
+                    "ratio within [0.67, 1.5]",
+                    match ratio {
+                        Some(r) => format!("{a}/{b} = {r:.2}"),
+                        None => "not run, or no blocking".into(),
+                    },
+                    ratio.is_some_and(|r| (1.0 / 1.5..=1.5).contains(&r)),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Seed 004 Figs. 4 and 6: total head-of-line-blocking and sending delay
+/// against loss, one panel per transport, a line per one-way delay (mean
+/// over seeds and scenarios, e.g. buffer sizes, which do not change them
+/// for reliable transports).
+fn delay_plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>, String> {
+    let colors = [
+        Rgb::BLUE,
+        Rgb::ORANGE,
+        Rgb::GREEN,
+        Rgb::RED,
+        Rgb::PURPLE,
+        Rgb::BLACK,
+        Rgb::GREY,
+    ];
+    let mut transports: Vec<&'static str> = Vec::new();
+    let mut delays: Vec<f64> = Vec::new();
+    for c in scenarios.iter().flat_map(|s| &s.configs) {
+        if !transports.contains(&c.transport) {
+            transports.push(c.transport);
+        }
+        if !delays.contains(&c.one_way_ms) {
+            delays.push(c.one_way_ms);
+        }
+    }
+    delays.sort_by(f64::total_cmp);
+    let mut figures = Vec::new();
+    for (metric, file, label, reproduces) in [
+        (
+            "hol",
+            "hol-total.png",
+            "total head-of-line-blocking delay (s)",
+            "seed 004 Fig. 4",
+        ),
+        (
+            "sending",
+            "sending-total.png",
+            "total sending delay (s)",
+            "seed 004 Fig. 6",
+        ),
+    ] {
+        let mut charts = Vec::new();
+        for t in &transports {
+            let mut series = Vec::new();
+            for (i, d) in delays.iter().enumerate() {
+                // loss (%) → mean of the metric over the scenarios.
+                let mut at: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
+                for c in scenarios
+                    .iter()
+                    .flat_map(|s| &s.configs)
+                    .filter(|c| c.transport == *t && c.one_way_ms == *d)
+                {
+                    let Ok(l) = parse_loss_model(&c.loss) else {
+                        continue;
+                    };
+                    let pct = l.mean_loss() * 100.0;
+                    let v = if metric == "hol" {
+                        c.hol_total_s.mean
+                    } else {
+                        c.sending_delay_s.mean
+                    };
+                    let e = at.entry(pct.to_bits()).or_insert((pct, 0.0, 0));
+                    e.1 += v;
+                    e.2 += 1;
+                }
+                let mut pts: Vec<(f64, f64)> =
+                    at.values().map(|(x, y, n)| (*x, y / *n as f64)).collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                series.push(Series::new(
+                    format!("{d} ms"),
+                    pts,
+                    Style::Line,
+                    colors[i % colors.len()],
+                ));
+            }
+            charts.push(Chart {
+                title: format!("{t}: {label} by loss, per one-way delay"),
+                x_label: "loss (%)".into(),
+                y_label: label.into(),
+                x_range: None,
+                y_range: None,
+                series,
+                hlines: Vec::new(),
+                regions: Vec::new(),
+            });
+        }
+        plot::draw_stacked(&charts, &ctx.out.join(file))?;
+        figures.push(Figure {
+            file: file.into(),
+            caption: format!(
+                "{label} against loss, one panel per transport, one line per one-way delay \
+                 (mean over seeds and buffer sizes)"
+            ),
+            reproduces: Some(reproduces.into()),
+        });
+    }
+    Ok(figures)
+}
+
 fn summary_md(s: &Summary) -> String {
     let mut m = String::new();
     let _ = writeln!(
@@ -683,8 +1059,11 @@ fn summary_md(s: &Summary) -> String {
          discrepancy / stalls; *skipped*: frames concealed; *on time*: packets delivered by \
          their frame's deadline, with what an oracle (loses only the network's drops, adds \
          no delay) delivers in brackets; *latency*: generation → delivery to the \
-         application, p50 / p99. *seed*: the seed document's own figure for that \
-         transport and loss.\n"
+         application, p50 / p99; *stack*: generation → the receiving stack holding the \
+         packet, p99; *HOL*: head-of-line-blocking delay (the stack held a packet but \
+         could not hand it over) summed over packets; *sending*: generation → the \
+         packet's last byte first on the wire, summed (seed 004's definitions). *seed*: \
+         the seed document's own figure for that transport and loss.\n"
     );
     for sc in &s.scenarios {
         let _ = writeln!(
@@ -694,9 +1073,12 @@ fn summary_md(s: &Summary) -> String {
         );
         let _ = writeln!(
             m,
-            "| loss | transport | useful % | stalls | discrepancy s | per stall ms | skipped | on time (oracle) | latency ms p50 / p99 | seed |"
+            "| one-way ms | loss | transport | useful % | stalls | discrepancy s | per stall ms | skipped | on time (oracle) | latency ms p50 / p99 | stack p99 ms | HOL s | sending s | seed |"
         );
-        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            m,
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        );
         for c in &sc.configs {
             let per_stall = if c.per_stall_ms.n == 0 {
                 "–".to_string()
@@ -705,7 +1087,8 @@ fn summary_md(s: &Summary) -> String {
             };
             let _ = writeln!(
                 m,
-                "| {} | {} | {} | {} | {} | {} | {} | {:.0} ({:.0}) | {:.1} / {:.1} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} ({:.0}) | {:.1} / {:.1} | {:.1} | {:.2} | {:.2} | {} |",
+                c.one_way_ms,
                 c.loss,
                 c.transport,
                 pm3(&c.useful_pct),
@@ -717,6 +1100,9 @@ fn summary_md(s: &Summary) -> String {
                 c.oracle_packets_on_time.mean,
                 c.latency_p50_ms.mean,
                 c.latency_p99_ms.mean,
+                c.stack_latency_p99_ms.mean,
+                c.hol_total_s.mean,
+                c.sending_delay_s.mean,
                 c.stated.as_ref().map(Stated::text).unwrap_or_default()
             );
         }

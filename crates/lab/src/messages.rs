@@ -262,6 +262,9 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         on_time: run.on_time(),
         generated,
         arrival,
+        // Not measured on real packets: the stacks are other processes.
+        received: vec![None; sc.count as usize],
+        first_sent: vec![None; sc.count as usize],
         expired,
         first_tx_dropped: network_dropped.clone(),
         network_dropped,

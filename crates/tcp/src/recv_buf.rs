@@ -6,12 +6,25 @@
 //! they never wrap; the connection converts sequence numbers. Memory is the
 //! ring (`capacity` bytes, allocated on first use) plus a bounded list of
 //! out-of-order ranges.
+//!
+//! Each held byte also keeps the time it first arrived (stamps: disjoint
+//! intervals of held bytes, each with one arrival time), so a reader learns
+//! how long data waited here behind a hole: the head-of-line-blocking delay
+//! of seed 004 §5.1 ([`RecvBuffer::read_stamped`]).
+
+use std::collections::BTreeMap;
 
 /// At most this many disjoint out-of-order ranges are kept; a segment that
 /// would create one more is dropped (the sender retransmits it). Bounds the
 /// bookkeeping under pathological patterns (RFC 9293 §3.10.7.4 allows a
 /// receiver to discard out-of-order data).
 pub(crate) const MAX_OOO_RANGES: usize = 512;
+
+/// At most this many arrival-stamp intervals are kept. Beyond it a new
+/// interval is merged into the one before it (the later of the two times):
+/// the stamps stay an upper bound on when the bytes arrived, and memory
+/// stays bounded when a peer sends tiny segments.
+pub(crate) const MAX_STAMPS: usize = 4096;
 
 /// What [`RecvBuffer::insert`] did with a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,6 +60,9 @@ pub(crate) struct RecvBuffer {
     /// Out-of-order ranges `[start, end)` beyond the in-order data: sorted,
     /// disjoint, not adjacent.
     ooo: Vec<(u64, u64)>,
+    /// First-arrival times of held bytes: `start → (end, time in ns)`,
+    /// disjoint intervals covering every held byte (module docs).
+    stamps: BTreeMap<u64, (u64, u64)>,
 }
 
 impl RecvBuffer {
@@ -59,6 +75,7 @@ impl RecvBuffer {
             read_off: 0,
             ready: 0,
             ooo: Vec::new(),
+            stamps: BTreeMap::new(),
         }
     }
 
@@ -104,9 +121,68 @@ impl RecvBuffer {
         }
     }
 
-    /// Insert `data` that starts at stream offset `off`. Bytes before RCV.NXT
-    /// are duplicates; bytes beyond the ring's end are dropped.
+    /// [`RecvBuffer::insert_at`] at time 0 (tests of the byte logic).
+    #[cfg(test)]
     pub(crate) fn insert(&mut self, off: u64, data: &[u8]) -> Inserted {
+        self.insert_at(off, data, 0)
+    }
+
+    /// Record that the bytes `[a, b)`, held from now on, arrived at `t_ns`.
+    fn add_stamp(&mut self, a: u64, b: u64, t_ns: u64) {
+        let full = self.stamps.len() >= MAX_STAMPS;
+        if let Some((_, (end, t))) = self.stamps.range_mut(..a).next_back() {
+            // Extend the interval before when it ends here at the same time,
+            // or when there are too many (module docs: an upper bound).
+            if (*end == a && *t == t_ns) || full {
+                *end = (*end).max(b);
+                *t = (*t).max(t_ns);
+                return;
+            }
+        }
+        self.stamps.insert(a, (b, t_ns));
+    }
+
+    /// Stamp the bytes of `[start, end)` not held yet (before they join the
+    /// range set).
+    fn stamp_new(&mut self, start: u64, end: u64, t_ns: u64) {
+        let mut at = start;
+        let i = self.ooo.partition_point(|&(_, e)| e <= start);
+        let mut gaps = Vec::new();
+        for &(s, e) in &self.ooo[i..] {
+            if s >= end {
+                break;
+            }
+            if s > at {
+                gaps.push((at, s));
+            }
+            at = at.max(e);
+        }
+        if at < end {
+            gaps.push((at, end));
+        }
+        for (a, b) in gaps {
+            self.add_stamp(a, b, t_ns);
+        }
+    }
+
+    /// Forget the stamps of bytes before stream offset `off` (read).
+    fn drop_stamps_before(&mut self, off: u64) {
+        while let Some((&s, &(e, t))) = self.stamps.first_key_value() {
+            if s >= off {
+                break;
+            }
+            self.stamps.remove(&s);
+            if e > off {
+                self.stamps.insert(off, (e, t));
+                break;
+            }
+        }
+    }
+
+    /// Insert `data` that starts at stream offset `off`, arriving at `t_ns`.
+    /// Bytes before RCV.NXT are duplicates; bytes beyond the ring's end are
+    /// dropped.
+    pub(crate) fn insert_at(&mut self, off: u64, data: &[u8], t_ns: u64) -> Inserted {
         let mut res = Inserted::default();
         let nxt = self.nxt_off();
         let seg_end = off.saturating_add(data.len() as u64);
@@ -148,6 +224,7 @@ impl RecvBuffer {
         }
         let payload = &data[(start - off) as usize..(end - off) as usize];
         self.store(start, payload);
+        self.stamp_new(start, end, t_ns);
         // RFC 5681 §4.2: data at RCV.NXT while out-of-order data is held fills
         // (part of) the gap.
         res.filled_gap = start == nxt && !self.ooo.is_empty();
@@ -168,7 +245,7 @@ impl RecvBuffer {
     /// reach) in order, filling the bytes never received with zeros
     /// (sequence-gap receiver, seed 003 §7.2). Returns (bytes that became
     /// readable in order, of which zero-filled).
-    pub(crate) fn fill_gaps(&mut self, target: u64) -> (usize, usize) {
+    pub(crate) fn fill_gaps(&mut self, target: u64, t_ns: u64) -> (usize, usize) {
         let target = target.min(self.read_off + self.capacity as u64);
         let start = self.nxt_off();
         let mut zeros = 0;
@@ -178,7 +255,7 @@ impl RecvBuffer {
             // ends the gap at RCV.NXT.
             let gap_end = self.ooo.first().map_or(target, |&(s, _)| s.min(target));
             let fill = vec![0u8; (gap_end - nxt) as usize];
-            let ins = self.insert(nxt, &fill);
+            let ins = self.insert_at(nxt, &fill, t_ns);
             zeros += fill.len();
             if ins.in_order == 0 {
                 break; // cannot happen: data at RCV.NXT is always taken
@@ -194,6 +271,21 @@ impl RecvBuffer {
         self.read_pos = (self.read_pos + n) % self.capacity;
         self.read_off += n as u64;
         self.ready = 0;
+        self.drop_stamps_before(self.read_off);
+    }
+
+    /// Like [`RecvBuffer::read`], but only bytes that arrived at one time
+    /// (at most up to the end of the first stamp interval): `(count, their
+    /// arrival in ns)`; `(0, None)` when nothing is ready.
+    pub(crate) fn read_stamped(&mut self, buf: &mut [u8]) -> (usize, Option<u64>) {
+        let (limit, t) = match self.stamps.first_key_value() {
+            Some((&s, &(e, t))) if s <= self.read_off => ((e - self.read_off) as usize, Some(t)),
+            // Every held byte is stamped; unreachable, but read on.
+            _ => (buf.len(), None),
+        };
+        let n = buf.len().min(limit);
+        let n = self.read(&mut buf[..n]);
+        (n, t.filter(|_| n > 0))
     }
 
     /// Copy up to `buf.len()` in-order bytes out; returns the count.
@@ -210,6 +302,7 @@ impl RecvBuffer {
         self.read_pos = (self.read_pos + n) % self.capacity;
         self.read_off += n as u64;
         self.ready -= n;
+        self.drop_stamps_before(self.read_off);
         n
     }
 }
@@ -281,13 +374,13 @@ mod tests {
         b.insert(10, b"kl");
         // Skip to 8: the gap 2..4 and 6..8 are zero-filled, "ef" released;
         // "kl" stays out of order.
-        assert_eq!(b.fill_gaps(8), (6, 4));
+        assert_eq!(b.fill_gaps(8, 0), (6, 4));
         assert_eq!(b.nxt_off(), 8);
         assert_eq!(b.ooo_ranges(), &[(10, 12)]);
         // Skip into a held range: it is released whole.
-        assert_eq!(b.fill_gaps(11), (4, 2));
+        assert_eq!(b.fill_gaps(11, 0), (4, 2));
         assert_eq!(read_all(&mut b), b"ab\0\0ef\0\0\0\0kl");
-        assert_eq!(b.fill_gaps(5), (0, 0), "never backwards");
+        assert_eq!(b.fill_gaps(5, 0), (0, 0), "never backwards");
     }
 
     #[test]
@@ -302,5 +395,65 @@ mod tests {
         assert_eq!(b.insert(3, b"z").dropped, 0);
         // In-order data is always accepted.
         assert_eq!(b.insert(0, b"ab").in_order, 5);
+    }
+
+    /// Reads `n` bytes one stamp at a time: `(bytes, time)` pieces.
+    fn stamped_pieces(b: &mut RecvBuffer) -> Vec<(usize, Option<u64>)> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 64];
+        loop {
+            let r = b.read_stamped(&mut buf);
+            if r.0 == 0 {
+                return out;
+            }
+            out.push(r);
+        }
+    }
+
+    #[test]
+    fn bytes_keep_their_first_arrival_time() {
+        let mut b = RecvBuffer::new(64);
+        b.insert_at(0, b"abcd", 10);
+        // A hole at 4..8; 8..12 arrives early, then a duplicate of it later.
+        b.insert_at(8, b"ijkl", 20);
+        b.insert_at(8, b"ijkl", 25);
+        // The hole fills at 30, overlapping what is held (only 4..8 is new).
+        b.insert_at(2, b"cdefghij", 30);
+        assert_eq!(
+            stamped_pieces(&mut b),
+            vec![(4, Some(10)), (4, Some(30)), (4, Some(20))]
+        );
+        // Partial reads keep the rest's time.
+        b.insert_at(12, b"mnop", 40);
+        let mut two = [0u8; 2];
+        assert_eq!(b.read_stamped(&mut two), (2, Some(40)));
+        assert_eq!(stamped_pieces(&mut b), vec![(2, Some(40))]);
+    }
+
+    #[test]
+    fn stamps_stay_bounded_and_never_earlier() {
+        let mut b = RecvBuffer::new(1 << 20);
+        // One-byte segments in order, each at its own time, none read yet:
+        // more intervals than the limit.
+        let n = (MAX_STAMPS * 2) as u64;
+        for i in 0..n {
+            b.insert_at(i, b"x", i + 1);
+        }
+        assert!(b.stamps.len() <= MAX_STAMPS);
+        // Each byte's stamp is at least its arrival (merged intervals take
+        // the later time) and times never go backwards.
+        let mut buf = vec![0u8; 1];
+        let (mut off, mut last) = (0u64, 0u64);
+        loop {
+            let (k, t) = b.read_stamped(&mut buf);
+            if k == 0 {
+                break;
+            }
+            let t = t.expect("stamped");
+            assert!(t > off && t >= last, "byte {off} stamped {t}");
+            (off, last) = (off + k as u64, t);
+        }
+        assert_eq!(off, n);
+        assert!(b.stamps.is_empty());
     }
 }

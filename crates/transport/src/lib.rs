@@ -103,8 +103,13 @@ pub struct InMessage {
     pub substream: u16,
     /// Payload.
     pub payload: Vec<u8>,
-    /// When its last byte reached the transport (it is delivered at once).
+    /// When it was delivered to the application.
     pub arrival: Instant,
+    /// When the last of its bytes first reached the receiving stack, before
+    /// any wait for missing data in front of it: `arrival - received` is
+    /// its head-of-line-blocking delay (seed 004 §5.1). Equal to `arrival`
+    /// where the transport delivers what arrives at once (UDP, datagrams).
+    pub received: Instant,
 }
 
 /// Why a message will not be delivered by the transport.

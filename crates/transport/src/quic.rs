@@ -275,6 +275,101 @@ pub use crate::Role;
 
 /// Error code of a stream reset because its message expired.
 const EXPIRED: u32 = 1;
+/// Out-of-order bytes one receive stream may hold ([`RecvState`]); a
+/// stream whose peer leaves a hole open beyond this is stopped as
+/// malformed (an ordered reader's quinn would hold at most a stream
+/// receive window, 1.25 MB by default).
+const PENDING_MAX: usize = 8 << 20;
+
+/// One receive stream. quinn's unordered reads hand over each chunk as it
+/// arrives; they are put back in order here, so the records are exactly
+/// what an ordered reader gets, at the same time, and each knows when the
+/// last of its bytes reached the stack: `InMessage::received` (seed 004
+/// §5.1's head-of-line-blocking delay is the difference).
+#[derive(Debug, Default)]
+struct RecvState {
+    parser: StreamParser,
+    /// Stream offset of the next byte for the parser.
+    next: u64,
+    /// Chunks beyond a hole: offset → (bytes, arrival).
+    pending: BTreeMap<u64, (Bytes, Instant)>,
+    pending_bytes: usize,
+    /// The latest arrival among the bytes of the record in progress.
+    run: Option<Instant>,
+}
+
+impl RecvState {
+    /// A chunk at stream offset `off` that arrived `now`; complete records
+    /// go to `out`. True when the stream must be stopped (malformed
+    /// records, or more out-of-order data than [`PENDING_MAX`]).
+    fn take(
+        &mut self,
+        off: u64,
+        mut bytes: Bytes,
+        now: Instant,
+        out: &mut Vec<(record::Header, Vec<u8>, Instant)>,
+    ) -> bool {
+        // quinn never hands a byte over twice; trim defensively.
+        if off < self.next {
+            let skip = (self.next - off).min(bytes.len() as u64) as usize;
+            let _ = bytes.split_to(skip);
+            if bytes.is_empty() {
+                return false;
+            }
+        }
+        let off = off.max(self.next);
+        if off > self.next {
+            self.pending_bytes += bytes.len();
+            self.pending.insert(off, (bytes, now));
+            return self.pending_bytes > PENDING_MAX;
+        }
+        if self.feed(&bytes, now, out) {
+            return true;
+        }
+        while let Some(e) = self.pending.first_entry() {
+            if *e.key() > self.next {
+                break;
+            }
+            let (k, (b, t)) = e.remove_entry();
+            self.pending_bytes -= b.len();
+            let skip = ((self.next - k) as usize).min(b.len());
+            if self.feed(&b[skip..], t, out) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The next in-order bytes, which arrived at `t`. True on a malformed
+    /// record.
+    fn feed(
+        &mut self,
+        bytes: &[u8],
+        t: Instant,
+        out: &mut Vec<(record::Header, Vec<u8>, Instant)>,
+    ) -> bool {
+        if bytes.is_empty() {
+            return false;
+        }
+        self.next += bytes.len() as u64;
+        let run = self.run.map_or(t, |r| r.max(t));
+        let mut got = Vec::new();
+        let bad = self.parser.push(bytes, &mut got).is_err();
+        // The first record completed here began before (or in) this piece;
+        // the others lie inside it. What the parser still holds is the
+        // next record's start, from this piece.
+        self.run = match (got.is_empty(), self.parser.buffered() > 0) {
+            (true, _) => Some(run),
+            (false, true) => Some(t),
+            (false, false) => None,
+        };
+        for (i, (h, p)) in got.into_iter().enumerate() {
+            out.push((h, p, if i == 0 { run } else { t }));
+        }
+        bad
+    }
+}
+
 /// Error code of a receive stream stopped because of malformed records.
 const MALFORMED: u32 = 2;
 /// Bytes of messages waiting before the handshake or for a stream, at most.
@@ -346,8 +441,10 @@ pub struct QuicTransport {
     close_requested: bool,
     close_sent: bool,
     // Receiver.
-    parsers: HashMap<StreamId, StreamParser>,
-    records: Vec<(record::Header, Vec<u8>)>,
+    parsers: HashMap<StreamId, RecvState>,
+    /// Records ready for the application, with when their last byte
+    /// reached the stack.
+    records: Vec<(record::Header, Vec<u8>, Instant)>,
     stats: TransportStats,
     scratch: Vec<u8>,
     /// The datagram send buffer's free space when empty.
@@ -632,23 +729,27 @@ impl QuicTransport {
         let Some((_, conn)) = self.conn.as_mut() else {
             return;
         };
+        let now = self.now;
         let mut recv = conn.recv_stream(id);
-        let Ok(mut chunks) = recv.read(true) else {
+        // Unordered: each chunk as it arrives, put back in order by
+        // `RecvState` (which knows when every byte came).
+        let Ok(mut chunks) = recv.read(false) else {
             return; // closed or not ours
         };
-        let parser = self.parsers.entry(id).or_default();
+        let state = self.parsers.entry(id).or_default();
         let mut bad = false;
         let mut ended = false;
         loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => {
-                    if parser.push(&chunk.bytes, &mut self.records).is_err() {
+                    if state.take(chunk.offset, chunk.bytes, now, &mut self.records) {
                         bad = true;
+                        break;
                     }
                 }
                 Ok(None) => {
                     ended = true;
-                    if parser.finish().is_err() {
+                    if state.pending_bytes > 0 || state.parser.finish().is_err() {
                         bad = true;
                     }
                     break;
@@ -681,7 +782,7 @@ impl QuicTransport {
         };
         while let Some(d) = conn.datagrams().recv() {
             match record::parse_datagram(&d) {
-                Ok((h, p)) => self.records.push((h, p.to_vec())),
+                Ok((h, p)) => self.records.push((h, p.to_vec(), self.now)),
                 Err(_) => self.stats.malformed += 1,
             }
         }
@@ -689,13 +790,14 @@ impl QuicTransport {
     }
 
     fn deliver_records(&mut self) {
-        for (h, payload) in self.records.drain(..) {
+        for (h, payload, received) in self.records.drain(..) {
             self.stats.messages_delivered += 1;
             self.events.push_back(TransportEvent::Message(InMessage {
                 id: h.id,
                 substream: h.substream,
                 payload,
                 arrival: self.now,
+                received,
             }));
         }
     }
@@ -1173,5 +1275,73 @@ impl MessageTransport for QuicTransport {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+
+    /// Three records back to back, 40 bytes each.
+    fn stream() -> Vec<u8> {
+        let mut s = Vec::new();
+        for id in 0..3 {
+            record::encode(&mut s, id, 0, None, &[id as u8; 32]);
+        }
+        s
+    }
+
+    #[test]
+    fn records_know_when_their_last_byte_reached_the_stack() {
+        let s = stream();
+        let n = s.len() / 3;
+        let mut st = RecvState::default();
+        let mut out = Vec::new();
+        let chunk = |a: usize, b: usize| Bytes::copy_from_slice(&s[a..b]);
+        // Record 0 whole at 10 ms; record 1's first half lost; its second
+        // half and all of record 2 at 12 ms; the retransmission at 50 ms.
+        assert!(!st.take(0, chunk(0, n), at(10), &mut out));
+        assert!(!st.take(
+            (n + n / 2) as u64,
+            chunk(n + n / 2, 3 * n),
+            at(12),
+            &mut out
+        ));
+        assert_eq!(out.len(), 1);
+        assert_eq!(st.pending_bytes, 3 * n - (n + n / 2));
+        assert!(!st.take(n as u64, chunk(n, n + n / 2), at(50), &mut out));
+        let got: Vec<(u32, Instant)> = out.iter().map(|(h, _, t)| (h.id, *t)).collect();
+        // Record 1 was complete at the stack at 50 ms; record 2 at 12 ms
+        // (it then waited 38 ms behind record 1).
+        assert_eq!(got, vec![(0, at(10)), (1, at(50)), (2, at(12))]);
+        assert_eq!((st.pending_bytes, st.run), (0, None));
+    }
+
+    #[test]
+    fn a_record_split_over_pieces_takes_the_latest() {
+        let s = stream();
+        let mut st = RecvState::default();
+        let mut out = Vec::new();
+        // Byte by byte, the record's middle byte latest.
+        for (i, b) in s.iter().enumerate() {
+            let t = if i == 20 { at(90) } else { at(i as u64) };
+            assert!(!st.take(i as u64, Bytes::copy_from_slice(&[*b]), t, &mut out));
+        }
+        let times: Vec<Instant> = out.iter().map(|r| r.2).collect();
+        let n = s.len() as u64 / 3;
+        assert_eq!(times, vec![at(90), at(2 * n - 1), at(3 * n - 1)]);
+    }
+
+    #[test]
+    fn a_hole_held_open_too_long_stops_the_stream() {
+        let mut st = RecvState::default();
+        let mut out = Vec::new();
+        let big = Bytes::from(vec![0u8; PENDING_MAX / 2 + 1]);
+        assert!(!st.take(10, big.clone(), at(1), &mut out));
+        assert!(st.take(10 + big.len() as u64, big, at(2), &mut out));
     }
 }

@@ -190,6 +190,9 @@ pub struct TcpTransport {
     stats: TransportStats,
     details: TcpDetails,
     scratch: Vec<u8>,
+    /// In-order path: the latest stack arrival among the bytes of the frame
+    /// in progress (`drain`).
+    stream_run: Option<Instant>,
     frame: Vec<u8>,
     substreams: VecDeque<(u32, u16)>,
     placements: Option<Vec<Placement>>,
@@ -225,6 +228,7 @@ impl TcpTransport {
             stats: TransportStats::default(),
             details: TcpDetails::default(),
             scratch: vec![0; 64 * 1024],
+            stream_run: None,
             frame: Vec::new(),
             substreams: VecDeque::new(),
             placements: None,
@@ -281,10 +285,12 @@ impl TcpTransport {
     /// Hand everything readable to the deframer, then its messages to the
     /// application.
     fn drain(&mut self, now: Instant) {
-        let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
-            return;
-        };
         if self.ooo {
+            let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
+                return;
+            };
+            // Each segment at the time it reached the engine: a message's
+            // stack arrival is that of the segment that completed it.
             while let Some(s) = c.recv_segment() {
                 self.deframer
                     .push_segment(s.seq.0, &s.payload, s.arrival.as_nanos());
@@ -292,28 +298,63 @@ impl TcpTransport {
             // Everything below RCV.NXT has been pushed: fragments that can
             // no longer complete may go.
             self.deframer.advance_floor(c.rcv_nxt().0);
-        } else {
-            while let Ok(n) = c.recv(&mut self.scratch) {
-                if n == 0 {
-                    break;
-                }
-                self.deframer
-                    .push_stream(&self.scratch[..n], now.as_nanos());
-            }
+            self.deliver(now, None);
+            return;
         }
-        self.deliver();
+        loop {
+            let piece = {
+                let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
+                    return;
+                };
+                c.recv_stamped(&mut self.scratch)
+            };
+            let Ok((n, t)) = piece else { break };
+            if n == 0 {
+                break;
+            }
+            // The bytes of one arrival time (`recv_stamped`): the frame in
+            // progress first reached the stack when the latest of its
+            // pieces did.
+            let t = t.unwrap_or(now);
+            let run = self.stream_run.map_or(t, |r| r.max(t));
+            self.deframer
+                .push_stream(&self.scratch[..n], now.as_nanos());
+            let delivered = self.deliver(now, Some((run, t)));
+            // A piece ending in a frame delimiter (the framing's zero byte)
+            // ends at a frame boundary: the next frame starts in a later
+            // piece. Otherwise the rest of this piece begins the next one.
+            self.stream_run = match (delivered, self.scratch[n - 1] == 0) {
+                (0, _) => Some(run),
+                (_, true) => None,
+                (_, false) => Some(t),
+            };
+        }
     }
 
-    fn deliver(&mut self) {
+    /// Hand the deframer's messages to the application, delivered `now`.
+    /// `stream`: the stack arrival of the first one (the frame in progress)
+    /// and of the others (whole inside the last piece) on the in-order
+    /// path; otherwise each message's own completion time. Returns how
+    /// many.
+    fn deliver(&mut self, now: Instant, stream: Option<(Instant, Instant)>) -> usize {
+        let mut k = 0;
         while let Some(m) = self.deframer.poll_message() {
+            let received = match stream {
+                Some((first, _)) if k == 0 => first,
+                Some((_, rest)) => rest,
+                None => Instant::from_nanos(m.arrival_ns),
+            };
+            k += 1;
             self.stats.messages_delivered += 1;
             self.events.push_back(TransportEvent::Message(InMessage {
                 id: m.id,
                 substream: m.substream,
                 payload: m.payload,
-                arrival: Instant::from_nanos(m.arrival_ns),
+                arrival: now,
+                received: received.min(now),
             }));
         }
+        k
     }
 
     fn expired(&mut self, e: ExpiredMessage) {
@@ -449,7 +490,7 @@ impl MessageTransport for TcpTransport {
             .is_some_and(|t| t <= now.as_nanos())
         {
             self.deframer.handle_timeout(now.as_nanos());
-            self.deliver();
+            self.deliver(now, None);
         }
         self.pump(now);
     }

@@ -69,6 +69,7 @@ impl MessageTransport for UdpTransport {
                     substream: h.substream,
                     payload: p.to_vec(),
                     arrival: now,
+                    received: now,
                 }));
             }
             Err(_) => self.stats.malformed += 1,

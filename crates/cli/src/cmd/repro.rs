@@ -6,6 +6,8 @@
 //! * `repro ch5` — thesis chapter 5 (`scenarios/ch5.toml`, the VoIP adapter);
 //! * `repro quicsilver` — seed 002 (`scenarios/quicsilver.toml`, the video
 //!   adapter);
+//! * `repro rtp-quic` — seed 004 (`scenarios/rtp-quic.toml`, the video
+//!   adapter);
 //! * `repro plan FILE` — any plan file, with the adapter it names;
 //! * `repro all --out DIR` — every built-in plan into `DIR/<plan>/`, then
 //!   `DIR/index.html`;
@@ -29,6 +31,11 @@ pub enum ReproCommand {
     /// TCP Hollywood and UDP; 50/100/150 ms one-way × 0–1 % loss, 300 s
     /// streams (Tables 1–3).
     Quicsilver(BuiltinArgs),
+    /// Seed 004 (Walker): video over TCP, UDP, QUIC per stream, GOP, frame
+    /// and packet, TCP Hollywood and QUICsilver; 10–150 ms one-way × 0–10 %
+    /// loss, 42 and 168 ms jitter buffers (head-of-line-blocking and
+    /// sending delay, Figs. 4–8).
+    RtpQuic(BuiltinArgs),
     /// Run an experiment plan file (TOML) with the adapter it names.
     Plan(PlanArgs),
     /// Every built-in plan into DIR/<plan>/, then one page: DIR/index.html.
@@ -122,6 +129,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
             one(&plan, Some("voip"), &a.out, command, &a.common)
         }
         ReproCommand::Quicsilver(a) => builtin_one("quicsilver", &a),
+        ReproCommand::RtpQuic(a) => builtin_one("rtp-quic", &a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
             let out = a

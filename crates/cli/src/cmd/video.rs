@@ -66,9 +66,17 @@ pub struct VideoArgs {
     /// Packets per I-frame (sent back to back).
     #[arg(long, default_value_t = 4)]
     iframe_packets: u32,
-    /// Packets per P-frame.
+    /// Packets per P-frame (the fewest, with --pframe-packets-max).
     #[arg(long, default_value_t = 1)]
     pframe_packets: u32,
+    /// VBR: each P-frame has between --pframe-packets and this many
+    /// packets, uniformly, the same stream every run (seed 004: 9-11).
+    #[arg(long)]
+    pframe_packets_max: Option<u32>,
+    /// The fraction of a frame's packets it may miss and still decode
+    /// (seed 004's decoder: redundant NAL units); 0 = every packet needed.
+    #[arg(long, default_value_t = 0.0)]
+    redundancy: f64,
     /// Payload bytes per packet.
     #[arg(long, default_value = "1232", value_parser = parse_size)]
     size: u64,
@@ -181,6 +189,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         gop: a.gop,
         iframe_packets: a.iframe_packets,
         pframe_packets: a.pframe_packets,
+        pframe_packets_max: a.pframe_packets_max.unwrap_or(0),
         packet_size: a.size as usize,
         frames: frames as u32,
         reference,
@@ -250,6 +259,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             on_missing: a.player.0,
             resume: a.resume,
             trace: clip.as_ref().map(media::Clip::trace),
+            redundancy: a.redundancy,
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
         let wall = std::time::Instant::now();
@@ -300,7 +310,15 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             }
             None => format!(
                 "{} frames at {} fps, I-frame every {} ({} packets), P-frames {} packet(s) of {} B",
-                source.frames, a.fps, a.gop, a.iframe_packets, a.pframe_packets, a.size
+                source.frames,
+                a.fps,
+                a.gop,
+                a.iframe_packets,
+                match a.pframe_packets_max {
+                    Some(m) if m > a.pframe_packets => format!("{}-{m}", a.pframe_packets),
+                    _ => a.pframe_packets.to_string(),
+                },
+                a.size
             ),
         };
         println!(

@@ -428,7 +428,7 @@ impl Connection {
             return;
         }
         let target = self.rcv_buf.nxt_off() + nx.diff(nxt) as u64;
-        let (in_order, zeros) = self.rcv_buf.fill_gaps(target);
+        let (in_order, zeros) = self.rcv_buf.fill_gaps(target, now.as_nanos());
         if in_order == 0 {
             return;
         }
@@ -478,7 +478,9 @@ impl Connection {
         let limit = nxt_off + self.rcv_adv.diff(nxt).max(0) as i64;
         let keep = (limit - off).clamp(0, data.len() as i64) as usize;
         let beyond = data.len() - keep;
-        let ins = self.rcv_buf.insert(off as u64, &data[..keep]);
+        let ins = self
+            .rcv_buf
+            .insert_at(off as u64, &data[..keep], now.as_nanos());
         // Keep RCV.NXT in step with the buffer before mapping offsets back.
         self.rcv_nxt += ins.in_order;
         self.rcv_mss = self

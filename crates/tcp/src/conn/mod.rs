@@ -967,6 +967,21 @@ impl Connection {
         }
     }
 
+    /// Like [`Connection::recv`], but reads only bytes that first arrived at
+    /// one time, and returns that time too (`None` with no data): how long
+    /// they waited in the receive buffer (behind a hole, or for the
+    /// application) is the reader's `now` minus it (head-of-line-blocking
+    /// delay, seed 004 §5.1).
+    pub fn recv_stamped(&mut self, buf: &mut [u8]) -> Result<(usize, Option<Instant>), Error> {
+        if self.rcv_buf.ready() > 0 {
+            let (n, t) = self.rcv_buf.read_stamped(buf);
+            self.readable_queued = false;
+            self.check_window_update();
+            return Ok((n, t.map(Instant::from_nanos)));
+        }
+        self.recv(buf).map(|n| (n, None))
+    }
+
     /// Queue one message (already framed by the intermediary layer, e.g.
     /// `hollywood_msg`) with its metadata (thesis §4.2). All or nothing: the
     /// whole frame is queued or nothing is. With consistent segmentation the
