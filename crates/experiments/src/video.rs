@@ -1,18 +1,27 @@
 //! Live video (issue 12): the JSON summary of one stream over one transport
 //! ([`VideoReport`], used by `hollywood video` too) and the `video`
 //! [`Adapter`] that runs a plan of streams — seed 002's QUICsilver
-//! experiment is `scenarios/quicsilver.toml`.
+//! experiment is `scenarios/quicsilver.toml`, seed 004's stream mappings
+//! `scenarios/rtp-quic.toml`.
 //!
 //! Plan parameters (plan level, per scenario or swept): `fps` (60), `gop`
-//! (10), `iframe_packets` (4), `pframe_packets` (1), `size` (1232),
+//! (10), `iframe_packets` (4), `pframe_packets` (1), `pframe_packets_max`
+//! (VBR, 0 = CBR), `redundancy` (the fraction of a frame's packets it may
+//! miss and still decode, 0), `size` (1232),
 //! `duration` (300s), `one_way`, `rate` (100mbit), `loss` (0), `queue`
 //! (1000000), `cross` (cross traffic on the bottleneck: `["bulk",
 //! "cbr:5mbit", "onoff:5mbit:500ms:500ms"]`), `buffer` (frames, 4), `cc` (bbr), `resume` (catch-up | shift),
 //! `frame_reference` (gop | previous), `player` (auto | stall | skip),
 //! `transport`; for the report: `scatter_loss` (the loss whose runs get a
-//! per-packet latency plot), `stated` (the seed's own numbers for a
-//! transport and loss, shown beside ours) and `notes` (Markdown for the
-//! README: why our numbers differ).
+//! per-packet plot; `scatter_one_way` narrows it to one delay), `scatter`
+//! (`latency` by time, or `hol`: head-of-line-blocking delay by packet
+//! number, `scatter_packets = [from, to]`), `hol_order` (transports whose
+//! head-of-line delay, summed over a scenario's lossy configurations, must
+//! decrease in that order) and `hol_near` (two transports whose sums must be
+//! within 1.5× of each other, also checked at ≤ 1 % loss), `delay_plots`
+//! (total head-of-line and sending delay against loss), `stated` (the
+//! seed's own numbers for a transport and loss, shown beside ours) and
+//! `notes` (Markdown for the README: why our numbers differ).
 //!
 //! Writes, beside the runner's files: `summary.json` and `summary.md` (per
 //! scenario, loss and transport: useful frames, stalls, discrepancy, delay
@@ -1238,6 +1247,21 @@ mod tests {
         assert!(metric_of(&r.report, "useful_pct").is_some());
         assert!(metric_of(&r.report, "nonsense").is_none());
 
+        // Seed 004's per-packet head-of-line plot: packet numbers in range,
+        // and a reliable stream on a lossy link waits behind its losses.
+        let hol = points(
+            "transport = \"quic-ss\"\nloss = \"5%\"\nscatter_loss = \"5%\"\n\
+             scatter = \"hol\"\nscatter_packets = [10, 90]\npframe_packets = 2\n\
+             pframe_packets_max = 3\nredundancy = 0.3",
+        )
+        .unwrap();
+        assert_eq!(hol[0].hol_scatter, Some([10, 90]));
+        let r = Video.run(&hol[0], 1, true).unwrap();
+        let pts = r.latency.unwrap();
+        assert!(pts.iter().all(|p| (10.0..=90.0).contains(&p.0)) && !pts.is_empty());
+        assert!(r.report.hol_total_s > 0.0 && r.report.hol_blocked_packets > 0);
+        assert!(metric_of(&r.report, "hol_total_s").is_some());
+
         for (bad, why) in [
             ("transport = \"tcpx\"", "unknown transport"),
             ("transport = \"udp\"\ncc = \"vegas\"", "vegas"),
@@ -1248,6 +1272,16 @@ mod tests {
                 "previous",
             ),
             ("transport = \"udp\"\nfsp = 30", "fsp"),
+            ("transport = \"udp\"\nscatter = \"dots\"", "latency or hol"),
+            (
+                "transport = \"udp\"\nhol_near = [\"tcp\"]",
+                "two transports",
+            ),
+            (
+                "transport = \"udp\"\nhol_order = [\"tcp\", \"nope\"]",
+                "nope",
+            ),
+            ("transport = \"udp\"\nredundancy = 1.5", "redundancy"),
             (
                 "transport = \"udp\"\n[[stated]]\ntransport = \"foo\"\nloss = \"0\"",
                 "stated",
