@@ -208,8 +208,18 @@ pub struct Attributed {
 
 /// The oracle's attribution of packets to messages (module docs; exact
 /// where packets name their message, [`Offered::id`]): per message, the
-/// fate and time of its first transmission.
-pub fn attribute(generated: &[Option<Instant>], packets: &[Offered], size: usize) -> Attributed {
+/// fate and time of its first transmission. A guessed time is bounded by
+/// `received` (when the receiving stack got the message) minus `one_way`:
+/// a packet that arrived left at least a propagation delay before, which
+/// catches a guess that ran past the end of a burst (header sizes are
+/// estimates).
+pub fn attribute(
+    generated: &[Option<Instant>],
+    packets: &[Offered],
+    size: usize,
+    received: &[Option<Instant>],
+    one_way: Duration,
+) -> Attributed {
     let n = generated.len();
     let mut a = Attributed {
         first_tx_dropped: vec![false; n],
@@ -269,6 +279,10 @@ pub fn attribute(generated: &[Option<Instant>], packets: &[Offered], size: usize
                 }
             }
         }
+        if let (Some(f), Some(r)) = (a.first_sent[id], received.get(id).copied().flatten()) {
+            let bound = r.as_nanos().saturating_sub(one_way.as_nanos() as u64);
+            a.first_sent[id] = Some(f.min(Instant::from_nanos(bound.max(gen.as_nanos()))));
+        }
     }
     a
 }
@@ -323,21 +337,13 @@ pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::Messages
     let arrival = o.receiver.arrival().to_vec();
     let (first_tx_dropped, network_dropped, wire_len, first_sent) = match o.fates {
         Fates::Packets(offered) => {
-            let mut a = attribute(&generated, offered, sc.size);
-            // A packet that reached the receiver left at least one
-            // propagation delay before: that bounds a guess that ran past
-            // the end of a burst (header sizes are estimates).
-            let received = o.receiver.received();
-            for (id, fs) in a.first_sent.iter_mut().enumerate() {
-                if let (Some(f), Some(r), Some(g)) = (*fs, received[id], generated[id]) {
-                    let bound = Instant::from_nanos(
-                        r.as_nanos()
-                            .saturating_sub(sc.rtt.as_nanos() as u64 / 2)
-                            .max(g.as_nanos()),
-                    );
-                    *fs = Some(f.min(bound));
-                }
-            }
+            let a = attribute(
+                &generated,
+                offered,
+                sc.size,
+                o.receiver.received(),
+                sc.rtt / 2,
+            );
             (
                 a.first_tx_dropped,
                 a.network_dropped,
@@ -406,6 +412,6 @@ const PACKET_OVERHEAD: usize = 60;
 const MESSAGE_OVERHEAD: usize = 12;
 
 /// How far the header sizes above may be off for one message
-/// ([`attribute`]; [`assemble`] also bounds each guess by when the
-/// receiver got the message).
+/// ([`attribute`], which also bounds each guess by when the receiver got
+/// the message).
 const HEADER_SLACK: usize = 32;

@@ -305,14 +305,23 @@ pub struct MessagesRun {
     pub cross_delivered_bytes: Vec<u64>,
 }
 
+/// Per message where both times are known: `(message id, b - a in
+/// milliseconds)`, in id order.
+pub fn spans_ms_by_id<'a>(
+    a: &'a [Option<Instant>],
+    b: &'a [Option<Instant>],
+) -> impl Iterator<Item = (usize, f64)> + 'a {
+    a.iter().zip(b).enumerate().filter_map(|(i, (a, b))| {
+        Some((
+            i,
+            (b.as_ref()?.as_nanos() as f64 - a.as_ref()?.as_nanos() as f64) / 1e6,
+        ))
+    })
+}
+
 /// Per message where both times are known, `b - a` in milliseconds.
 fn spans_ms(a: &[Option<Instant>], b: &[Option<Instant>]) -> Vec<f64> {
-    a.iter()
-        .zip(b)
-        .filter_map(|(a, b)| {
-            Some((b.as_ref()?.as_nanos() as f64 - a.as_ref()?.as_nanos() as f64) / 1e6)
-        })
-        .collect()
+    spans_ms_by_id(a, b).map(|(_, d)| d).collect()
 }
 
 impl MessagesRun {

@@ -38,6 +38,7 @@ use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::{Percentiles, Stat};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use hollywood_apps::scenario::spans_ms_by_id;
 use hollywood_apps::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario, VideoSource};
 use hollywood_apps::{GenericTransport, MessagesScenario};
 use hollywood_tcp::{CcAlgorithm, Config};
@@ -363,8 +364,8 @@ pub struct VideoPoint {
     /// The scatter shows head-of-line-blocking delay by packet number
     /// (these packets) instead of latency by time.
     pub hol_scatter: Option<[u32; 2]>,
-    /// The loss is above zero (the head-of-line checks use these).
-    pub lossy: bool,
+    /// The long-run loss fraction (the head-of-line checks and plots).
+    pub loss_rate: f64,
     /// Report-level options (the same on every configuration).
     pub report: ReportOptions,
     /// The seed's figures for this transport and loss.
@@ -552,7 +553,7 @@ impl Adapter for Video {
             transport: g.name(),
             scatter,
             hol_scatter,
-            lossy: loss.mean_loss() > 0.0,
+            loss_rate: loss.mean_loss(),
             report: ReportOptions {
                 hol_order: raw.hol_order.clone(),
                 hol_near: raw.hol_near.clone(),
@@ -583,29 +584,13 @@ impl Adapter for Video {
             let m = &run.messages;
             match p.hol_scatter {
                 // Packet number → head-of-line-blocking delay (ms).
-                Some([from, to]) => m
-                    .received
-                    .iter()
-                    .zip(&m.arrival)
-                    .enumerate()
+                Some([from, to]) => spans_ms_by_id(&m.received, &m.arrival)
                     .filter(|(i, _)| (from as usize..=to as usize).contains(i))
-                    .filter_map(|(i, (r, a))| {
-                        let (r, a) = (r.as_ref()?, a.as_ref()?);
-                        Some((i as f64, (a.as_nanos() as f64 - r.as_nanos() as f64) / 1e6))
-                    })
+                    .map(|(i, d)| (i as f64, d))
                     .collect(),
                 // Generation (s) → application latency (ms).
-                None => m
-                    .generated
-                    .iter()
-                    .zip(&m.arrival)
-                    .filter_map(|(g, a)| {
-                        let (g, a) = (g.as_ref()?, a.as_ref()?);
-                        Some((
-                            g.as_nanos() as f64 / 1e9,
-                            (a.as_nanos() as f64 - g.as_nanos() as f64) / 1e6,
-                        ))
-                    })
+                None => spans_ms_by_id(&m.generated, &m.arrival)
+                    .filter_map(|(i, d)| Some((m.generated[i]?.as_nanos() as f64 / 1e9, d)))
                     .collect(),
             }
         });
@@ -631,9 +616,9 @@ struct ConfigSummary {
     transport: &'static str,
     one_way_ms: f64,
     buffer_frames: u32,
-    /// Lossy (the head-of-line checks use these).
+    /// The long-run loss fraction (the head-of-line checks and plots).
     #[serde(skip)]
-    lossy: bool,
+    loss_rate: f64,
     loss: String,
     hol_total_s: Stat,
     sending_delay_s: Stat,
@@ -805,7 +790,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
                 transport: p.transport,
                 one_way_ms: p.sc.path.rtt.as_secs_f64() * 500.0,
                 buffer_frames: p.sc.buffer_frames,
-                lossy: p.lossy,
+                loss_rate: p.loss_rate,
                 loss: p.loss.clone(),
                 hol_total_s: stat("hol_total_s"),
                 sending_delay_s: stat("sending_delay_s"),
@@ -865,10 +850,11 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
 /// and how many configurations it covers.
 fn hol_sums(s: &ScenarioSummary, max_loss: f64) -> BTreeMap<&'static str, (f64, usize)> {
     let mut sums: BTreeMap<&'static str, (f64, usize)> = BTreeMap::new();
-    for c in s.configs.iter().filter(|c| c.lossy) {
-        if parse_loss_model(&c.loss).map_or(true, |l| l.mean_loss() > max_loss) {
-            continue;
-        }
+    for c in s
+        .configs
+        .iter()
+        .filter(|c| c.loss_rate > 0.0 && c.loss_rate <= max_loss)
+    {
         let e = sums.entry(c.transport).or_default();
         e.0 += c.hol_total_s.mean;
         e.1 += 1;
@@ -1005,10 +991,7 @@ fn delay_plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<F
                     .flat_map(|s| &s.configs)
                     .filter(|c| c.transport == *t && c.one_way_ms == *d)
                 {
-                    let Ok(l) = parse_loss_model(&c.loss) else {
-                        continue;
-                    };
-                    let pct = l.mean_loss() * 100.0;
+                    let pct = c.loss_rate * 100.0;
                     let v = if metric == "hol" {
                         c.hol_total_s.mean
                     } else {
