@@ -65,15 +65,37 @@
 //!
 //! # Accounting
 //!
-//! Every message the table accepted ends in exactly one of: acknowledged
-//! (its slot, or the slot carrying it, was cumulatively ACKed or SACKed),
-//! or reported once through [`MessageTable::poll_expired`]. A carried
-//! message with a slot of its own (or still queued for one) is accounted
-//! for by that slot; one that expired before its turn is accounted for by
-//! its copy: the D-SACK (RFC 2883) for the slot carrying it means the
-//! receiver already held that range, so the copy most likely did not
-//! arrive, and it is reported [`ExpiryReason::Displaced`] rather than
-//! being lost silently.
+//! Every message the table accepted ends acknowledged (its slot, or the
+//! slot carrying it, was cumulatively ACKed or SACKed) or reported once
+//! through [`MessageTable::poll_expired`]; never neither (nothing is lost
+//! silently), never reported twice. A carried message with a slot of its
+//! own (or still queued for one) is accounted for by that slot; one that
+//! expired before its turn is accounted for by its copy.
+//!
+//! An acknowledgment of a rewritten slot is ambiguous: it may be for the
+//! bytes sent before the rewrite (their ACK was lost, or they were only
+//! delayed). Two rules keep that from losing a message silently:
+//!
+//! * the D-SACK (RFC 2883) for the slot carrying a copy means the receiver
+//!   already held that range, so the copy did not arrive: the message is
+//!   reported [`ExpiryReason::Displaced`] unless its own slot still
+//!   accounts for it (our receiver sends one D-SACK per duplicate range, as
+//!   Linux does, so two duplicates answered by one ACK cannot hide one);
+//! * a copy put into a slot by a retransmission *without evidence* that the
+//!   receiver lacked the range — an RTO (and the go-back-N after it) or a
+//!   tail loss probe, which a lost ACK explains as well as a lost segment —
+//!   counts for nothing when the slot is acknowledged: the message keeps
+//!   (or regains) its own way to the receiver, and is reported `Displaced`
+//!   if it has none left. Retransmissions after duplicate ACKs, SACK or
+//!   RACK loss marks or a partial ACK carry trusted copies.
+//!
+//! The price is on the other side: a message may be reported although its
+//! copy did arrive (an RTO's copy that got through, or a copy whose D-SACK
+//! was for a later duplicate). The table errs towards a report, since a
+//! report of a message that arrived costs the application a little waste
+//! and a silent loss costs it a hang. What remains unseen: a trusted copy
+//! whose range the receiver got anyway from a delayed original (reordering
+//! beyond RACK's window) *and* whose D-SACK is lost.
 //!
 //! # Middlebox fallback (thesis §4.5)
 //!
@@ -123,7 +145,12 @@ pub struct MessageMeta {
     pub substream: u16,
 }
 
-/// Why a message will not reach the receiver as itself.
+/// Why the sender gave up on a message (it will not be sent or resent).
+///
+/// The sender cannot always know whether an earlier transmission arrived
+/// (see `Accounting` in the module doc): in rare cases a reported message
+/// did reach the receiver (the receiver's own delivery is the truth; a
+/// report errs towards "not delivered", a silent loss never happens).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExpiryReason {
     /// Its slot was retransmitted carrying message `by` instead, or zero
@@ -296,6 +323,14 @@ impl Slot {
 #[derive(Debug, Clone, Copy)]
 struct Carried {
     deadline: u64,
+    /// An acknowledgment of the carrying slot speaks for the copy: the
+    /// slot's earlier content cannot have reached the receiver (a first
+    /// transmission, or a retransmission after the receiver showed it
+    /// lacked the range). `false` after a retransmission that a lost ACK
+    /// explains as well (RTO, tail loss probe): the ACK may be for the
+    /// bytes sent before, so the copy counts for nothing (see `Accounting`
+    /// in the module doc).
+    trusted: bool,
 }
 
 /// A message waiting for sequence numbers.
@@ -388,6 +423,9 @@ pub struct MessageTable {
     stopped: bool,
     /// The fallback happened and was not reported yet.
     fallback_pending: bool,
+    /// Entries visited by lookups (binary-search probes included): the
+    /// table's work, see [`MessageTable::work`].
+    work: std::cell::Cell<u64>,
 }
 
 impl MessageTable {
@@ -399,6 +437,18 @@ impl MessageTable {
     /// Counters.
     pub fn stats(&self) -> &HollywoodStats {
         &self.stats
+    }
+
+    /// Slots and queue entries visited so far by lookups, binary-search
+    /// probes included: the table's work, which stays logarithmic per
+    /// message however many are in flight (review B6: it was linear per
+    /// ACKed slot, O(k·n) per ACK). For tests and benchmarks.
+    pub fn work(&self) -> u64 {
+        self.work.get()
+    }
+
+    fn step(&self) {
+        self.work.set(self.work.get() + 1);
     }
 
     /// Messages tracked: queued, in a slot not yet acknowledged, or carried.
@@ -502,9 +552,10 @@ impl MessageTable {
     fn queue_index(&self, id: u32) -> Option<usize> {
         let front = self.queue.front()?.id;
         let key = id.wrapping_sub(front);
-        let i = self
-            .queue
-            .partition_point(|q| q.id.wrapping_sub(front) < key);
+        let i = self.queue.partition_point(|q| {
+            self.step();
+            q.id.wrapping_sub(front) < key
+        });
         (self.queue.get(i)?.id == id).then_some(i)
     }
 
@@ -512,9 +563,10 @@ impl MessageTable {
     fn slot_index_of_id(&self, id: u32) -> Option<usize> {
         let front = self.slots.front()?.id;
         let key = id.wrapping_sub(front);
-        let i = self
-            .slots
-            .partition_point(|s| s.id.wrapping_sub(front) < key);
+        let i = self.slots.partition_point(|s| {
+            self.step();
+            s.id.wrapping_sub(front) < key
+        });
         (self.slots.get(i)?.id == id).then_some(i)
     }
 
@@ -524,8 +576,10 @@ impl MessageTable {
             return 0;
         };
         let key = seq.diff(front) as i64;
-        self.slots
-            .partition_point(|s| (s.end().diff(front) as i64) <= key)
+        self.slots.partition_point(|s| {
+            self.step();
+            (s.end().diff(front) as i64) <= key
+        })
     }
 
     /// thesis §4.2 dependency override (see the module doc).
@@ -543,6 +597,7 @@ impl MessageTable {
     /// and not live at `arrival`.
     fn purge_queue(&mut self, arrival: Instant) {
         while let Some(q) = self.queue.front() {
+            self.step();
             if live(q.deadline, arrival) || !q.replaceable || self.protected(q.id, arrival) {
                 return;
             }
@@ -632,6 +687,7 @@ impl MessageTable {
     fn choose(&self, slot_len: usize, arrival: Instant) -> Option<usize> {
         let mut best: Option<(usize, u64)> = None;
         for (i, q) in self.queue.iter().take(CANDIDATE_SCAN).enumerate() {
+            self.step();
             if q.carried || !q.replaceable || q.frame.len() > slot_len || !live(q.deadline, arrival)
             {
                 continue;
@@ -645,7 +701,13 @@ impl MessageTable {
 
     /// Put queued message `cand` (or padding) into slot `idx`; returns the
     /// rewrite to apply.
-    fn rewrite(&mut self, idx: usize, cand: Option<usize>, retransmission: bool) -> Rewrite {
+    fn rewrite(
+        &mut self,
+        idx: usize,
+        cand: Option<usize>,
+        retransmission: bool,
+        trusted: bool,
+    ) -> Rewrite {
         let slot_len = self.slots[idx].len as usize;
         let slot_seq = self.slots[idx].seq;
         let mut bytes = Vec::with_capacity(slot_len);
@@ -660,7 +722,7 @@ impl MessageTable {
                 bytes.extend_from_slice(&q.frame);
                 let (id, len, deadline) = (q.id, q.frame.len() as u32, q.deadline);
                 self.sent.push_back((id, slot_seq, len));
-                self.carried.insert(id, Carried { deadline });
+                self.carried.insert(id, Carried { deadline, trusted });
                 Occupant::Other(id)
             }
             None => {
@@ -705,12 +767,20 @@ impl MessageTable {
     /// the standard TCP retransmission logic would be triggered"). Returns
     /// the rewrites to apply to the send buffer first (empty = retransmit
     /// as it was).
+    ///
+    /// `evidence`: the receiver showed that it lacks the range (duplicate
+    /// ACKs, SACK or RACK loss marks, a partial ACK). Without it (RTO, tail
+    /// loss probe) the first transmission may have arrived and only its
+    /// ACK been lost, so a message put into a rewritten slot is a copy
+    /// whose acknowledgment proves nothing: it keeps (or regains) its own
+    /// way to the receiver, and is reported if it has none left.
     pub fn on_retransmit(
         &mut self,
         now: Instant,
         owd: Duration,
         seq: SeqNumber,
         len: usize,
+        evidence: bool,
     ) -> Vec<Rewrite> {
         let mut out = Vec::new();
         if self.stopped || self.slots.is_empty() {
@@ -721,6 +791,7 @@ impl MessageTable {
         let end = seq + len;
         let mut i = self.slot_from(seq);
         while i < self.slots.len() {
+            self.step();
             let (s_seq, s_end) = (self.slots[i].seq, self.slots[i].end());
             if s_seq >= end {
                 break;
@@ -733,7 +804,7 @@ impl MessageTable {
                 continue;
             }
             let received = self.slots[i].partially_received || self.slots[i].slot_received;
-            if let Some(r) = self.decide_retransmit(i, arrival) {
+            if let Some(r) = self.decide_retransmit(i, arrival, evidence) {
                 out.push(r);
             }
             // Count what this retransmission carries relative to the
@@ -755,7 +826,7 @@ impl MessageTable {
     }
 
     /// What slot `i`'s retransmission carries.
-    fn decide_retransmit(&mut self, i: usize, arrival: Instant) -> Option<Rewrite> {
+    fn decide_retransmit(&mut self, i: usize, arrival: Instant, evidence: bool) -> Option<Rewrite> {
         let s = &self.slots[i];
         if s.partially_received || s.slot_received {
             // Fragment rule (thesis §4.2): complete partially received data
@@ -777,7 +848,7 @@ impl MessageTable {
                 }
                 let cand = self.choose(slot_len, arrival);
                 let by = cand.map(|c| self.queue[c].id);
-                let r = self.rewrite(i, cand, true);
+                let r = self.rewrite(i, cand, true, evidence);
                 self.stats.ir_sent += 1;
                 if !self.slots[i].expired_reported && !self.copy_delivered.contains(&id) {
                     self.slots[i].expired_reported = true;
@@ -797,7 +868,7 @@ impl MessageTable {
                 }
                 let cand = self.choose(slot_len, arrival);
                 let by = cand.map(|c| self.queue[c].id);
-                let r = self.rewrite(i, cand, true);
+                let r = self.rewrite(i, cand, true, evidence);
                 self.stats.ir_sent += 1;
                 self.carried_copy_lost(x, ExpiryReason::Replaced { by });
                 Some(r)
@@ -805,7 +876,7 @@ impl MessageTable {
             Occupant::Padding => {
                 // A padded slot may still carry a live message.
                 let cand = self.choose(slot_len, arrival)?;
-                let r = self.rewrite(i, Some(cand), true);
+                let r = self.rewrite(i, Some(cand), true, evidence);
                 self.stats.ir_sent += 1;
                 Some(r)
             }
@@ -857,6 +928,7 @@ impl MessageTable {
         let end = seq + len;
         let mut i = self.slot_from(seq);
         while i < self.slots.len() && self.slots[i].seq < end {
+            self.step();
             let whole = self.slots[i].seq >= seq && self.slots[i].end() <= end;
             let first = !self.slots[i].sent;
             self.slots[i].sent = true;
@@ -872,7 +944,8 @@ impl MessageTable {
                 let id = s.id;
                 let cand = self.choose(s.len as usize, arrival);
                 let by = cand.map(|c| self.queue[c].id);
-                out.push(self.rewrite(i, cand, false));
+                // Never sent before: whatever arrives in the slot is the copy.
+                out.push(self.rewrite(i, cand, false, true));
                 let s = &mut self.slots[i];
                 s.first_occupant = s.occupant;
                 s.expired_reported = true;
@@ -892,16 +965,29 @@ impl MessageTable {
         }
         let mut i = self.slot_from(left);
         let mut copies = Vec::new();
+        let mut unproven = Vec::new();
         while i < self.slots.len() {
+            self.step();
             let s = &mut self.slots[i];
             if s.seq >= right {
                 break;
             }
             if s.seq >= left && s.end() <= right {
-                // Whatever occupies the slot now has arrived (the D-SACK
-                // check in `on_dsack` catches a delayed original).
                 s.slot_received = true;
-                copies.extend(Self::occupant_id(s.occupant));
+                if let Some(x) = Self::occupant_id(s.occupant) {
+                    if self.carried.get(&x).is_some_and(|c| c.trusted) {
+                        // What occupies the slot now has arrived (the
+                        // D-SACK check in `on_dsack` catches a delayed
+                        // original).
+                        copies.push(x);
+                    } else {
+                        // The ACK may be for the bytes sent before the
+                        // rewrite: as far as accounting goes the slot
+                        // delivered no message.
+                        s.occupant = Occupant::Padding;
+                        unproven.push(x);
+                    }
+                }
             } else {
                 s.partially_received = true;
             }
@@ -911,6 +997,9 @@ impl MessageTable {
             if self.has_own_path(x) {
                 self.copy_delivered.insert(x);
             }
+        }
+        for x in unproven {
+            self.carried_copy_lost(x, ExpiryReason::Displaced);
         }
     }
 
@@ -923,6 +1012,7 @@ impl MessageTable {
             }
         }
         while let Some(s) = self.slots.front() {
+            self.step();
             if s.end() > snd_una {
                 break;
             }
@@ -967,6 +1057,7 @@ impl MessageTable {
         });
         let mut i = self.slot_from(left);
         while i < self.slots.len() && self.slots[i].seq < right {
+            self.step();
             let s = &mut self.slots[i];
             if s.original.take().is_some() {
                 // The receiver holds the first transmission's bytes: that
@@ -982,7 +1073,13 @@ impl MessageTable {
         for x in displaced {
             // Acknowledged slots already forgot their copy: report those
             // without an own slot too.
-            self.carried.insert(x, Carried { deadline: 0 });
+            self.carried.insert(
+                x,
+                Carried {
+                    deadline: 0,
+                    trusted: true,
+                },
+            );
             self.carried_copy_lost(x, ExpiryReason::Displaced);
         }
     }

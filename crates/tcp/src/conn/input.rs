@@ -555,11 +555,25 @@ impl Connection {
         }
     }
 
-    /// Remember a D-SACK block for the next ACK (RFC 2883), if enabled.
+    /// Remember a D-SACK block for an ACK of its own (RFC 2883), if
+    /// enabled. A duplicate adjacent to (or overlapping) the last pending
+    /// one widens it, since one contiguous block reports both; beyond
+    /// [`DSACK_PENDING`] ranges the oldest is forgotten (a peer cannot make
+    /// us hold, or send, more).
     fn set_dsack(&mut self, left: SeqNumber, right: SeqNumber) {
-        if self.config.dsack && self.neg.sack {
-            self.dsack = Some((left, right));
+        if !(self.config.dsack && self.neg.sack) {
+            return;
         }
+        if let Some(last) = self.dsack.back_mut() {
+            if left <= last.1 && last.0 <= right {
+                *last = (last.0.min(left), last.1.max(right));
+                return;
+            }
+        }
+        if self.dsack.len() == super::DSACK_PENDING {
+            self.dsack.pop_front();
+        }
+        self.dsack.push_back((left, right));
     }
 
     /// RFC 2018 §4: the block holding the latest segment goes first, then

@@ -346,6 +346,11 @@ const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 /// Challenge-ACK accounting window (RFC 5961 §7: rate-limit per interval).
 const CHALLENGE_WINDOW: Duration = Duration::from_secs(1);
 
+/// D-SACK ranges waiting for their own ACK at most (RFC 2883 reports one
+/// per ACK; more duplicates between two of our transmissions than this is
+/// a burst no sender needs reported in full).
+const DSACK_PENDING: usize = 8;
+
 /// Fewest time between two ACKs answering out-of-window pure segments
 /// (Linux `net.ipv4.tcp_invalid_ratelimit`: 500 ms).
 const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
@@ -447,8 +452,11 @@ pub struct Connection {
 
     // --- ACK generation
     ack: AckState,
-    /// D-SACK block to report (RFC 2883), sequence numbers.
-    dsack: Option<(SeqNumber, SeqNumber)>,
+    /// D-SACK blocks to report (RFC 2883), sequence numbers, oldest
+    /// first: one ACK each, so that two duplicates arriving before the
+    /// next ACK are both reported (as Linux answers every duplicate
+    /// segment with its own ACK). At most [`DSACK_PENDING`].
+    dsack: VecDeque<(SeqNumber, SeqNumber)>,
     /// Recently reported SACK blocks as stream offsets, most recent first
     /// (RFC 2018 §4).
     sack_recent: Vec<(u64, u64)>,
@@ -677,7 +685,7 @@ impl Connection {
                 quickack,
                 ..AckState::default()
             },
-            dsack: None,
+            dsack: VecDeque::new(),
             sack_recent: Vec::new(),
             window_update: false,
             challenge_start: now,
@@ -1605,8 +1613,9 @@ impl Connection {
     /// NextSeg, RTO, zero-window probe) of `len` bytes at `seq` passes here
     /// right before the segment is built; the bytes may be rewritten in
     /// place through `SendBuffer::rewrite` (thesis §4.2, inconsistent
-    /// retransmissions).
-    fn prepare_retransmit(&mut self, now: Instant, seq: SeqNumber, len: usize) {
+    /// retransmissions). `evidence`: the receiver showed it lacks the
+    /// segment (see `MessageTable::on_retransmit`).
+    fn prepare_retransmit(&mut self, now: Instant, seq: SeqNumber, len: usize, evidence: bool) {
         self.stats.retransmitted_segments += 1;
         self.stats.data_bytes_retransmitted += len as u64;
         if self.config.hollywood.inconsistent_retransmissions && !self.messages.is_empty() {
@@ -1614,7 +1623,7 @@ impl Connection {
             // determine if the message will arrive within its lifetime"
             // (see `one_way_delay` for the estimate).
             let owd = self.one_way_delay();
-            let rewrites = self.messages.on_retransmit(now, owd, seq, len);
+            let rewrites = self.messages.on_retransmit(now, owd, seq, len, evidence);
             self.apply_rewrites(rewrites);
         }
     }

@@ -120,7 +120,8 @@ impl Connection {
         // 2. SACK information is reported at once in a pure ACK, before any
         //    full-sized data segment that would have no room for it
         //    (RFC 2018 §4, RFC 5681 §4.2).
-        if self.ack.now && self.neg.sack && (self.dsack.is_some() || !self.sack_recent.is_empty()) {
+        if self.ack.now && self.neg.sack && (!self.dsack.is_empty() || !self.sack_recent.is_empty())
+        {
             return Some(self.ack_repr(now));
         }
         // 3. Loss recovery retransmissions and new data.
@@ -342,7 +343,16 @@ impl Connection {
             return Some(self.seq_gap_skip(now, i));
         }
         let len = s.len as usize;
-        self.prepare_retransmit(now, s.seq, len);
+        // Whether the receiver showed that it lacks this segment (duplicate
+        // ACKs, SACK or RACK loss marks, a NewReno partial ACK), or the
+        // retransmission is a guess that an ACK loss can explain as well
+        // (RTO and the go-back-N after it, a tail loss probe).
+        let evidence = match self.recovery {
+            Recovery::NewReno { .. } => true,
+            Recovery::Sack { .. } => self.rack.tlp_retrans != Some((s.seq, s.end())),
+            Recovery::Open | Recovery::Loss { .. } => false,
+        };
+        self.prepare_retransmit(now, s.seq, len, evidence);
         self.snd_buf.read(s.seq, len, payload);
         if self.config.hollywood.always_inconsistent
             && len > 0
@@ -618,7 +628,7 @@ impl Connection {
     /// timestamps, 3 with; a data segment carries only what fits beside its
     /// payload within the peer's MSS (so segment sizes never change).
     fn add_sack_blocks(&mut self, o: &mut TcpOptions, payload_len: usize) {
-        if self.dsack.is_none() && self.sack_recent.is_empty() {
+        if self.dsack.is_empty() && self.sack_recent.is_empty() {
             return;
         }
         let ts = if self.neg.timestamps { TS_OPT_LEN } else { 0 };
@@ -640,10 +650,9 @@ impl Connection {
         }
         let mut blocks = [SackBlock::default(); 4];
         let mut n = 0;
-        if let Some((l, r)) = self.dsack {
+        if let Some((l, r)) = self.dsack.pop_front() {
             blocks[0] = SackBlock { left: l, right: r };
             n = 1;
-            self.dsack = None;
             self.stats.dsack_blocks_sent += 1;
         }
         for (l, r) in self.sack_block_seqs() {
@@ -734,8 +743,10 @@ impl Connection {
                     self.stats.delayed_acks_sent += 1;
                 }
             }
-            // Any ACK-bearing segment satisfies the owed ACK.
-            self.ack.now = false;
+            // Any ACK-bearing segment satisfies the owed ACK; a D-SACK
+            // still pending gets an ACK of its own (RFC 2883 §4: one
+            // duplicate range per ACK).
+            self.ack.now = !self.dsack.is_empty() && self.neg.sack;
             self.ack.owed = false;
             self.ack.unacked_bytes = 0;
             self.ack.by_timer = false;

@@ -439,6 +439,71 @@ fn established_duplicate_gets_dsack() {
 }
 
 #[test]
+fn every_duplicate_range_gets_its_own_dsack() {
+    // Two duplicates arriving before we answer (a sender that timed out
+    // after its ACK was lost resends two old segments back to back): each
+    // is reported in an ACK of its own (RFC 2883 §4: the first block of an
+    // ACK names the duplicate that triggered it), as Linux does. A TCP
+    // Hollywood sender learns from each D-SACK that the message it put into
+    // that range did not arrive (review B4).
+    let mut c = established();
+    send!(
+        c,
+        ms(20),
+        seg(RISS + 1, Some(ISS + 1), TcpFlags::NONE),
+        b"abcdefgh"
+    );
+    recv!(c, ms(20)).unwrap();
+    send!(
+        c,
+        ms(21),
+        seg(RISS + 1, Some(ISS + 1), TcpFlags::NONE),
+        b"ab"
+    );
+    send!(
+        c,
+        ms(21),
+        seg(RISS + 5, Some(ISS + 1), TcpFlags::NONE),
+        b"ef"
+    );
+    let (a1, _) = recv!(c, ms(21)).unwrap();
+    let (a2, _) = recv!(c, ms(21)).unwrap();
+    assert!(recv!(c, ms(21)).is_none(), "one ACK per duplicate range");
+    for (a, left) in [(a1, RISS + 1), (a2, RISS + 5)] {
+        assert_eq!(a.ack, RISS + 9);
+        assert_eq!(
+            a.options.sacks(),
+            &[SackBlock {
+                left,
+                right: left + 2
+            }]
+        );
+    }
+    // Adjacent duplicates make one block, reported once.
+    send!(
+        c,
+        ms(22),
+        seg(RISS + 1, Some(ISS + 1), TcpFlags::NONE),
+        b"ab"
+    );
+    send!(
+        c,
+        ms(22),
+        seg(RISS + 3, Some(ISS + 1), TcpFlags::NONE),
+        b"cd"
+    );
+    let (a, _) = recv!(c, ms(22)).unwrap();
+    assert_eq!(
+        a.options.sacks(),
+        &[SackBlock {
+            left: RISS + 1,
+            right: RISS + 5
+        }]
+    );
+    assert!(recv!(c, ms(22)).is_none());
+}
+
+#[test]
 fn established_rst_exact_resets() {
     let mut c = established();
     send!(c, ms(20), seg(RISS + 1, None, TcpFlags::RST));
