@@ -504,6 +504,39 @@ fn every_duplicate_range_gets_its_own_dsack() {
 }
 
 #[test]
+fn out_of_order_copies_of_tiny_segments_are_charged_their_overhead() {
+    // Review B3: a peer sending 1-byte segments ahead of a hole to an
+    // out-of-order receiver whose application does not read. Each copy
+    // costs its bytes plus SEGMENT_COPY_OVERHEAD, and the copies stay
+    // within twice the receive buffer; a segment whose copy does not fit is
+    // refused whole (not SACKed, so the peer resends it later: B1).
+    let mut config = cfg();
+    config.recv_buffer = 8192;
+    config.hollywood.out_of_order_delivery = true;
+    let mut c = established_with(config);
+    let mut accepted = 0u64;
+    for k in 1..4000u32 {
+        // Byte k of the stream; byte 0 (at RCV.NXT) never comes.
+        let before = c.ooo_stats().segments;
+        send!(
+            c,
+            ms(20),
+            seg(RISS + 1 + k as usize, Some(ISS + 1), TcpFlags::NONE),
+            &[k as u8]
+        );
+        accepted += c.ooo_stats().segments - before;
+        while recv!(c, ms(20)).is_some() {}
+    }
+    let bound = 2 * 8192 / (1 + SEGMENT_COPY_OVERHEAD) as u64;
+    assert_eq!(accepted, bound, "copies held: charged 65 bytes each");
+    let mut held = 0;
+    while c.recv_segment().is_some() {
+        held += 1;
+    }
+    assert_eq!(held, bound);
+}
+
+#[test]
 fn established_rst_exact_resets() {
     let mut c = established();
     send!(c, ms(20), seg(RISS + 1, None, TcpFlags::RST));

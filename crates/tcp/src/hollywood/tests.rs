@@ -376,6 +376,37 @@ fn dsack_on_a_rewritten_slot_reports_the_carried_message_displaced() {
 }
 
 #[test]
+fn a_carried_message_delivered_in_its_own_slot_is_not_reported_when_its_copy_goes() {
+    // Review B7: message 9 rides in slot 0 and is then sent in its own
+    // slot, which is acknowledged. Slot 0 is lost again and resent after 9
+    // expired: the copy gives way, but 9 was delivered — no Expired event.
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 1000, meta(0, Some(100), None), 100);
+    t.enqueue(at(150), frame(9, 50), meta(9, Some(100), None));
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, true);
+    assert_eq!(rw[0].bytes[0], 10, "slot 0 carries 9");
+    t.set_original(SeqNumber(1000), frame(0, 100));
+    assert_eq!(t.head_len(at(150), ms(20)), Some(50));
+    t.take_head(SeqNumber(1100)).unwrap();
+    assert!(t
+        .on_first_transmit(at(150), ms(20), SeqNumber(1100), 50)
+        .is_empty());
+    t.on_sack(SeqNumber(1100), SeqNumber(1150));
+    events(&mut t);
+    // 9's own slot is delivered; at 400 ms 9 is dead and slot 0 is resent.
+    let rw = t.on_retransmit(at(400), ms(20), SeqNumber(1000), 100, true);
+    assert_eq!(rw.len(), 1);
+    assert!(
+        rw[0].bytes.iter().all(|&b| b == 0),
+        "padding, not the dead copy"
+    );
+    assert!(events(&mut t).is_empty(), "9 was delivered in its own slot");
+    t.on_ack(SeqNumber(1150));
+    assert!(t.is_empty());
+    assert!(events(&mut t).is_empty());
+}
+
+#[test]
 fn repeated_unacknowledged_inconsistent_sends_stop_rewriting() {
     // Thesis §4.5 / issue item 9: behind a middlebox that drops
     // retransmissions whose payload differs, the slot never gets through.
