@@ -144,6 +144,29 @@
 //!   link at 0.5 % loss, 81 % → 83 % at 1 %; in the simulator (100 Mb/s,
 //!   50 ms, 100 MB), 80 % → 89 % at 1 %. Congestive loss at a shallow
 //!   buffer exceeds 2 % per round and still shrinks the bounds.
+//! - **Loss without a queue is not congestion (the queue gate).** Above
+//!   2 % the draft still takes every loss for congestion: on a path that
+//!   loses 5-10 % at random (the wireless paths of seed 004) every
+//!   bandwidth probe cuts `inflight_longterm` (§4.5.10.2), every round
+//!   cuts `bw_shortterm` to the delivered rate, Startup leaves on "high
+//!   loss" (§4.3.1.3), and the rate decays round after round (measured in
+//!   the model, 10 Mb/s, 40 ms, 5 % loss: 19 % of the link; a 2 Mb/s live
+//!   stream after a greedy start queues 8.6 s in the sender at 2 %). A
+//!   loss caused by our sending (or anyone's) at a drop-tail bottleneck
+//!   comes with a queue; random loss does not. So the three loss
+//!   responses fire only when the path queues: the smallest RTT sample of
+//!   the round (for the per-packet checks, of the round so far, else the
+//!   previous one) more than 12.5 % ([`SIMILAR_MIN_RTT`], the ProbeRTT
+//!   rule below) above `min_rtt`, or no sample at all. The smallest sample
+//!   is immune to delayed-ACK inflation; a queue that lasts a whole round
+//!   raises it. With the gate: 92 % of the link at 5 % loss; a shallow
+//!   buffer (a quarter BDP) still makes Startup leave on loss and keeps
+//!   steady-state loss under 1 % (`shallow_buffer`). The cost: a buffer so
+//!   shallow that it overflows before it adds 12.5 % to the RTT, or a
+//!   policer (no queue at all), is not seen by these responses; BBR's
+//!   model still holds the rate to the delivered bandwidth (`max_bw`), as
+//!   Linux's BBRv1 — what this machine runs by default — does for all
+//!   loss below 20 %. [`Bbr::with_queue_gate`]`(false)` turns it off.
 //! - **No ProbeRTT for an application-limited flow on a steady path.**
 //!   §4.3.4.4 enters ProbeRTT whenever `BBR.probe_rtt_min_delay` is 5 s old,
 //!   i.e. when no RTT sample was *strictly* below it for 5 s, which on a
@@ -197,10 +220,11 @@
 //! leaves 4 rounds after the bandwidth plateau with `max_bw` = R, Drain
 //! empties the queue in under 2 RTTs, greedy goodput is 97 % of R with the
 //! RTT in CRUISE at 1.00 x the minimum, ProbeRTT every 5.2 s; with random
-//! loss goodput is 90 % of R at 0.5 % and 81 % at 1 % (see
-//! `steady_state_goodput_with_random_loss` for why). An application-limited
-//! 2 Mb/s sender at 2 % loss paces above its rate while in Startup, but
-//! falls behind once in ProbeBW (`live_video_after_greedy_start_...`).
+//! loss goodput is 96 % of R at 0.5 % and at 1 %, 92 % at 5 % (as drafted:
+//! 90 %, 81 %, 19 %; see `steady_state_goodput_with_random_loss`). An
+//! application-limited 2 Mb/s sender at 2 % loss paces above its rate in
+//! Startup and in ProbeBW (`live_video_after_greedy_start_...`; as drafted
+//! it falls behind once in ProbeBW).
 
 use super::{CongestionControl, DeliveryEvent, LostSegment, RateSample};
 use crate::time::Instant;
@@ -542,6 +566,13 @@ pub struct Bbr {
     /// Loss rate a round must exceed for the short-term bounds to react
     /// (0.0 = any loss, as draft-ietf-ccwg-bbr-01 §4.5.10.3).
     lower_bounds_loss_thresh: f64,
+    /// The short-term bounds react only to lossy rounds that also showed a
+    /// queue (see [`Bbr::with_queue_gate`]).
+    queue_gate: bool,
+    /// The smallest RTT sample since the loss round began (`None`: none).
+    loss_round_min_rtt: Option<Duration>,
+    /// The smallest RTT sample of the previous loss round.
+    last_round_min_rtt: Option<Duration>,
     /// Lossy ACKs in this loss round (Startup high-loss exit, §4.3.1.3).
     loss_events_in_round: u32,
     /// `BBR.bw_latest` (bytes/s, §2.10).
@@ -637,6 +668,9 @@ impl Bbr {
             loss_round_lost_base: 0,
             loss_round_delivered_base: 0,
             lower_bounds_loss_thresh: LOSS_THRESH,
+            queue_gate: true,
+            loss_round_min_rtt: None,
+            last_round_min_rtt: None,
             loss_events_in_round: 0,
             bw_latest: 0.0,
             inflight_latest: 0,
@@ -679,6 +713,18 @@ impl Bbr {
     /// the draft's behaviour.
     pub fn with_lower_bounds_loss_thresh(mut self, thresh: f64) -> Bbr {
         self.lower_bounds_loss_thresh = thresh.clamp(0.0, 1.0);
+        self
+    }
+
+    /// Whether the short-term bounds react only to a lossy round that also
+    /// showed a queue: every RTT sample of the round more than 12.5 %
+    /// ([`SIMILAR_MIN_RTT`]) above `min_rtt` (default `true`, a deviation
+    /// from draft-ietf-ccwg-bbr-01 §4.5.10.3; see the module doc). `false`
+    /// lets every round losing more than the threshold shrink them;
+    /// together with `with_lower_bounds_loss_thresh(0.0)` that is the
+    /// draft.
+    pub fn with_queue_gate(mut self, on: bool) -> Bbr {
+        self.queue_gate = on;
         self
     }
 
@@ -957,6 +1003,7 @@ impl Bbr {
             && recovery_round_done
             && self.loss_events_in_round >= STARTUP_FULL_LOSS_COUNT
             && is_inflight_too_high(rs.lost, rs.tx_in_flight)
+            && self.round_queued()
         {
             self.full_bw_reached = true;
             self.inflight_longterm = self.bdp().max(self.inflight_latest);
@@ -1370,6 +1417,9 @@ impl Bbr {
     /// §4.5.10.3 BBRUpdateCongestionSignals.
     fn update_congestion_signals(&mut self, rs: &Sample) {
         self.update_max_bw(rs);
+        if let Some(rtt) = rs.rtt {
+            self.loss_round_min_rtt = Some(self.loss_round_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        }
         if !self.loss_round_start {
             return; // wait until the end of the round trip
         }
@@ -1377,6 +1427,34 @@ impl Bbr {
         self.loss_in_round = false;
         self.loss_round_lost_base = self.lost;
         self.loss_round_delivered_base = self.delivered;
+        self.last_round_min_rtt = self.loss_round_min_rtt.take();
+    }
+
+    /// Whether the round that just ended queued at the bottleneck: its
+    /// smallest RTT sample was more than [`SIMILAR_MIN_RTT`] times
+    /// `min_rtt` (a queue that lasted the whole round), or it gave no RTT
+    /// sample (no evidence either way: treated as queueing). Always true
+    /// without the queue gate.
+    fn round_queued(&self) -> bool {
+        self.queued(self.loss_round_min_rtt)
+    }
+
+    /// Whether the path queues now: the smallest RTT sample of this round
+    /// so far (of the previous round before this one has any) is more than
+    /// [`SIMILAR_MIN_RTT`] times `min_rtt`; no sample counts as queueing.
+    /// Always true without the queue gate.
+    fn queueing_now(&self) -> bool {
+        self.queued(self.loss_round_min_rtt.or(self.last_round_min_rtt))
+    }
+
+    fn queued(&self, round_min: Option<Duration>) -> bool {
+        if !self.queue_gate {
+            return true;
+        }
+        match (round_min, self.min_rtt) {
+            (Some(r), Some(m)) => r.as_secs_f64() > m.as_secs_f64() * SIMILAR_MIN_RTT,
+            _ => true,
+        }
     }
 
     /// The loss rate of the round that just ended: bytes lost over bytes
@@ -1394,14 +1472,18 @@ impl Bbr {
     }
 
     /// §4.5.10.3 BBRAdaptLowerBoundsFromCongestion: once per round.
-    /// *Deviation*: the short-term bounds react only to a round whose loss
+    /// *Deviations*: the short-term bounds react only to a round whose loss
     /// rate exceeds `lower_bounds_loss_thresh` (BBRLossThresh, 2 %, by
-    /// default) rather than to any loss; see the module doc.
+    /// default) rather than to any loss, and only if the round queued
+    /// (`round_queued`); see the module doc.
     fn adapt_lower_bounds_from_congestion(&mut self) {
         if self.is_probing_bw() {
             return;
         }
-        if self.loss_in_round && self.round_loss_rate() > self.lower_bounds_loss_thresh {
+        if self.loss_in_round
+            && self.round_loss_rate() > self.lower_bounds_loss_thresh
+            && self.round_queued()
+        {
             self.init_lower_bounds();
             self.loss_lower_bounds();
         }
@@ -1438,7 +1520,7 @@ impl Bbr {
 
     /// §4.5.10.2 IsInflightTooHigh() and BBRHandleInflightTooHigh.
     fn check_inflight_too_high(&mut self, now: Instant, rs: &Sample) -> bool {
-        if is_inflight_too_high(rs.lost, rs.tx_in_flight) {
+        if is_inflight_too_high(rs.lost, rs.tx_in_flight) && self.queueing_now() {
             if self.bw_probe_samples {
                 self.handle_inflight_too_high(now, rs.is_app_limited, rs.tx_in_flight);
             }
@@ -1734,7 +1816,7 @@ impl CongestionControl for Bbr {
             return; // not a packet sent while probing bandwidth
         }
         let lost_since_send = self.lost.saturating_sub(seg.lost_at_send);
-        if is_inflight_too_high(lost_since_send, seg.tx_in_flight) {
+        if is_inflight_too_high(lost_since_send, seg.tx_in_flight) && self.queueing_now() {
             let tx_in_flight =
                 inflight_longterm_from_lost_packet(seg.tx_in_flight, lost_since_send, seg.len);
             self.handle_inflight_too_high(seg.now, seg.is_app_limited, tx_in_flight);
@@ -2465,9 +2547,10 @@ mod tests {
     }
 
     /// Random loss below BBRLossThresh (2 %). The target was 85 % of the
-    /// link at 1 % loss; BBRv3 as specified gets 81 % here (90 % at 0.5 %),
-    /// and 83 % / 95 % with our deviation (short-term bounds react only to
-    /// rounds losing more than 2 %), for two reasons, measured by
+    /// link at 1 % loss; BBRv3 as specified gets 81 % here (90 % at 0.5 %);
+    /// with our two deviations (short-term bounds react only to rounds
+    /// losing more than 2 %, and no loss response without a queue) 96 %
+    /// at both. As specified it falls short for two reasons, measured by
     /// disabling each in turn:
     /// - on a 50-packet BDP, 1 % random loss exceeds 2 % over some one-RTT
     ///   windows, so `IsInflightTooHigh` fires during REFILL/UP and
@@ -2491,8 +2574,33 @@ mod tests {
         sim.run_until(secs(10.0));
         let half = sim.goodput_over(secs(30.0)) / path.rate as f64;
         eprintln!("steady state: goodput {one:.3} of R at 1 % loss, {half:.3} at 0.5 %");
-        assert!(one >= 0.80, "goodput {one} at 1 % loss");
+        assert!(one >= 0.90, "goodput {one} at 1 % loss");
         assert!(half >= 0.90, "goodput {half} at 0.5 % loss");
+    }
+
+    /// Random loss well above BBRLossThresh on a path that never queues
+    /// (5 %, the lossy wireless paths of seed 004's experiments): as drafted
+    /// every probe cuts `inflight_longterm` and every round `bw_shortterm`,
+    /// and the rate decays; with the queue gate (default) the losses are
+    /// taken as what they are, not congestion.
+    #[test]
+    fn queue_gate_keeps_the_rate_at_five_percent_random_loss() {
+        let path = Path::new(mbps(10.0), Duration::from_millis(40)).with_loss(0.05);
+        let run = |cc: Bbr| {
+            let mut sim = Sim::new(path, App::Greedy);
+            sim.cc = cc;
+            sim.run_until(secs(10.0));
+            sim.goodput_over(secs(30.0)) / path.rate as f64
+        };
+        let gated = run(Bbr::new(SMSS as usize, IW));
+        let draft = run(Bbr::new(SMSS as usize, IW)
+            .with_lower_bounds_loss_thresh(0.0)
+            .with_queue_gate(false));
+        eprintln!(
+            "5 % random loss: goodput {draft:.3} of R as drafted, {gated:.3} with the queue gate"
+        );
+        assert!(gated >= 0.85, "gated {gated}");
+        assert!(draft < gated / 2.0, "draft {draft}");
     }
 
     /// The draft's own reaction (any loss in a round shrinks the short-term
@@ -2502,7 +2610,9 @@ mod tests {
     fn lower_bounds_threshold_deviation_matters_at_low_random_loss() {
         let path = Path::new(mbps(10.0), Duration::from_millis(40)).with_loss(0.005);
         let mut strict = Sim::new(path, App::Greedy);
-        strict.cc = Bbr::new(SMSS as usize, IW).with_lower_bounds_loss_thresh(0.0);
+        strict.cc = Bbr::new(SMSS as usize, IW)
+            .with_lower_bounds_loss_thresh(0.0)
+            .with_queue_gate(false);
         strict.run_until(secs(10.0));
         let strict = strict.goodput_over(secs(30.0)) / path.rate as f64;
         let mut ours = Sim::new(path, App::Greedy);
@@ -2594,9 +2704,14 @@ mod tests {
     /// player filling its buffer): how often is the pacing rate below the
     /// sending rate, i.e. does BBR build a queue in the sender?
     fn live_video(app: App) -> (f64, f64, f64, Duration) {
+        live_video_with(app, Bbr::new(SMSS as usize, IW))
+    }
+
+    fn live_video_with(app: App, cc: Bbr) -> (f64, f64, f64, Duration) {
         let path = Path::new(mbps(10.0), Duration::from_millis(100)).with_loss(0.02);
         let rate = mbps(2.0);
         let mut sim = Sim::new(path, app);
+        sim.cc = cc;
         sim.run_until(secs(60.0));
         let from = match app {
             App::GreedyThenRate(t, _) => t + secs(2.0),
@@ -2663,24 +2778,33 @@ mod tests {
 
     /// The same sender after 3 s of greedy sending (a player filling its
     /// buffer), so BBR is in ProbeBW: here BBRv3 as specified does not keep
-    /// up. Measured over 5-60 s: the pacing rate is below the 2 Mb/s
-    /// sending rate on 64 % of ACKs (down to 0.35 x), the sender queue
-    /// grows without bound (3.6 MB, 14 s, at 60 s). Both loss responses
-    /// cause it (measured by disabling them): 2 % random loss crosses
+    /// up. Measured over 5-60 s without the queue gate: the pacing rate is
+    /// below the 2 Mb/s sending rate on 41 % of ACKs (down to 0.38 x) and
+    /// the sender queue grows without bound (2.1 MB, 8.6 s, at 60 s).
+    /// Both loss responses cause it: 2 % random loss crosses
     /// `BBRLossThresh` over many one-RTT windows, so `inflight_longterm` is
-    /// cut in every probe and caps cwnd (without that reaction: pacing
-    /// below the rate on 9 % of ACKs, 116 ms of queue at most); and each
-    /// lossy round in CRUISE/DOWN cuts `bw_shortterm` to the delivered rate,
-    /// which is below the sending rate by the loss and the pacing margin
-    /// (without both: never below, no queue). This test records the
-    /// figures; it asserts only that they are well-formed.
+    /// cut in every probe and caps cwnd; and each lossy round in CRUISE/DOWN
+    /// cuts `bw_shortterm` to the delivered rate, which is below the
+    /// sending rate by the loss and the pacing margin. The path never
+    /// queues (every RTT sample at the minimum), so with the queue gate
+    /// (default) neither response fires: the pacing rate never falls below
+    /// the sending rate and nothing waits in the sender.
     #[test]
     fn live_video_after_greedy_start_at_two_percent_loss() {
-        let (below, min_pacing, mean_pacing, delay) =
-            live_video(App::GreedyThenRate(secs(3.0), mbps(2.0)));
-        assert!((0.0..=1.0).contains(&below));
-        assert!(min_pacing > 0.0 && mean_pacing > 0.0);
-        assert!(delay < Duration::from_secs(60));
+        let app = App::GreedyThenRate(secs(3.0), mbps(2.0));
+        let (below, min_pacing, _, delay) = live_video(app);
+        assert_eq!(below, 0.0);
+        assert!(min_pacing >= 1.0);
+        assert_eq!(delay, Duration::ZERO);
+        let draft = Bbr::new(SMSS as usize, IW)
+            .with_lower_bounds_loss_thresh(0.0)
+            .with_queue_gate(false);
+        let (below, _, _, delay) = live_video_with(app, draft);
+        assert!(below > 0.3, "as drafted: pacing below the rate on {below}");
+        assert!(
+            delay > secs(1.0),
+            "as drafted: {delay:?} queued in the sender"
+        );
     }
 
     /// A shallow buffer (a quarter of the BDP): Startup overflows it and
