@@ -84,9 +84,11 @@
 //! * a copy put into a slot by a retransmission *without evidence* that the
 //!   receiver lacked the range — an RTO (and the go-back-N after it) or a
 //!   tail loss probe, which a lost ACK explains as well as a lost segment —
-//!   counts for nothing when the slot is acknowledged: the message keeps
-//!   (or regains) its own way to the receiver, and is reported `Displaced`
-//!   if it has none left. Retransmissions after duplicate ACKs, SACK or
+//!   counts for nothing when the slot is acknowledged, unless the
+//!   cumulative ACK echoes that retransmission's own timestamp (TS.Recent
+//!   moves only on a segment at the left edge of the receiver's window,
+//!   never on a duplicate): the message keeps (or regains) its own way to
+//!   the receiver, and is reported `Displaced` if it has none left. Retransmissions after duplicate ACKs, SACK or
 //!   RACK loss marks or a partial ACK carry trusted copies.
 //!
 //! The price is on the other side: a message may be reported although its
@@ -261,6 +263,28 @@ pub struct Rewrite {
     pub keep_original: bool,
 }
 
+/// How a retransmission came about (see [`MessageTable::on_retransmit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resend {
+    /// The receiver showed that it lacks the range (duplicate ACKs, SACK
+    /// or RACK loss marks, a partial ACK); `false` for an RTO (and the
+    /// go-back-N after it) or a tail loss probe.
+    pub evidence: bool,
+    /// The TSval the retransmission carries (RFC 7323), if timestamps are
+    /// in use: a cumulative ACK echoing exactly it was sent for this
+    /// transmission filling the receiver's hole (TS.Recent moves only on
+    /// segments at the left edge of the window, never on duplicates).
+    pub tsval: Option<u32>,
+}
+
+impl Resend {
+    /// A retransmission after the receiver showed the loss.
+    pub const EVIDENT: Resend = Resend {
+        evidence: true,
+        tsval: None,
+    };
+}
+
 /// How many replacement candidates are examined from the head of the
 /// message queue (bounds the work per retransmission).
 pub const CANDIDATE_SCAN: usize = 64;
@@ -329,8 +353,10 @@ struct Carried {
     /// lacked the range). `false` after a retransmission that a lost ACK
     /// explains as well (RTO, tail loss probe): the ACK may be for the
     /// bytes sent before, so the copy counts for nothing (see `Accounting`
-    /// in the module doc).
+    /// in the module doc) unless the cumulative ACK echoes `tsval`.
     trusted: bool,
+    /// The TSval of the transmission that carried the copy.
+    tsval: Option<u32>,
 }
 
 /// A message waiting for sequence numbers.
@@ -706,7 +732,7 @@ impl MessageTable {
         idx: usize,
         cand: Option<usize>,
         retransmission: bool,
-        trusted: bool,
+        how: Resend,
     ) -> Rewrite {
         let slot_len = self.slots[idx].len as usize;
         let slot_seq = self.slots[idx].seq;
@@ -722,7 +748,14 @@ impl MessageTable {
                 bytes.extend_from_slice(&q.frame);
                 let (id, len, deadline) = (q.id, q.frame.len() as u32, q.deadline);
                 self.sent.push_back((id, slot_seq, len));
-                self.carried.insert(id, Carried { deadline, trusted });
+                self.carried.insert(
+                    id,
+                    Carried {
+                        deadline,
+                        trusted: how.evidence,
+                        tsval: how.tsval,
+                    },
+                );
                 Occupant::Other(id)
             }
             None => {
@@ -768,19 +801,20 @@ impl MessageTable {
     /// the rewrites to apply to the send buffer first (empty = retransmit
     /// as it was).
     ///
-    /// `evidence`: the receiver showed that it lacks the range (duplicate
-    /// ACKs, SACK or RACK loss marks, a partial ACK). Without it (RTO, tail
-    /// loss probe) the first transmission may have arrived and only its
-    /// ACK been lost, so a message put into a rewritten slot is a copy
-    /// whose acknowledgment proves nothing: it keeps (or regains) its own
-    /// way to the receiver, and is reported if it has none left.
+    /// `how.evidence`: the receiver showed that it lacks the range
+    /// (duplicate ACKs, SACK or RACK loss marks, a partial ACK). Without it
+    /// (RTO, tail loss probe) the first transmission may have arrived and
+    /// only its ACK been lost, so a message put into a rewritten slot is a
+    /// copy whose acknowledgment proves nothing — unless the cumulative ACK
+    /// echoes `how.tsval`: it keeps (or regains) its own way to the
+    /// receiver, and is reported if it has none left.
     pub fn on_retransmit(
         &mut self,
         now: Instant,
         owd: Duration,
         seq: SeqNumber,
         len: usize,
-        evidence: bool,
+        how: Resend,
     ) -> Vec<Rewrite> {
         let mut out = Vec::new();
         if self.stopped || self.slots.is_empty() {
@@ -804,7 +838,7 @@ impl MessageTable {
                 continue;
             }
             let received = self.slots[i].partially_received || self.slots[i].slot_received;
-            if let Some(r) = self.decide_retransmit(i, arrival, evidence) {
+            if let Some(r) = self.decide_retransmit(i, arrival, how) {
                 out.push(r);
             }
             // Count what this retransmission carries relative to the
@@ -826,7 +860,7 @@ impl MessageTable {
     }
 
     /// What slot `i`'s retransmission carries.
-    fn decide_retransmit(&mut self, i: usize, arrival: Instant, evidence: bool) -> Option<Rewrite> {
+    fn decide_retransmit(&mut self, i: usize, arrival: Instant, how: Resend) -> Option<Rewrite> {
         let s = &self.slots[i];
         if s.partially_received || s.slot_received {
             // Fragment rule (thesis §4.2): complete partially received data
@@ -848,7 +882,7 @@ impl MessageTable {
                 }
                 let cand = self.choose(slot_len, arrival);
                 let by = cand.map(|c| self.queue[c].id);
-                let r = self.rewrite(i, cand, true, evidence);
+                let r = self.rewrite(i, cand, true, how);
                 self.stats.ir_sent += 1;
                 if !self.slots[i].expired_reported && !self.copy_delivered.contains(&id) {
                     self.slots[i].expired_reported = true;
@@ -868,7 +902,7 @@ impl MessageTable {
                 }
                 let cand = self.choose(slot_len, arrival);
                 let by = cand.map(|c| self.queue[c].id);
-                let r = self.rewrite(i, cand, true, evidence);
+                let r = self.rewrite(i, cand, true, how);
                 self.stats.ir_sent += 1;
                 self.carried_copy_lost(x, ExpiryReason::Replaced { by });
                 Some(r)
@@ -876,7 +910,7 @@ impl MessageTable {
             Occupant::Padding => {
                 // A padded slot may still carry a live message.
                 let cand = self.choose(slot_len, arrival)?;
-                let r = self.rewrite(i, Some(cand), true, evidence);
+                let r = self.rewrite(i, Some(cand), true, how);
                 self.stats.ir_sent += 1;
                 Some(r)
             }
@@ -945,7 +979,7 @@ impl MessageTable {
                 let cand = self.choose(s.len as usize, arrival);
                 let by = cand.map(|c| self.queue[c].id);
                 // Never sent before: whatever arrives in the slot is the copy.
-                out.push(self.rewrite(i, cand, false, true));
+                out.push(self.rewrite(i, cand, false, Resend::EVIDENT));
                 let s = &mut self.slots[i];
                 s.first_occupant = s.occupant;
                 s.expired_reported = true;
@@ -959,7 +993,7 @@ impl MessageTable {
 
     /// Mark every slot fully inside `[left, right)` received (its occupant
     /// delivered) and note partial reception.
-    fn mark_received(&mut self, left: SeqNumber, right: SeqNumber) {
+    fn mark_received(&mut self, left: SeqNumber, right: SeqNumber, echo: Option<u32>) {
         if right <= left {
             return;
         }
@@ -975,7 +1009,8 @@ impl MessageTable {
             if s.seq >= left && s.end() <= right {
                 s.slot_received = true;
                 if let Some(x) = Self::occupant_id(s.occupant) {
-                    if self.carried.get(&x).is_some_and(|c| c.trusted) {
+                    let proven = |c: &Carried| c.trusted || (echo.is_some() && echo == c.tsval);
+                    if self.carried.get(&x).is_some_and(proven) {
                         // What occupies the slot now has arrived (the
                         // D-SACK check in `on_dsack` catches a delayed
                         // original).
@@ -1003,12 +1038,13 @@ impl MessageTable {
         }
     }
 
-    /// SND.UNA advanced to `snd_una`: slots below it are received; slots
-    /// fully acknowledged leave the table with their carried messages.
-    pub fn on_ack(&mut self, snd_una: SeqNumber) {
+    /// SND.UNA advanced to `snd_una` on an ACK echoing `tsecr` (RFC 7323;
+    /// `None` without timestamps): slots below it are received; slots fully
+    /// acknowledged leave the table with their carried messages.
+    pub fn on_ack(&mut self, snd_una: SeqNumber, tsecr: Option<u32>) {
         if let Some(front) = self.slots.front().map(|s| s.seq) {
             if snd_una > front {
-                self.mark_received(front, snd_una);
+                self.mark_received(front, snd_una, tsecr);
             }
         }
         while let Some(s) = self.slots.front() {
@@ -1036,7 +1072,9 @@ impl MessageTable {
 
     /// A segment `[left, right)` was newly SACKed (RFC 2018).
     pub fn on_sack(&mut self, left: SeqNumber, right: SeqNumber) {
-        self.mark_received(left, right);
+        // A SACK's echo speaks for the last in-order segment, not for the
+        // ones it SACKs (RFC 7323 §4.3).
+        self.mark_received(left, right, None);
     }
 
     /// A D-SACK (RFC 2883) reported `[left, right)` as received twice: a
@@ -1078,6 +1116,7 @@ impl MessageTable {
                 Carried {
                     deadline: 0,
                     trusted: true,
+                    tsval: None,
                 },
             );
             self.carried_copy_lost(x, ExpiryReason::Displaced);

@@ -52,7 +52,7 @@ pub use conn::{
 };
 pub use endpoint::{ConnHandle, Endpoint, EndpointEvent, EndpointStats};
 pub use hollywood::{
-    check_dependency, ExpiredMessage, ExpiryReason, HollywoodStats, MessageMeta, MetaError,
+    check_dependency, ExpiredMessage, ExpiryReason, HollywoodStats, MessageMeta, MetaError, Resend,
 };
 pub use time::Instant;
 

@@ -1623,7 +1623,11 @@ impl Connection {
             // determine if the message will arrive within its lifetime"
             // (see `one_way_delay` for the estimate).
             let owd = self.one_way_delay();
-            let rewrites = self.messages.on_retransmit(now, owd, seq, len, evidence);
+            let how = crate::hollywood::Resend {
+                evidence,
+                tsval: self.neg.timestamps.then(|| self.ts_now(now)),
+            };
+            let rewrites = self.messages.on_retransmit(now, owd, seq, len, how);
             self.apply_rewrites(rewrites);
         }
     }

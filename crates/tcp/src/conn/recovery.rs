@@ -161,7 +161,8 @@ impl Connection {
         self.snd_buf.ack_to(ack);
         self.snd_una = ack;
         // Hollywood (thesis §4.2.1): metadata of acknowledged messages goes.
-        self.messages.on_ack(ack);
+        self.messages
+            .on_ack(ack, seg.options.timestamp.map(|t| t.tsecr));
         self.stats.bytes_acked += acked as u64;
         self.take_rtt_sample(now, seg, &a);
         if self.recovery == Recovery::Open && self.recover < self.snd_una - 1 {

@@ -46,7 +46,7 @@ fn live_message_is_retransmitted_as_is() {
     send(&mut t, 0, 1000, meta(0, Some(200), None), 100);
     // At 50 ms with a one-way delay of 10 ms, message 0 (deadline 200 ms) is live.
     assert!(t
-        .on_retransmit(at(50), ms(10), SeqNumber(1000), 100, true)
+        .on_retransmit(at(50), ms(10), SeqNumber(1000), 100, Resend::EVIDENT)
         .is_empty());
     assert_eq!(t.stats().kept_live, 1);
     assert!(events(&mut t).is_empty());
@@ -60,7 +60,7 @@ fn expired_message_is_replaced_by_the_queued_live_message_closest_to_expiry() {
     // Queued, not yet sent: 2 (deadline 150+200), 3 (deadline 250, closest).
     t.enqueue(at(150), frame(2, 80), meta(2, Some(200), None));
     t.enqueue(at(150), frame(3, 60), meta(3, Some(100), None));
-    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, true);
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, Resend::EVIDENT);
     assert_eq!(rw.len(), 1);
     assert_eq!(rw[0].seq, SeqNumber(1000));
     assert_eq!(rw[0].bytes.len(), 100, "same length as the original");
@@ -80,7 +80,7 @@ fn expired_message_is_replaced_by_the_queued_live_message_closest_to_expiry() {
     // the queue (its own slot is the guaranteed delivery) but is not taken
     // as a replacement again.
     assert_eq!(t.queued_messages(), 2);
-    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1100), 100, true);
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1100), 100, Resend::EVIDENT);
     assert_eq!(
         &rw[0].bytes[..80],
         &frame(2, 80)[..],
@@ -104,7 +104,7 @@ fn no_live_candidate_means_padding_never_an_expired_filler() {
     // Message 1 is queued but expired too, and 2 does not fit.
     t.enqueue(at(0), frame(1, 50), meta(1, Some(10), None));
     t.enqueue(at(0), frame(2, 101), meta(2, Some(1000), None));
-    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(0), 100, true);
+    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(0), 100, Resend::EVIDENT);
     assert_eq!(rw.len(), 1);
     assert!(rw[0].bytes.iter().all(|&b| b == 0), "padding only");
     assert_eq!(t.stats().ir_padded, 1);
@@ -185,11 +185,11 @@ fn a_delivered_live_dependent_still_protects_its_dependency() {
     t.enqueue(at(100), frame(5, 30), meta(5, Some(1000), None));
     t.on_sack(SeqNumber(100), SeqNumber(250));
     assert!(t
-        .on_retransmit(at(100), ms(5), SeqNumber(0), 100, true)
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 100, Resend::EVIDENT)
         .is_empty());
     assert_eq!(t.stats().kept_for_dependency, 1);
     // Once the dependents have expired, the I-frame may go.
-    let rw = t.on_retransmit(at(2000), ms(5), SeqNumber(0), 100, true);
+    let rw = t.on_retransmit(at(2000), ms(5), SeqNumber(0), 100, Resend::EVIDENT);
     assert_eq!(rw.len(), 1);
 }
 
@@ -200,7 +200,7 @@ fn the_latest_dependency_target_is_protected_for_future_messages() {
     send(&mut t, 0, 100, meta(1, Some(10), Some(0)), 50);
     // Both expired; 0 is still the latest declared target.
     assert!(t
-        .on_retransmit(at(500), ms(5), SeqNumber(0), 100, true)
+        .on_retransmit(at(500), ms(5), SeqNumber(0), 100, Resend::EVIDENT)
         .is_empty());
     assert_eq!(t.stats().kept_for_dependency, 1);
 }
@@ -263,7 +263,7 @@ fn fragment_rule_keeps_partially_received_message() {
     // (e.g. after RTO) must keep the original bytes.
     t.on_sack(SeqNumber(1500), SeqNumber(2000));
     assert!(t
-        .on_retransmit(at(100), ms(5), SeqNumber(0), 3000, true)
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 3000, Resend::EVIDENT)
         .is_empty());
     assert_eq!(t.stats().kept_for_fragment, 1);
     // A retransmission of only one fragment never rewrites.
@@ -271,7 +271,7 @@ fn fragment_rule_keeps_partially_received_message() {
     send(&mut t2, 0, 0, meta(0, Some(10), None), 3000);
     t2.enqueue(at(0), frame(1, 100), meta(1, Some(1000), None));
     assert!(t2
-        .on_retransmit(at(100), ms(5), SeqNumber(0), 1448, true)
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 1448, Resend::EVIDENT)
         .is_empty());
     assert_eq!(t2.stats().ir_sent, 0);
 }
@@ -284,13 +284,13 @@ fn ordered_messages_are_never_replaced_nor_used_as_replacements() {
     o.replaceable = false;
     send(&mut t, 0, 0, o, 100);
     assert!(t
-        .on_retransmit(at(100), ms(5), SeqNumber(0), 100, true)
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 100, Resend::EVIDENT)
         .is_empty());
     send(&mut t, 0, 100, meta(1, Some(1), None), 100);
     let mut o2 = meta(2, Some(1000), None);
     o2.replaceable = false;
     t.enqueue(at(0), frame(2, 50), o2);
-    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(100), 100, true);
+    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(100), 100, Resend::EVIDENT);
     assert_eq!(rw.len(), 1);
     assert!(
         rw[0].bytes.iter().all(|&b| b == 0),
@@ -305,17 +305,17 @@ fn a_carried_message_is_kept_while_live_and_replaced_when_expired() {
     send(&mut t, 0, 0, meta(0, Some(10), None), 100);
     t.enqueue(at(0), frame(1, 60), meta(1, Some(200), None));
     t.enqueue(at(0), frame(2, 60), meta(2, Some(5000), None));
-    let rw = t.on_retransmit(at(50), ms(5), SeqNumber(0), 100, true);
+    let rw = t.on_retransmit(at(50), ms(5), SeqNumber(0), 100, Resend::EVIDENT);
     assert_eq!(rw[0].bytes[0], 2, "message 1 (closest to expiry)");
     assert!(rw[0].keep_original);
     t.set_original(SeqNumber(0), frame(0, 100));
     events(&mut t);
     // The retransmission was lost too; message 1 is still live: resend.
     assert!(t
-        .on_retransmit(at(100), ms(5), SeqNumber(0), 100, true)
+        .on_retransmit(at(100), ms(5), SeqNumber(0), 100, Resend::EVIDENT)
         .is_empty());
     // Later it has expired: message 2 takes the slot.
-    let rw = t.on_retransmit(at(300), ms(5), SeqNumber(0), 100, true);
+    let rw = t.on_retransmit(at(300), ms(5), SeqNumber(0), 100, Resend::EVIDENT);
     assert_eq!(rw[0].bytes[0], 3);
     assert!(!rw[0].keep_original, "the original was kept the first time");
     assert_eq!(
@@ -333,12 +333,12 @@ fn ack_removes_slots_and_their_carried_messages() {
     for i in 0..5 {
         send(&mut t, 0, 1000 + i * 100, meta(i, Some(100), None), 100);
     }
-    t.on_ack(SeqNumber(1200));
+    t.on_ack(SeqNumber(1200), None);
     assert_eq!(t.len(), 3);
     t.enqueue(at(150), frame(9, 50), meta(9, Some(500), None));
-    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1200), 100, true);
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1200), 100, Resend::EVIDENT);
     assert_eq!(rw[0].bytes[0], 10);
-    t.on_ack(SeqNumber(1300));
+    t.on_ack(SeqNumber(1300), None);
     // Slot 2 and the copy of 9 it carried left; 9 itself still waits for
     // its own slot (slots 3 and 4 plus queued 9).
     assert_eq!(t.len(), 3);
@@ -353,7 +353,7 @@ fn dsack_on_a_rewritten_slot_reports_the_carried_message_displaced() {
     let mut t = MessageTable::new();
     send(&mut t, 0, 1000, meta(0, Some(100), None), 100);
     t.enqueue(at(150), frame(9, 50), meta(9, Some(500), None));
-    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, true);
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, Resend::EVIDENT);
     assert_eq!(rw.len(), 1);
     t.set_original(SeqNumber(1000), frame(0, 100));
     events(&mut t);
@@ -362,7 +362,7 @@ fn dsack_on_a_rewritten_slot_reports_the_carried_message_displaced() {
     assert_eq!(t.head_len(at(700), ms(20)), None);
     assert!(events(&mut t).is_empty());
     // The ACK for slot 0 arrives with a D-SACK for it.
-    t.on_ack(SeqNumber(1100));
+    t.on_ack(SeqNumber(1100), None);
     t.on_dsack(SeqNumber(1000), SeqNumber(1100));
     assert_eq!(t.stats().dsack_spurious_rewrites, 1);
     assert_eq!(
@@ -383,7 +383,7 @@ fn a_carried_message_delivered_in_its_own_slot_is_not_reported_when_its_copy_goe
     let mut t = MessageTable::new();
     send(&mut t, 0, 1000, meta(0, Some(100), None), 100);
     t.enqueue(at(150), frame(9, 50), meta(9, Some(100), None));
-    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, true);
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, Resend::EVIDENT);
     assert_eq!(rw[0].bytes[0], 10, "slot 0 carries 9");
     t.set_original(SeqNumber(1000), frame(0, 100));
     assert_eq!(t.head_len(at(150), ms(20)), Some(50));
@@ -394,16 +394,50 @@ fn a_carried_message_delivered_in_its_own_slot_is_not_reported_when_its_copy_goe
     t.on_sack(SeqNumber(1100), SeqNumber(1150));
     events(&mut t);
     // 9's own slot is delivered; at 400 ms 9 is dead and slot 0 is resent.
-    let rw = t.on_retransmit(at(400), ms(20), SeqNumber(1000), 100, true);
+    let rw = t.on_retransmit(at(400), ms(20), SeqNumber(1000), 100, Resend::EVIDENT);
     assert_eq!(rw.len(), 1);
     assert!(
         rw[0].bytes.iter().all(|&b| b == 0),
         "padding, not the dead copy"
     );
     assert!(events(&mut t).is_empty(), "9 was delivered in its own slot");
-    t.on_ack(SeqNumber(1150));
+    t.on_ack(SeqNumber(1150), None);
     assert!(t.is_empty());
     assert!(events(&mut t).is_empty());
+}
+
+#[test]
+fn a_copy_sent_by_a_timer_counts_only_when_the_ack_echoes_it() {
+    // Review B4: after an RTO (no evidence that the receiver lacks the
+    // range) the slot carries message 9, which then expires in the queue
+    // (a closed window). An ACK echoing the RTO's own timestamp was sent
+    // for that very segment filling the hole: 9 arrived. Any other echo
+    // may be for the first transmission (its ACK lost): 9 is reported.
+    for (echo, reported) in [(Some(500), false), (Some(499), true), (None, true)] {
+        let mut t = MessageTable::new();
+        send(&mut t, 0, 1000, meta(0, Some(100), None), 100);
+        t.enqueue(at(150), frame(9, 50), meta(9, Some(200), None));
+        let rto = Resend {
+            evidence: false,
+            tsval: Some(500),
+        };
+        let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, rto);
+        assert_eq!(rw[0].bytes[0], 10, "slot 0 carries 9");
+        t.set_original(SeqNumber(1000), frame(0, 100));
+        events(&mut t);
+        assert_eq!(t.head_len(at(700), ms(20)), None, "9 expired in the queue");
+        t.on_ack(SeqNumber(1100), echo);
+        let ev = events(&mut t);
+        assert_eq!(
+            ev == vec![ExpiredMessage {
+                id: 9,
+                reason: ExpiryReason::Displaced
+            }],
+            reported,
+            "echo {echo:?}: {ev:?}"
+        );
+        assert!(t.is_empty());
+    }
 }
 
 #[test]
@@ -414,20 +448,26 @@ fn repeated_unacknowledged_inconsistent_sends_stop_rewriting() {
     send(&mut t, 0, 0, meta(0, Some(10), None), 100);
     send(&mut t, 0, 100, meta(1, Some(10), None), 100);
     t.enqueue(at(0), frame(7, 60), meta(7, None, None));
-    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(0), 100, true);
+    let rw = t.on_retransmit(at(100), ms(5), SeqNumber(0), 100, Resend::EVIDENT);
     assert_eq!(rw.len(), 1);
     t.set_original(SeqNumber(0), frame(0, 100));
     events(&mut t);
     // Resent inconsistently FALLBACK_AFTER times in all, never acknowledged.
     for k in 1..FALLBACK_AFTER {
         assert!(
-            t.on_retransmit(at(100 + 100 * k as u64), ms(5), SeqNumber(0), 100, true)
-                .is_empty(),
+            t.on_retransmit(
+                at(100 + 100 * k as u64),
+                ms(5),
+                SeqNumber(0),
+                100,
+                Resend::EVIDENT
+            )
+            .is_empty(),
             "message 7 is reliable: kept"
         );
         assert!(t.rewriting());
     }
-    let rw = t.on_retransmit(at(1000), ms(5), SeqNumber(0), 100, true);
+    let rw = t.on_retransmit(at(1000), ms(5), SeqNumber(0), 100, Resend::EVIDENT);
     assert!(!t.rewriting());
     assert!(t.take_fallback());
     assert!(!t.take_fallback(), "reported once");
@@ -439,7 +479,7 @@ fn repeated_unacknowledged_inconsistent_sends_stop_rewriting() {
     assert_eq!(t.queued_messages(), 1);
     // From now on nothing is rewritten, not even expired slot 1.
     assert!(t
-        .on_retransmit(at(2000), ms(5), SeqNumber(100), 100, true)
+        .on_retransmit(at(2000), ms(5), SeqNumber(100), 100, Resend::EVIDENT)
         .is_empty());
     assert_eq!(t.stats().rewriting_stopped, 1);
 }
@@ -493,10 +533,10 @@ fn work_per_message(n: u32) -> f64 {
         t.enqueue(at(200), frame(n + i, 50), meta(n + i, Some(1000), None));
     }
     for i in (1..n).step_by(2) {
-        t.on_retransmit(at(200), ms(10), SeqNumber(i * 100), 100, true);
+        t.on_retransmit(at(200), ms(10), SeqNumber(i * 100), 100, Resend::EVIDENT);
     }
     for k in 1..=10 {
-        t.on_ack(SeqNumber(n * 100 / 10 * k));
+        t.on_ack(SeqNumber(n * 100 / 10 * k), None);
     }
     assert_eq!(t.len(), t.queued_messages());
     t.work() as f64 / f64::from(n)
@@ -623,7 +663,7 @@ proptest! {
                             && !held.contains(&s)
                             && flight.iter().all(|(a, _)| *a != s);
                         guessed |= !evidence;
-                        for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, evidence) {
+                        for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend { evidence, tsval: None }) {
                             // A fallback may restore other slots too.
                             let &(rs, rlen) = slots.iter().find(|(a, _)| SeqNumber(*a) == r.seq)
                                 .expect("a rewrite covers an outstanding slot");
@@ -673,7 +713,7 @@ proptest! {
                     if n > 0 {
                         let (s, len) = slots[n - 1];
                         slots.drain(..n);
-                        t.on_ack(SeqNumber(s) + len);
+                        t.on_ack(SeqNumber(s) + len, None);
                     }
                 }
                 Op::Wait { ms } => now += ms,
@@ -693,7 +733,7 @@ proptest! {
         }
         for &(s, len) in &slots {
             if !held.contains(&s) {
-                for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, true) {
+                for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend::EVIDENT) {
                     let rs = r.seq.0;
                     content.insert(rs, id_of(&r.bytes));
                 }
@@ -703,7 +743,7 @@ proptest! {
         }
         if let Some(&(s, len)) = slots.back() {
             slots.clear();
-            t.on_ack(SeqNumber(s) + len);
+            t.on_ack(SeqNumber(s) + len, None);
         }
         t.abandon();
         while let Some(e) = t.poll_expired() {
