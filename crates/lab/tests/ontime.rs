@@ -5,7 +5,8 @@
 //!
 //! Path: 80 ms RTT, 3 % loss on the data direction; 1500 messages of
 //! 700 B every 4 ms (1.4 Mb/s) with a 100 ms lifetime; seed 5. One run
-//! takes about 7 s; the tests hold a lock, as the other lab tests do.
+//! takes about 7 s; the tests hold a lock, as the other lab tests do. The
+//! live-video comparison (SRT, Linux, our engine, UDP) takes about 50 s.
 // A test of an adapter: real threads and clocks.
 #![allow(clippy::disallowed_methods)]
 
@@ -130,4 +131,63 @@ fn engine_bbr_is_on_time_at_least_as_often_as_linux_bbr_and_far_more_than_cubic(
         engine.on_time * 100 >= engine.oracle_on_time * 97,
         "{engine:?}"
     );
+}
+
+/// The live-video path (`hollywood compare`: 10 Mb/s, 100 ms RTT,
+/// 2 % loss, 1316-byte chunks every 5 ms, 180 ms deadline), 1500 chunks
+/// (7.5 s of stream) so the test stays short: SRT, Linux BBR and CUBIC,
+/// our engine with BBR and UDP on the same emulated path. Our engine with
+/// BBR is on time at least as often as Linux BBR and for at least 99 % of
+/// the chunks (the target; measured 2999 of 3000 over the full
+/// 3000), nothing is delivered corrupt or twice.
+#[test]
+fn live_video_path_engine_bbr_is_on_time_for_99_percent() {
+    if !root("live_video_path_engine_bbr_is_on_time_for_99_percent") {
+        return;
+    }
+    if std::process::Command::new("srt-live-transmit")
+        .arg("-version")
+        .output()
+        .is_err()
+    {
+        hollywood_tun::skip(
+            "live_video_path_engine_bbr_is_on_time needs srt-live-transmit (srt-tools)",
+        );
+        return;
+    }
+    let _guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    use hollywood_lab::compare::{self, CompareSpec, Contender};
+    let mut spec = CompareSpec::live_video(&format!("hwcmp-{}", std::process::id()));
+    spec.messages = 1500;
+    spec.contenders = vec![
+        Contender::Srt,
+        Contender::Linux("bbr".into()),
+        Contender::Linux("cubic".into()),
+        Contender::Engine(CcAlgorithm::Bbr),
+        Contender::Udp,
+    ];
+    let rows = compare::run(&spec, |p| eprintln!("{p}")).expect("compare runs");
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r.transport == name)
+            .unwrap_or_else(|| panic!("no row {name}: {rows:?}"))
+    };
+    for r in &rows {
+        eprintln!(
+            "{:12} on time {:5} (oracle {:5}) late {:5} never {:5} p99 {:7.1} ms {:?}",
+            r.transport,
+            r.on_time,
+            r.oracle_on_time,
+            r.late,
+            r.never_arrived,
+            r.delay_p99_ms,
+            r.error
+        );
+        assert_eq!(r.bad_deliveries, 0, "{r:?}");
+    }
+    let engine = row("engine-bbr");
+    assert_eq!(engine.error, None, "{engine:?}");
+    assert!(engine.on_time * 100 >= engine.messages * 99, "{engine:?}");
+    assert!(engine.on_time >= row("linux-bbr").on_time, "{rows:?}");
+    assert!(engine.on_time > row("linux-cubic").on_time, "{rows:?}");
 }

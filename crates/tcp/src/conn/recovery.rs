@@ -263,6 +263,23 @@ impl Connection {
                 // repeat blocks on every ACK; the scoreboard filters them).
                 messages.on_sack(s.seq, s.end());
             });
+            // A FIN cannot be SACKed (RFC 2018 blocks cover data), so the
+            // segment carrying the last data and the FIN is never SACKed
+            // whole, although the receiver may hold every data byte of it:
+            // the message table still learns that those bytes arrived (it
+            // would otherwise give up the last messages when the segment
+            // is resent for its FIN, and report messages the receiver
+            // has). Bounded by one segment, so repeated blocks cost little.
+            if let Some(last) = self.rtxq.back().copied() {
+                if last.fin
+                    && !last.sacked
+                    && b.right + 1 == last.end()
+                    && last.seq < b.right
+                    && b.left < b.right
+                {
+                    self.messages.on_sack(b.left.max(last.seq), b.right);
+                }
+            }
         }
         if newly > 0 && !self.rack_active() {
             // RFC 6675 §4 IsLost via the scoreboard (RACK marks losses by

@@ -782,3 +782,55 @@ fn ooo_receiver_hands_up_every_byte_it_acknowledges() {
         }
     }
 }
+
+#[test]
+fn the_last_messages_before_a_fin_are_not_given_up_once_sacked() {
+    // Found in the lab (issue 9, interop at 3 % loss): a FIN cannot be
+    // SACKed, so the segment carrying the last message and the FIN is
+    // never SACKed whole although the receiver holds its data. RACK then
+    // resends it after the last message expired, and the table rewrote it
+    // with padding and reported the message, which the receiver had
+    // delivered long before (a false Expired event).
+    let mut r = Run::new(31);
+    let first: Rc<RefCell<Vec<SeqNumber>>> = Rc::default();
+    let f2 = first.clone();
+    r.p.ab.verdict = Some(Box::new(move |pi| {
+        // Drop the first transmissions of the segments of messages 1 and 2.
+        if pi.len > 0 && !f2.borrow().contains(&pi.tcp.seq) {
+            f2.borrow_mut().push(pi.tcp.seq);
+            let n = f2.borrow().len();
+            if n == 2 || n == 3 {
+                return Verdict::Drop;
+            }
+        }
+        Verdict::Pass
+    }));
+    r.send(0, 1000, 5000, None);
+    r.send(1, 1000, 5000, None);
+    r.send(2, 1000, 5000, None);
+    r.run(10 * MS);
+    // The last message and the FIN leave in one segment.
+    let now = r.p.now;
+    r.p.ca(r.ha)
+        .send_message(now, &frame(3, 1000), meta(3, 100, None))
+        .expect("queued");
+    r.lens.push(1000);
+    r.p.ca(r.ha).close();
+    r.p.flush();
+    let fin_segment =
+        r.p.sent(Dir::AtoB)
+            .find(|t| t.tcp.flags.fin())
+            .map(|t| (t.tcp.seq, t.len));
+    assert!(
+        fin_segment.is_some_and(|(_, len)| len > 0),
+        "FIN rides with message 3: {fin_segment:?}"
+    );
+    r.run(2000 * MS);
+    let got = r.received_ids();
+    assert_eq!(got, vec![0, 1, 2, 3], "everything arrives");
+    assert!(
+        r.expired().is_empty(),
+        "nothing the receiver has is reported: {:?}",
+        r.expired()
+    );
+}
