@@ -156,6 +156,9 @@ pub struct ConnectionStats {
     pub data_bytes_first_sent: u64,
     /// Data bytes retransmitted.
     pub data_bytes_retransmitted: u64,
+    /// Data bytes retransmitted at least once, each counted once: how much
+    /// of its first transmissions the sender found lost (or took for lost).
+    pub data_bytes_first_retransmitted: u64,
     /// Segments retransmitted (data, FIN).
     pub retransmitted_segments: u64,
     /// SYN or SYN-ACK retransmissions.
@@ -1623,9 +1626,14 @@ impl Connection {
             // determine if the message will arrive within its lifetime"
             // (see `one_way_delay` for the estimate).
             let owd = self.one_way_delay();
+            // The path's loss rate from first transmissions only: a slot
+            // that keeps failing must not explain itself.
+            let path_loss = self.stats.data_bytes_first_retransmitted as f64
+                / self.stats.data_bytes_first_sent.max(1) as f64;
             let how = crate::hollywood::Resend {
                 evidence,
                 tsval: self.neg.timestamps.then(|| self.ts_now(now)),
+                path_loss,
             };
             let rewrites = self.messages.on_retransmit(now, owd, seq, len, how);
             self.apply_rewrites(rewrites);

@@ -343,6 +343,9 @@ impl Connection {
             return Some(self.seq_gap_skip(now, i));
         }
         let len = s.len as usize;
+        if s.times_sent == 1 {
+            self.stats.data_bytes_first_retransmitted += len as u64;
+        }
         // Whether the receiver showed that it lacks this segment (duplicate
         // ACKs, SACK or RACK loss marks, a NewReno partial ACK), or the
         // retransmission is a guess that an ACK loss can explain as well

@@ -420,6 +420,7 @@ fn a_copy_sent_by_a_timer_counts_only_when_the_ack_echoes_it() {
         let rto = Resend {
             evidence: false,
             tsval: Some(500),
+            path_loss: 0.0,
         };
         let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, rto);
         assert_eq!(rw[0].bytes[0], 10, "slot 0 carries 9");
@@ -482,6 +483,31 @@ fn repeated_unacknowledged_inconsistent_sends_stop_rewriting() {
         .on_retransmit(at(2000), ms(5), SeqNumber(100), 100, Resend::EVIDENT)
         .is_empty());
     assert_eq!(t.stats().rewriting_stopped, 1);
+}
+
+#[test]
+fn a_lossy_path_explains_repeated_failures_and_rewriting_goes_on() {
+    // Three failed inconsistent sends of one slot on a path that loses a
+    // third of everything (congestion, not a middlebox) are no surprise:
+    // rewriting goes on; only when path_loss^failures drops below
+    // FALLBACK_SURPRISE (here after 9 failures) does it stop.
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 0, meta(0, Some(10), None), 100);
+    t.enqueue(at(0), frame(7, 60), meta(7, None, None));
+    let congested = Resend {
+        path_loss: 0.33,
+        ..Resend::EVIDENT
+    };
+    t.on_retransmit(at(100), ms(5), SeqNumber(0), 100, congested);
+    t.set_original(SeqNumber(0), frame(0, 100));
+    let mut sends = 1;
+    while t.rewriting() {
+        t.on_retransmit(at(100 + 100 * sends), ms(5), SeqNumber(0), 100, congested);
+        sends += 1;
+        assert!(sends < 100);
+    }
+    // 0.33^8 = 1.4e-4, 0.33^9 = 4.6e-5.
+    assert_eq!(sends - 1, 9, "failures before the fallback");
 }
 
 #[test]
@@ -663,7 +689,7 @@ proptest! {
                             && !held.contains(&s)
                             && flight.iter().all(|(a, _)| *a != s);
                         guessed |= !evidence;
-                        for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend { evidence, tsval: None }) {
+                        for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend { evidence, ..Resend::EVIDENT }) {
                             // A fallback may restore other slots too.
                             let &(rs, rlen) = slots.iter().find(|(a, _)| SeqNumber(*a) == r.seq)
                                 .expect("a rewrite covers an outstanding slot");
