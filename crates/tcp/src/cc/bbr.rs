@@ -161,7 +161,7 @@
 //!   is immune to delayed-ACK inflation; a queue that lasts a whole round
 //!   raises it. With the gate: 92 % of the link at 5 % loss; a shallow
 //!   buffer (a quarter BDP) still makes Startup leave on loss and keeps
-//!   steady-state loss under 1 % (`shallow_buffer`). The cost: a buffer so
+//!   steady-state loss under 1 % (`shallow_buffer`: 0.26 %). The cost: a buffer so
 //!   shallow that it overflows before it adds 12.5 % to the RTT, or a
 //!   policer (no queue at all), is not seen by these responses; BBR's
 //!   model still holds the rate to the delivered bandwidth (`max_bw`), as
@@ -566,8 +566,9 @@ pub struct Bbr {
     /// Loss rate a round must exceed for the short-term bounds to react
     /// (0.0 = any loss, as draft-ietf-ccwg-bbr-01 §4.5.10.3).
     lower_bounds_loss_thresh: f64,
-    /// The short-term bounds react only to lossy rounds that also showed a
-    /// queue (see [`Bbr::with_queue_gate`]).
+    /// The loss responses (short-term bounds, `inflight_longterm` cuts,
+    /// Startup's high-loss exit) fire only when the path queues (see
+    /// [`Bbr::with_queue_gate`]).
     queue_gate: bool,
     /// The smallest RTT sample since the loss round began (`None`: none).
     loss_round_min_rtt: Option<Duration>,
@@ -716,13 +717,13 @@ impl Bbr {
         self
     }
 
-    /// Whether the short-term bounds react only to a lossy round that also
-    /// showed a queue: every RTT sample of the round more than 12.5 %
+    /// Whether the loss responses (short-term bounds, `inflight_longterm`
+    /// cuts, Startup's high-loss exit) fire only when the path queued:
+    /// every RTT sample of the round more than 12.5 %
     /// ([`SIMILAR_MIN_RTT`]) above `min_rtt` (default `true`, a deviation
-    /// from draft-ietf-ccwg-bbr-01 §4.5.10.3; see the module doc). `false`
-    /// lets every round losing more than the threshold shrink them;
-    /// together with `with_lower_bounds_loss_thresh(0.0)` that is the
-    /// draft.
+    /// from draft-ietf-ccwg-bbr-01 §4.5.10; see the module doc). `false`
+    /// takes every loss above the thresholds for congestion; together with
+    /// `with_lower_bounds_loss_thresh(0.0)` that is the draft.
     pub fn with_queue_gate(mut self, on: bool) -> Bbr {
         self.queue_gate = on;
         self
@@ -1423,11 +1424,13 @@ impl Bbr {
         if !self.loss_round_start {
             return; // wait until the end of the round trip
         }
+        // The round just ended: what it showed is read by the lower bounds
+        // here and by Startup's high-loss check later on this ACK.
+        self.last_round_min_rtt = self.loss_round_min_rtt.take();
         self.adapt_lower_bounds_from_congestion();
         self.loss_in_round = false;
         self.loss_round_lost_base = self.lost;
         self.loss_round_delivered_base = self.delivered;
-        self.last_round_min_rtt = self.loss_round_min_rtt.take();
     }
 
     /// Whether the round that just ended queued at the bottleneck: its
@@ -1436,7 +1439,7 @@ impl Bbr {
     /// sample (no evidence either way: treated as queueing). Always true
     /// without the queue gate.
     fn round_queued(&self) -> bool {
-        self.queued(self.loss_round_min_rtt)
+        self.queued(self.last_round_min_rtt)
     }
 
     /// Whether the path queues now: the smallest RTT sample of this round
