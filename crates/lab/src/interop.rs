@@ -652,7 +652,7 @@ async fn exchange(
         for e in &expired {
             let by = match e.reason {
                 ExpiryReason::Replaced { by } | ExpiryReason::ExpiredBeforeSend { by } => by,
-                ExpiryReason::NotSent | ExpiryReason::Displaced => None,
+                ExpiryReason::NotSent | ExpiryReason::Displaced | ExpiryReason::Skipped => None,
             };
             if let Some(&r) = by.and_then(|b| ids.get(&b)) {
                 replacements.insert(r);
@@ -663,7 +663,9 @@ async fn exchange(
             }
             out.side.expired_ids.push(i);
             match e.reason {
-                ExpiryReason::Replaced { .. } | ExpiryReason::Displaced => out.side.replaced += 1,
+                ExpiryReason::Replaced { .. } | ExpiryReason::Displaced | ExpiryReason::Skipped => {
+                    out.side.replaced += 1
+                }
                 ExpiryReason::ExpiredBeforeSend { .. } | ExpiryReason::NotSent => {
                     out.side.expired_before_send += 1
                 }

@@ -171,6 +171,19 @@ pub struct HollywoodConfig {
     /// A segment carrying FIN is never skipped. A standard receiver ignores
     /// the option and waits for the skipped bytes forever.
     pub seq_gap_lifetime: Option<std::time::Duration>,
+    /// **Experimental, sender** — seed 003 §7.2's deadline TCP with the
+    /// application's own deadlines: needs `inconsistent_retransmissions`
+    /// (its message queue: a message past its deadline before it got
+    /// sequence numbers is dropped, "transmit the next (unexpired) data
+    /// section"), but never retransmits inconsistently. A retransmission
+    /// whose messages all fail the liveness test (thesis §4.2: expired by
+    /// the time it would arrive, and no live message depends on them) is
+    /// skipped and announced in the next-expected option as
+    /// `seq_gap_lifetime` describes; any other retransmission resends the
+    /// bytes as they were. The announced sequence never passes data the
+    /// receiver may still need: it is the end of the run of skipped and
+    /// SACKed segments from SND.UNA. Off by default.
+    pub seq_gap_deadlines: bool,
     /// **Experimental, receiver** — seed 003 §7.2: on an acceptable segment
     /// carrying the "next expected sequence" option with a value beyond
     /// RCV.NXT (and within the advertised window), RCV.NXT advances to it;

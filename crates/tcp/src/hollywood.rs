@@ -176,6 +176,11 @@ pub enum ExpiryReason {
     /// D-SACK, or the sender restored the slot's original bytes after
     /// stopping inconsistent retransmissions).
     Displaced,
+    /// Its slot failed the liveness test when it would have been
+    /// retransmitted, and the sender skipped the range instead, announcing
+    /// the gap in the next-expected option (seed 003 §7.2's deadline TCP,
+    /// [`HollywoodConfig::seq_gap_deadlines`](crate::HollywoodConfig::seq_gap_deadlines)).
+    Skipped,
 }
 
 /// Reported to the application (RFC 9622 calls this *Expired*).
@@ -935,6 +940,69 @@ impl MessageTable {
                 Some(r)
             }
         }
+    }
+
+    /// Seed 003 §7.2's deadline TCP: the engine is about to retransmit
+    /// `[seq, seq+len)`. If the range is whole slots, none (partly)
+    /// received, and every message in them fails the liveness test at
+    /// `now + owd` (expired, replaceable, nothing live depends on it), they
+    /// are reported [`ExpiryReason::Skipped`] and the range is to be
+    /// skipped: returns true. Otherwise nothing changes and the range is
+    /// resent as it was.
+    pub fn skip_expired(
+        &mut self,
+        now: Instant,
+        owd: Duration,
+        seq: SeqNumber,
+        len: usize,
+    ) -> bool {
+        if self.slots.is_empty() || len == 0 {
+            return false;
+        }
+        let arrival = now + owd;
+        let end = seq + len;
+        let first = self.slot_from(seq);
+        let mut i = first;
+        while i < self.slots.len() && self.slots[i].seq < end {
+            self.step();
+            let s = &self.slots[i];
+            if s.seq < seq || s.end() > end || s.partially_received || s.slot_received {
+                return false;
+            }
+            let expired = match s.occupant {
+                Occupant::Own => {
+                    s.replaceable && !live(s.deadline, arrival) && !self.protected(s.id, arrival)
+                }
+                Occupant::Other(x) => self
+                    .carried
+                    .get(&x)
+                    .is_none_or(|c| !live(c.deadline, arrival) && !self.protected(x, arrival)),
+                Occupant::Padding => true,
+            };
+            if !expired {
+                return false;
+            }
+            i += 1;
+        }
+        if i == first || self.slots[first].seq != seq || self.slots[i - 1].end() != end {
+            return false;
+        }
+        for k in first..i {
+            let s = &mut self.slots[k];
+            let occ = std::mem::replace(&mut s.occupant, Occupant::Padding);
+            match occ {
+                Occupant::Own => {
+                    let id = s.id;
+                    if !s.expired_reported && !self.copy_delivered.contains(&id) {
+                        self.slots[k].expired_reported = true;
+                        self.report(id, ExpiryReason::Skipped);
+                    }
+                }
+                Occupant::Other(x) => self.carried_copy_lost(x, ExpiryReason::Skipped),
+                Occupant::Padding => {}
+            }
+        }
+        true
     }
 
     /// Middlebox fallback: every unacknowledged slot whose content differs

@@ -48,6 +48,17 @@ pub enum Deployment {
     HollywoodIr,
     /// Receiver only: out-of-order delivery; the sender is standard TCP.
     HollywoodOoo,
+    /// Not TCP Hollywood: seed 003 §7.2's deadline TCP, a comparison mode.
+    /// The sender drops messages past their deadline before they get
+    /// sequence numbers and *skips* a retransmission whose messages are
+    /// all past theirs, announcing the next sequence number to expect in
+    /// an experimental TCP option, which leaves a hole in the sequence
+    /// space; the receiver is standard TCP that understands the option
+    /// (in-order delivery, skipped bytes read as empty frames). Not
+    /// deployable: a middlebox that tracks sequence numbers stalls it
+    /// (thesis §4.5, `hollywood lab middlebox`). Not in
+    /// [`Deployment::ALL`].
+    Deadline,
 }
 
 impl Deployment {
@@ -66,6 +77,7 @@ impl Deployment {
             Deployment::Hollywood => "hollywood",
             Deployment::HollywoodIr => "hollywood-ir",
             Deployment::HollywoodOoo => "hollywood-ooo",
+            Deployment::Deadline => "tcp-deadline",
         }
     }
 
@@ -73,10 +85,11 @@ impl Deployment {
     pub fn parse(s: &str) -> Result<Deployment, String> {
         Deployment::ALL
             .into_iter()
+            .chain([Deployment::Deadline])
             .find(|d| d.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown transport '{s}': use tcp, hollywood, hollywood-ir or hollywood-ooo"
+                    "unknown transport '{s}': use tcp, hollywood, hollywood-ir, hollywood-ooo or tcp-deadline"
                 )
             })
     }
@@ -96,9 +109,13 @@ impl Deployment {
     /// also segments consistently (thesis §4.2).
     pub fn sender_config(self, base: &Config) -> Config {
         let mut c = base.clone();
+        let deadline = self == Deployment::Deadline;
         c.nagle = false;
-        c.consistent_segmentation = self.sender_ir();
-        c.hollywood.inconsistent_retransmissions = self.sender_ir();
+        c.consistent_segmentation = self.sender_ir() || deadline;
+        // The deadline sender uses the message queue (expiry before
+        // sequence numbers) and skips instead of rewriting.
+        c.hollywood.inconsistent_retransmissions = self.sender_ir() || deadline;
+        c.hollywood.seq_gap_deadlines = deadline;
         c.hollywood.out_of_order_delivery = false;
         c
     }
@@ -109,6 +126,7 @@ impl Deployment {
         c.nagle = false;
         c.hollywood.inconsistent_retransmissions = false;
         c.hollywood.out_of_order_delivery = self.receiver_ooo();
+        c.hollywood.seq_gap_receive = self == Deployment::Deadline;
         c
     }
 
@@ -362,7 +380,7 @@ impl TcpTransport {
         self.stats.messages_expired += 1;
         let reason = match e.reason {
             R::NotSent | R::ExpiredBeforeSend { .. } => ExpiryReason::BeforeSend,
-            R::Replaced { .. } | R::Displaced => ExpiryReason::Abandoned,
+            R::Replaced { .. } | R::Displaced | R::Skipped => ExpiryReason::Abandoned,
         };
         self.events.push_back(TransportEvent::Expired {
             id: e.id,

@@ -101,6 +101,47 @@ fn an_inconsistent_retransmission_sender_reports_what_it_gave_up() {
 }
 
 #[test]
+fn the_deadline_tcp_skips_what_expired_and_delivers_the_rest_in_order() {
+    // Seed 003 §7.2 through the transport: every 5th data packet is
+    // dropped and a 60 ms lifetime on a 100 ms RTT path leaves no time
+    // to resend it, so the sender skips it; the in-order receiver reads
+    // the skipped bytes as empty frames and goes on, in order.
+    let mut p = tcp_pair(Deployment::Deadline, 5, Duration::from_millis(50));
+    p.set_drop(Box::new(|_, d, i, pk| {
+        d == Dir::AtoB && pk.len() > 300 && i % 5 == 2
+    }));
+    let o = run(
+        &mut p,
+        100,
+        400,
+        Duration::from_millis(20),
+        Duration::from_secs(5),
+        |_, m| m.lifetime = Some(Duration::from_millis(60)),
+    );
+    let lost: Vec<usize> = (0..100).filter(|&i| o.arrival[i].is_none()).collect();
+    assert!(!lost.is_empty(), "the drop rule dropped nothing");
+    assert_eq!(o.duplicates, 0);
+    for &i in &lost {
+        assert!(o.expired[i].is_some(), "message {i} lost without a report");
+    }
+    for i in 0..100 {
+        assert!(
+            !(o.arrival[i].is_some() && o.expired[i].is_some()),
+            "message {i} delivered and reported"
+        );
+    }
+    // In order: delivery times never go backwards along the ids.
+    let times: Vec<_> = o.arrival.iter().flatten().collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert_eq!(
+        tcp(&*p.a).details().hollywood.ir_sent,
+        0,
+        "never inconsistent"
+    );
+    assert_eq!(p.a.name(), "tcp-deadline");
+}
+
+#[test]
 fn a_full_send_buffer_refuses_without_leaving_a_gap() {
     let base = Config {
         send_buffer: 16 * 1024,

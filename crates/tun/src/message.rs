@@ -359,7 +359,10 @@ impl ExpiredLog {
     pub(crate) fn push(&mut self, e: ExpiredMessage, stats: &mut MessageStats) {
         stats.expired += 1;
         match e.reason {
-            hollywood_tcp::ExpiryReason::Replaced { .. } => stats.replaced += 1,
+            // A skip (the deadline TCP) is a retransmission given up too.
+            hollywood_tcp::ExpiryReason::Replaced { .. } | hollywood_tcp::ExpiryReason::Skipped => {
+                stats.replaced += 1
+            }
             hollywood_tcp::ExpiryReason::NotSent => stats.not_sent += 1,
             hollywood_tcp::ExpiryReason::ExpiredBeforeSend { .. } => stats.expired_before_send += 1,
             hollywood_tcp::ExpiryReason::Displaced => stats.displaced += 1,

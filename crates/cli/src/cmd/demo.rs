@@ -48,6 +48,7 @@ fn what(t: VoipTransport) -> &'static str {
         VoipTransport::Stream(Transport::HollywoodIr) => "Hollywood sender only",
         VoipTransport::Stream(Transport::HollywoodOoo) => "Hollywood receiver only",
         VoipTransport::Stream(Transport::Hollywood) => "TCP Hollywood, both ends",
+        VoipTransport::Stream(Transport::Deadline) => "deadline TCP, sequence gaps",
         VoipTransport::Udp => "UDP, never retransmits",
         VoipTransport::Quic("quicsilver") => "QUIC, deadline resets",
         VoipTransport::Quic("quic-ss") => "standard QUIC, one stream",

@@ -506,7 +506,9 @@ pub struct Connection {
     ooo_stats: OooStats,
     /// Sequence-gap sender (seed 003 §7.2, experimental): the "next
     /// expected sequence" announced while SND.UNA is below it.
-    seq_gap_next: Option<SeqNumber>,
+    /// Sequence-gap sender: the ranges skipped above SND.UNA, sorted and
+    /// disjoint.
+    seq_gap_skipped: VecDeque<(SeqNumber, SeqNumber)>,
     /// Retransmissions are consistent from now on (middlebox fallback,
     /// thesis §4.5; `Event::RewritingStopped`).
     rewriting_stopped: bool,
@@ -713,7 +715,7 @@ impl Connection {
             ooo: VecDeque::new(),
             ooo_bytes: 0,
             ooo_stats: OooStats::default(),
-            seq_gap_next: None,
+            seq_gap_skipped: VecDeque::new(),
             rewriting_stopped: false,
             config,
         }
@@ -1584,7 +1586,7 @@ impl Connection {
 
     /// Hand the message table's Expired reports (and a middlebox fallback)
     /// to the application.
-    fn drain_message_events(&mut self) {
+    pub(super) fn drain_message_events(&mut self) {
         while let Some((id, seq, len)) = self.messages.poll_sent() {
             self.push_event(Event::MessageSent { id, seq, len });
         }
@@ -1621,7 +1623,10 @@ impl Connection {
     fn prepare_retransmit(&mut self, now: Instant, seq: SeqNumber, len: usize, evidence: bool) {
         self.stats.retransmitted_segments += 1;
         self.stats.data_bytes_retransmitted += len as u64;
-        if self.config.hollywood.inconsistent_retransmissions && !self.messages.is_empty() {
+        if self.config.hollywood.inconsistent_retransmissions
+            && !self.config.hollywood.seq_gap_deadlines
+            && !self.messages.is_empty()
+        {
             // thesis §4.2: "the estimate of one-way delay is used to
             // determine if the message will arrive within its lifetime"
             // (see `one_way_delay` for the estimate).

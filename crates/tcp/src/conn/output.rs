@@ -342,6 +342,13 @@ impl Connection {
         if self.seq_gap_expired(now, &s) {
             return Some(self.seq_gap_skip(now, i));
         }
+        if self.config.hollywood.seq_gap_deadlines && !s.fin && !self.messages.is_empty() {
+            let owd = self.one_way_delay();
+            if self.messages.skip_expired(now, owd, s.seq, s.len as usize) {
+                self.drain_message_events();
+                return Some(self.seq_gap_skip(now, i));
+            }
+        }
         let len = s.len as usize;
         if s.times_sent == 1 {
             self.stats.data_bytes_first_retransmitted += len as u64;
@@ -426,9 +433,13 @@ impl Connection {
     /// Seed 003 §7.2: "the sender discards the packets associated with the
     /// current data section" and "explicitly notifies the receiver of the
     /// next expected sequence number ... by utilizing the TCP options".
-    /// Deadlines are relative to the first transmission, so every
-    /// outstanding byte below an expired segment is older and expired too:
-    /// the next expected sequence is the end of this segment. In place of
+    /// The next expected sequence is the end of the run of skipped and
+    /// SACKed segments from SND.UNA: a byte below it that the receiver
+    /// lacks is one the sender gave up (with a lifetime since the first
+    /// transmission the older bytes are expired too, but not yet skipped
+    /// if their own retransmission has not come up; with the
+    /// application's deadlines an older message may still be live, e.g.
+    /// an I-frame that later frames depend on). In place of
     /// the retransmission a pure ACK carries the option (its sequence
     /// number is SND.NXT, inside the receiver's window, so a receiver
     /// processes it); the segment is marked as retransmitted so the
@@ -437,8 +448,22 @@ impl Connection {
     fn seq_gap_skip(&mut self, now: Instant, i: usize) -> TcpRepr {
         let s = *self.rtxq.get(i).expect("caller checked");
         let end = s.end();
-        if self.seq_gap_next.is_none_or(|n| n < end) {
-            self.seq_gap_next = Some(end);
+        self.seq_gap_skipped.retain(|&(_, e)| e > self.snd_una);
+        if self.seq_gap_skipped.back().is_none_or(|&(_, e)| e < s.seq) {
+            self.seq_gap_skipped.push_back((s.seq, end));
+        } else {
+            // Skips come in sequence order within a recovery, but a later
+            // recovery may skip below an earlier skip: keep the ranges
+            // sorted and merged.
+            let mut v: Vec<_> = self.seq_gap_skipped.drain(..).collect();
+            v.push((s.seq, end));
+            v.sort_by_key(|&(a, _)| a.diff(self.snd_una));
+            for (a, b) in v {
+                match self.seq_gap_skipped.back_mut() {
+                    Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                    _ => self.seq_gap_skipped.push_back((a, b)),
+                }
+            }
         }
         self.stats.seq_gap_skips += 1;
         self.rtxq.on_retransmit(i, now);
@@ -452,6 +477,38 @@ impl Connection {
         }
         let seq = self.snd_nxt;
         self.data_header(now, seq, TcpFlags::ACK, 0)
+    }
+
+    /// The end of the run of skipped and SACKed segments from SND.UNA
+    /// (`None`: SND.UNA itself is neither).
+    fn seq_gap_reach(&self) -> Option<SeqNumber> {
+        if self.seq_gap_skipped.is_empty() {
+            return None;
+        }
+        let mut ne = self.snd_una;
+        let mut skipped = self.seq_gap_skipped.iter().peekable();
+        loop {
+            let before = ne;
+            while let Some(&&(a, b)) = skipped.peek() {
+                if a > ne {
+                    break;
+                }
+                ne = ne.max(b);
+                skipped.next();
+            }
+            let mut k = self.rtxq.index_from(ne);
+            while let Some(s) = self.rtxq.get(k) {
+                if s.seq > ne || !s.sacked {
+                    break;
+                }
+                ne = ne.max(s.end());
+                k += 1;
+            }
+            if ne == before {
+                break;
+            }
+        }
+        (ne > self.snd_una).then_some(ne)
     }
 
     /// RFC 9293 §3.8.6.1: send one octet of new data (or the FIN) into
@@ -596,19 +653,19 @@ impl Connection {
             });
         }
         // Sequence-gap sender (seed 003 §7.2): announce the next expected
-        // sequence while the receiver has not acknowledged it, on every
+        // sequence (`seq_gap_reach`) while skipped ranges lie above
+        // SND.UNA, on every
         // segment where the 8-byte option fits within the MSS (a
         // full-sized segment has no room; the skip ACK always carries it).
-        if let Some(nx) = self.seq_gap_next {
-            if nx <= self.snd_una {
-                self.seq_gap_next = None;
-            } else {
-                let ts = if self.neg.timestamps { TS_OPT_LEN } else { 0 };
-                let budget = (self.neg.peer_mss as usize).min(self.local_mss() as usize);
-                let len = hollywood_wire::tcp::NEXT_EXPECTED_LEN;
-                if payload_len == 0 || ts + len + payload_len <= budget {
-                    options.next_expected = Some(nx);
-                }
+        if !self.seq_gap_skipped.is_empty() {
+            self.seq_gap_skipped.retain(|&(_, e)| e > self.snd_una);
+        }
+        if let Some(nx) = self.seq_gap_reach() {
+            let ts = if self.neg.timestamps { TS_OPT_LEN } else { 0 };
+            let budget = (self.neg.peer_mss as usize).min(self.local_mss() as usize);
+            let len = hollywood_wire::tcp::NEXT_EXPECTED_LEN;
+            if payload_len == 0 || ts + len + payload_len <= budget {
+                options.next_expected = Some(nx);
             }
         }
         if self.neg.sack {

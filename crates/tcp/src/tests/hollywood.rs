@@ -837,3 +837,150 @@ fn the_last_messages_before_a_fin_are_not_given_up_once_sacked() {
         r.expired()
     );
 }
+
+/// Seed 003 §7.2's deadline TCP: the sender's message queue with
+/// `seq_gap_deadlines`, a standard in-order receiver that understands the
+/// next-expected option. One-way delay 50 ms.
+fn deadline_tcp(seed: u64) -> Run {
+    let mut sender = Config::hollywood(true, false);
+    sender.hollywood.seq_gap_deadlines = true;
+    let mut receiver = Config::hollywood(false, false);
+    receiver.hollywood.seq_gap_receive = true;
+    let mut p = Pair::new(sender, receiver, seed);
+    p.ab.delay = 50 * MS;
+    p.ba.delay = 50 * MS;
+    let (ha, hb) = p.connect();
+    Run {
+        p,
+        ha,
+        hb,
+        lens: Vec::new(),
+        got: Vec::new(),
+    }
+}
+
+/// Drop the first k transmissions of the data segment starting at a
+/// sequence listed k times in `seqs` (filled in as the messages get their
+/// slots).
+fn drop_first_at_each(p: &mut Pair, seqs: Rc<RefCell<Vec<SeqNumber>>>) {
+    let mut done: Vec<SeqNumber> = Vec::new();
+    p.ab.verdict = Some(Box::new(move |pi| {
+        let s = pi.tcp.seq;
+        let listed = seqs.borrow().iter().filter(|&&x| x == s).count();
+        if pi.len > 0 && done.iter().filter(|&&x| x == s).count() < listed {
+            done.push(s);
+            return Verdict::Drop;
+        }
+        Verdict::Pass
+    }));
+}
+
+/// The in-order byte stream the deadline receiver delivered.
+fn read_stream(r: &mut Run) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n) = r.p.cb(r.hb).recv(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+#[test]
+fn deadline_tcp_skips_an_expired_message_and_resends_a_live_one_below_it() {
+    let mut r = deadline_tcp(31);
+    let targets = Rc::new(RefCell::new(Vec::new()));
+    drop_first_at_each(&mut r.p, targets.clone());
+    // Message 2 (lifetime 5 s; its first retransmission is lost too) and
+    // message 4 (lifetime 80 ms: dead by the retransmission, about one RTT
+    // later) are lost. The skip of message 4 must not announce a
+    // next-expected sequence past message 2, which the receiver still
+    // lacks and which is resent as it was: the receiver would read zeros
+    // there.
+    let mut slots = Vec::new();
+    for id in 0..10u32 {
+        let seq = r.p.ca(r.ha).snd_nxt();
+        slots.push(seq);
+        if id == 2 {
+            targets.borrow_mut().extend([seq, seq]);
+        }
+        if id == 4 {
+            targets.borrow_mut().push(seq);
+        }
+        r.send(id, 100, if id == 4 { 80 } else { 5000 }, None);
+        r.run(10 * MS);
+    }
+    r.run(2000 * MS);
+    let stream = read_stream(&mut r);
+    let first = slots[0];
+    let at = |id: usize| slots[id].diff(first) as usize;
+    // Everything but message 4 arrived in order; message 4's bytes are zeros.
+    assert_eq!(stream.len(), 1000, "the stream went on past the gap");
+    for id in 0..10usize {
+        let got = &stream[at(id)..at(id) + 100];
+        if id == 4 {
+            assert!(got.iter().all(|&b| b == 0), "skipped = zeros");
+        } else {
+            assert_eq!(got, &frame(id as u32, 100)[..], "message {id}");
+        }
+    }
+    assert_eq!(r.expired(), vec![(4, ExpiryReason::Skipped)]);
+    // Message 2 was sent three times with its own bytes; message 4 once.
+    assert_eq!(r.positions_of(2), vec![slots[2]]);
+    let sends = |seq: SeqNumber| {
+        r.p.sent(Dir::AtoB)
+            .filter(|t| t.len > 0 && t.tcp.seq == seq)
+            .count()
+    };
+    assert_eq!(sends(slots[2]), 3);
+    assert_eq!(sends(slots[4]), 1);
+    // Never announced past the live message's slot while it was missing;
+    // announced past message 4 in the end.
+    let end4 = slots[4] + 100;
+    let announced: Vec<SeqNumber> =
+        r.p.sent(Dir::AtoB)
+            .filter_map(|t| t.tcp.options.next_expected)
+            .collect();
+    assert!(!announced.is_empty());
+    assert!(announced.iter().all(|&n| n >= end4), "{announced:?}");
+    assert_eq!(r.p.cb(r.hb).stats().seq_gap_skipped_bytes, 100);
+    // No retransmission ever differed from the original.
+    assert_eq!(r.p.ca(r.ha).hollywood_stats().ir_sent, 0);
+}
+
+#[test]
+fn deadline_tcp_drops_a_message_that_expires_in_the_queue() {
+    // A two-segment window: messages wait in the queue, and one that
+    // expires there never gets sequence numbers (seed 003 §7.2: "transmit
+    // the next (unexpired) data section").
+    let mut sender = Config::hollywood(true, false);
+    sender.hollywood.seq_gap_deadlines = true;
+    sender.initial_cwnd_segments = 2;
+    let mut receiver = Config::hollywood(false, false);
+    receiver.hollywood.seq_gap_receive = true;
+    let mut p = Pair::new(sender, receiver, 32);
+    p.ab.delay = 50 * MS;
+    p.ba.delay = 50 * MS;
+    let (ha, hb) = p.connect();
+    let mut r = Run {
+        p,
+        ha,
+        hb,
+        lens: Vec::new(),
+        got: Vec::new(),
+    };
+    for id in 0..6u32 {
+        r.send(id, 1000, if id == 3 { 60 } else { 5000 }, None);
+    }
+    r.run(2000 * MS);
+    let stream = read_stream(&mut r);
+    let mut want = Vec::new();
+    for id in [0u32, 1, 2, 4, 5] {
+        want.extend_from_slice(&frame(id, 1000));
+    }
+    assert_eq!(stream, want, "message 3 never reached the wire");
+    assert_eq!(r.expired(), vec![(3, ExpiryReason::NotSent)]);
+    assert_eq!(r.p.ca(r.ha).stats().seq_gap_skips, 0);
+}
