@@ -11,6 +11,8 @@
 //! - [`voip`]: the thesis's simulated VoIP application (§5.1.2): fixed
 //!   playout schedule, per-message buffered time, transport delay and
 //!   outcome, over the four deployments and plain UDP.
+//! - [`vod`]: seed 003's video on demand: the whole video handed over at
+//!   the start, frame deadlines from an initiation latency.
 //! - [`audit`]: what the sender put on the wire — sequence holes,
 //!   retransmissions whose length differs from the original, inconsistent
 //!   retransmissions — read from the simulator's packet trace, independent of
@@ -25,6 +27,7 @@ pub mod messages;
 pub mod ontime;
 pub mod scenario;
 pub mod video;
+pub mod vod;
 pub mod voip;
 
 pub use analysis::{MediaTiming, Region, Utility};

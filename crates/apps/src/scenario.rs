@@ -142,9 +142,17 @@ fn cross_topology(
         let seed = sim.derive_seed(100 + i as u64);
         let (src, sink) = match *c {
             CrossTraffic::Bulk => {
+                // Buffers of four times the path's capacity (bandwidth ×
+                // RTT plus the bottleneck queue), between 256 KiB and
+                // 8 MiB: never window-limited, and no larger than that (a
+                // greedy flow fills every byte of its buffers, and
+                // experiments run thousands of these).
+                let bdp = (sc.rate_bps as f64 / 8.0 * sc.rtt.as_secs_f64()) as usize
+                    + sc.queue_bytes;
+                let buffer = (4 * bdp).clamp(256 << 10, 8 << 20);
                 let cfg = Config {
-                    recv_buffer: 8 << 20,
-                    send_buffer: 8 << 20,
+                    recv_buffer: buffer,
+                    send_buffer: buffer,
                     ..sc.base.clone()
                 };
                 let pattern = Pattern::new(seed);

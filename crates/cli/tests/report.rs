@@ -82,7 +82,10 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     assert_eq!(v["params"]["seeds"], "1");
     let repros = v["reproductions"].as_array().unwrap();
     let names: Vec<&str> = repros.iter().map(|r| r["plan"].as_str().unwrap()).collect();
-    assert_eq!(names, ["ch5", "ch5-dupack", "quicsilver", "rtp-quic"]);
+    assert_eq!(
+        names,
+        ["ch5", "ch5-dupack", "quicsilver", "rtp-quic", "tcp-video"]
+    );
     for r in repros {
         assert!(r["claims"].as_u64().unwrap() > 0, "{r}");
         let sub = dir.join(r["plan"].as_str().unwrap());
@@ -97,10 +100,10 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
         }
         let s: serde_json::Value =
             serde_json::from_slice(&std::fs::read(sub.join("summary.json")).unwrap()).unwrap();
-        let adapter = if r["plan"] == "quicsilver" || r["plan"] == "rtp-quic" {
-            "video"
-        } else {
-            "voip"
+        let adapter = match r["plan"].as_str().unwrap() {
+            "quicsilver" | "rtp-quic" => "video",
+            "tcp-video" => "vod",
+            _ => "voip",
         };
         assert_eq!(s["schema"]["name"], format!("hollywood.repro.{adapter}"));
         assert_eq!(s["params"]["seeds"], 1);
@@ -111,8 +114,9 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     let figures = image_sources(&html);
     // ch5 and ch5-dupack: 2 scenarios × 5 transports × (full + zoom);
     // quicsilver: one latency plot per scenario (5); rtp-quic: one
-    // head-of-line scatter, total head-of-line and sending delay (3).
-    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5 + 3, "{figures:?}");
+    // head-of-line scatter, total head-of-line and sending delay (3);
+    // tcp-video: violation curves and latency for none per scenario (4).
+    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5 + 3 + 4, "{figures:?}");
     for f in &figures {
         assert!(
             dir.join(f).is_file(),

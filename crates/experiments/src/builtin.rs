@@ -31,10 +31,14 @@ pub const PLANS: &[Builtin] = &[
         name: "rtp-quic",
         text: include_str!("../../../scenarios/rtp-quic.toml"),
     },
+    Builtin {
+        name: "tcp-video",
+        text: include_str!("../../../scenarios/tcp-video.toml"),
+    },
 ];
 
 /// The adapters a plan may name.
-pub const ADAPTERS: &[&str] = &["voip", "video"];
+pub const ADAPTERS: &[&str] = &["voip", "video", "vod"];
 
 /// The built-in plan called `name`.
 pub fn find(name: &str) -> Option<&'static Builtin> {
@@ -65,6 +69,7 @@ pub fn run(plan: &Plan, default_adapter: Option<&str>, opts: &Options) -> Result
     match name {
         "voip" => run::run(&crate::ch5::Voip, plan, opts),
         "video" => run::run(&crate::video::Video, plan, opts),
+        "vod" => run::run(&crate::vod::Vod, plan, opts),
         other => Err(format!(
             "bad experiment plan: unknown adapter '{other}': use one of {}",
             ADAPTERS.join(", ")

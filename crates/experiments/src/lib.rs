@@ -8,7 +8,8 @@
 //! ([`units`]) are shared with the CLI.
 //!
 //! Reproductions: [`ch5`] (thesis chapter 5, the VoIP application) and
-//! [`video`] (live video: seed 002's QUICsilver experiment). The
+//! [`video`] (live video: seeds 002 and 004) and [`vod`] (video on
+//! demand over TCP, deadline TCP and TCP Hollywood: seed 003). The
 //! built-in plans are listed in [`builtin`].
 
 // An adapter crate: the runner uses threads (rayon) and the wall clock (to
@@ -29,4 +30,5 @@ pub mod schema;
 pub mod stats;
 pub mod units;
 pub mod video;
+pub mod vod;
 pub mod voip;

@@ -8,6 +8,8 @@
 //!   adapter);
 //! * `repro rtp-quic` — seed 004 (`scenarios/rtp-quic.toml`, the video
 //!   adapter);
+//! * `repro tcp-video` — seed 003 (`scenarios/tcp-video.toml`, the vod
+//!   adapter);
 //! * `repro plan FILE` — any plan file, with the adapter it names;
 //! * `repro all --out DIR` — every built-in plan into `DIR/<plan>/`, then
 //!   `DIR/index.html`;
@@ -36,6 +38,12 @@ pub enum ReproCommand {
     /// loss, 42 and 168 ms jitter buffers (head-of-line-blocking and
     /// sending delay, Figs. 4–8).
     RtpQuic(BuiltinArgs),
+    /// Seed 003 (Mutlu and Jain): a stored video over TCP, seed 003's
+    /// deadline TCP and TCP Hollywood with cross traffic; the initiation
+    /// latency for no deadline violation against bottleneck rate and
+    /// competing clients, CBR and VBR, and the violation curves (Graphs
+    /// 6.1-6.4, 8.1-8.3).
+    TcpVideo(BuiltinArgs),
     /// Run an experiment plan file (TOML) with the adapter it names.
     Plan(PlanArgs),
     /// Every built-in plan into DIR/<plan>/, then one page: DIR/index.html.
@@ -130,6 +138,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         }
         ReproCommand::Quicsilver(a) => builtin_one("quicsilver", &a),
         ReproCommand::RtpQuic(a) => builtin_one("rtp-quic", &a),
+        ReproCommand::TcpVideo(a) => builtin_one("tcp-video", &a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
             let out = a
