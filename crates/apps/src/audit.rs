@@ -248,13 +248,19 @@ impl FlowState {
                 self.bytes.resize(lim, 0);
                 self.seen.resize(lim, false);
             }
-            for (i, &b) in payload.iter().enumerate().take(lim - off as usize) {
-                let o = off as usize + i;
+            // Below the highest offset seen, byte by byte (holes may be
+            // filled); from it on nothing was seen yet: copy at once.
+            let off = off as usize;
+            let fresh = (self.high as usize).clamp(off, lim);
+            for (i, &b) in payload[..fresh - off].iter().enumerate() {
+                let o = off + i;
                 if !self.seen[o] {
                     self.seen[o] = true;
                     self.bytes[o] = b;
                 }
             }
+            self.bytes[fresh..lim].copy_from_slice(&payload[fresh - off..lim - off]);
+            self.seen[fresh..lim].fill(true);
         }
         if end > self.high {
             self.high = end;

@@ -18,18 +18,14 @@ use std::time::Duration;
 /// checks every byte against it).
 pub fn payload_for(seed: u64, id: u32, size: usize) -> Vec<u8> {
     let mut x = seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    let mut out = Vec::with_capacity(size);
-    while out.len() < size {
-        // xorshift64*
+    let mut out = vec![0u8; size];
+    for chunk in out.chunks_mut(8) {
+        // xorshift64*, eight bytes at a time (little-endian).
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
         let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        for b in v.to_le_bytes() {
-            if out.len() < size {
-                out.push(b);
-            }
-        }
+        chunk.copy_from_slice(&v.to_le_bytes()[..chunk.len()]);
     }
     out
 }
@@ -377,6 +373,19 @@ mod tests {
         assert_ne!(payload_for(1, 5, 160), payload_for(1, 6, 160));
         assert_ne!(payload_for(1, 5, 160), payload_for(2, 5, 160));
         assert_eq!(payload_for(1, 5, 7).len(), 7);
+        // The stream is xorshift64* output, little-endian, byte by byte:
+        // every earlier run's payloads stay what they were.
+        let mut x: u64 = 1 ^ 5u64.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+        let mut want = Vec::new();
+        while want.len() < 21 {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            want.extend(x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+        }
+        want.truncate(21);
+        assert_eq!(payload_for(1, 5, 21), want);
+        assert!(payload_for(1, 5, 0).is_empty());
     }
 
     #[test]

@@ -147,8 +147,8 @@ fn cross_topology(
                 // 8 MiB: never window-limited, and no larger than that (a
                 // greedy flow fills every byte of its buffers, and
                 // experiments run thousands of these).
-                let bdp = (sc.rate_bps as f64 / 8.0 * sc.rtt.as_secs_f64()) as usize
-                    + sc.queue_bytes;
+                let bdp =
+                    (sc.rate_bps as f64 / 8.0 * sc.rtt.as_secs_f64()) as usize + sc.queue_bytes;
                 let buffer = (4 * bdp).clamp(256 << 10, 8 << 20);
                 let cfg = Config {
                     recv_buffer: buffer,
