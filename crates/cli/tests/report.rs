@@ -115,8 +115,9 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     // ch5 and ch5-dupack: 2 scenarios × 5 transports × (full + zoom);
     // quicsilver: one latency plot per scenario (5); rtp-quic: one
     // head-of-line scatter, total head-of-line and sending delay (3);
+    // quicsilver: also one stack-latency plot per scenario (5);
     // tcp-video: violation curves and latency for none per scenario (4).
-    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5 + 3 + 4, "{figures:?}");
+    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5 + 5 + 3 + 4, "{figures:?}");
     for f in &figures {
         assert!(
             dir.join(f).is_file(),
