@@ -621,8 +621,8 @@ impl Adapter for Video {
         let stack = &out.report.stack_latency_ms;
         let delivered = out.report.packets > out.report.first_tx_dropped;
         match name {
-            "stack_excess_p99_ms" => delivered.then(|| stack.p99 - out.one_way_ms),
-            "stack_excess_max_ms" => delivered.then(|| stack.max - out.one_way_ms),
+            "stack_excess_p99_ms" => delivered.then_some(stack.p99 - out.one_way_ms),
+            "stack_excess_max_ms" => delivered.then_some(stack.max - out.one_way_ms),
             _ => metric_of(&out.report, name),
         }
     }
