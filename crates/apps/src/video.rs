@@ -525,8 +525,18 @@ impl VideoScenario {
         self.path.rtt / 2 + self.source.frame_interval() * self.buffer_frames
     }
 
-    /// Send the video and play what arrives.
+    /// Send the video in the simulator and play what arrives.
     pub fn run(&self) -> Result<VideoRun, String> {
+        self.run_with(MessagesScenario::run)
+    }
+
+    /// Send the video with `send` (the simulator's [`MessagesScenario::run`],
+    /// or the same scenario on real packets: `hollywood_lab::messages::run`)
+    /// and play what arrives.
+    pub fn run_with(
+        &self,
+        send: impl FnOnce(&MessagesScenario) -> Result<MessagesRun, String>,
+    ) -> Result<VideoRun, String> {
         self.source.validate()?;
         if !(0.0..1.0).contains(&self.redundancy) {
             return Err(format!(
@@ -561,7 +571,7 @@ impl VideoScenario {
         let on_missing = self
             .on_missing
             .unwrap_or_else(|| Self::player_for(sc.transport().name()));
-        let messages = sc.run()?;
+        let messages = send(&sc)?;
         let frames: Vec<FrameTiming> = frame_packets
             .iter()
             .map(|fp| {

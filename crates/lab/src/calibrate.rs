@@ -150,6 +150,7 @@ impl CalibrateSpec {
             size: v.size,
             interval: v.interval,
             lifetime: None,
+            schedule: None,
             port: 5401,
             pcap: self.pcap_dir.as_ref().map(|d| {
                 d.join(format!(

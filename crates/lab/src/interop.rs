@@ -115,6 +115,10 @@ pub struct PairSpec {
     pub interval: Duration,
     /// Lifetime of every message (`None`: no lifetime).
     pub lifetime: Option<Duration>,
+    /// A timetable (video frames, `hollywood_apps::video`) instead of
+    /// `interval`: message i is sent at its `at`, with its own lifetime
+    /// (or `lifetime`) and dependency; `messages` must be its length.
+    pub schedule: Option<hollywood_apps::messages::Schedule>,
     /// Receiver's port.
     pub port: u16,
     /// Keep the capture at this path (otherwise a temporary file).
@@ -127,6 +131,24 @@ pub struct PairSpec {
     /// system default (`net.ipv4.tcp_congestion_control`, which new
     /// namespaces inherit: BBR on the lab machine).
     pub kernel_cc: Option<String>,
+}
+
+impl PairSpec {
+    /// When workload message `i` is due, from the start.
+    pub fn send_offset(&self, i: u32) -> Duration {
+        match &self.schedule {
+            Some(s) => s.get(i as usize).map_or(Duration::ZERO, |p| p.at),
+            None => self.interval * i,
+        }
+    }
+
+    /// Workload message `i`'s lifetime.
+    pub fn lifetime_of(&self, i: u32) -> Option<Duration> {
+        self.schedule
+            .as_ref()
+            .and_then(|s| s.get(i as usize)?.lifetime)
+            .or(self.lifetime)
+    }
 }
 
 /// What the sending side reported.
@@ -327,8 +349,21 @@ pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
     if spec.size < workload::MIN_PAYLOAD {
         return Err(format!("messages must be at least {} bytes", workload::MIN_PAYLOAD).into());
     }
-    if spec.messages == 0 || spec.interval.is_zero() {
-        return Err("need at least one message and a positive interval".into());
+    match &spec.schedule {
+        Some(s) if s.len() != spec.messages as usize => {
+            return Err(format!(
+                "the timetable has {} messages but messages is {}",
+                s.len(),
+                spec.messages
+            )
+            .into());
+        }
+        Some(_) if spec.messages == 0 => return Err("need at least one message".into()),
+        Some(_) => {}
+        None if spec.messages == 0 || spec.interval.is_zero() => {
+            return Err("need at least one message and a positive interval".into());
+        }
+        None => {}
     }
     let lab = Lab::up(LabSpec {
         name: spec.lab.clone(),
@@ -556,7 +591,7 @@ async fn exchange(
         .map_err(|_| "the receiver accepted no connection within 15 s")??;
     let epoch = tokio::time::Instant::now();
     let n = spec.messages;
-    let end_of_sending = spec.interval * n;
+    let end_of_sending = spec.send_offset(n.saturating_sub(1)) + spec.interval;
     let deadline = epoch + end_of_sending + spec.drain;
     let size = spec.size;
     let drain = spec.drain;
@@ -602,8 +637,6 @@ async fn exchange(
         let _ = tokio::time::timeout(Duration::from_secs(3), rx.close()).await;
         out
     });
-    let lifetime = spec.lifetime;
-    let interval = spec.interval;
     let sender = async {
         let mut out = SenderOut {
             sent_at: vec![None; n as usize],
@@ -611,17 +644,24 @@ async fn exchange(
             error: None,
         };
         let mut ids: HashMap<u32, u32> = HashMap::new();
+        // Workload index → the message layer's id (for dependencies).
+        let mut layer_id: Vec<Option<u32>> = vec![None; n as usize];
         let mut expired = Vec::new();
         for i in 0..n {
-            tokio::time::sleep_until(epoch + interval * i).await;
+            tokio::time::sleep_until(epoch + spec.send_offset(i)).await;
             let mut m = SendMessage::new(workload::payload(i, size));
-            if let Some(l) = lifetime {
+            if let Some(l) = spec.lifetime_of(i) {
                 m = m.lifetime(l);
+            }
+            let planned = spec.schedule.as_ref().and_then(|s| s.get(i as usize));
+            if let Some(d) = planned.and_then(|p| layer_id.get(p.depends_on? as usize)?.as_ref()) {
+                m = m.depends_on(*d);
             }
             let called = epoch.elapsed();
             match tokio::time::timeout_at(deadline, tx.send_message(m)).await {
                 Ok(Ok(id)) => {
                     ids.insert(id, i);
+                    layer_id[i as usize] = Some(id);
                     out.sent_at[i as usize] = Some(called);
                 }
                 Ok(Err(e)) => {
@@ -770,15 +810,16 @@ impl PairRun {
         for (i, sent) in self.sent_at.iter().enumerate() {
             let Some(s) = sent else { continue };
             let t = |d: Duration| hollywood_tcp::Instant::from_nanos(d.as_nanos() as u64);
+            let lifetime = self.spec.lifetime_of(i as u32);
             let oracle = !self.network_dropped.get(i).copied().unwrap_or(false)
                 && hollywood_apps::oracle_in_time(
                     one_way,
                     self.spec.a_to_b.rate_bps,
                     wire,
-                    self.spec.lifetime,
+                    lifetime,
                 );
             o.add(
-                hollywood_apps::Timeliness::of(t(*s), self.arrival[i].map(t), self.spec.lifetime),
+                hollywood_apps::Timeliness::of(t(*s), self.arrival[i].map(t), lifetime),
                 oracle,
             );
         }
@@ -888,6 +929,7 @@ impl InteropSpec {
             }),
             drain: Duration::from_secs(10),
             kernel_cc: self.kernel_cc.clone(),
+            schedule: None,
         }
     }
 }

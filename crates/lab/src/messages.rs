@@ -1,7 +1,8 @@
 //! `hollywood lab messages`: the timed message stream of `sim messages` on
 //! real packets (issue 10, "a real-packet twin of `sim messages`").
 //!
-//! The scenario is the simulator's [`MessagesScenario`]; the path is a
+//! The scenario is the simulator's [`MessagesScenario`] (a fixed interval
+//! or a timetable, e.g. video frames); the path is a
 //! two-host lab whose user-space emulator runs the simulator's own link
 //! model with the same parameters (rate and queue each way, half the RTT
 //! each way, the loss model on a→b only). The result is the simulator's
@@ -56,8 +57,8 @@ pub fn links(sc: &MessagesScenario) -> (LinkConfig, LinkConfig) {
 /// fresh lab named `lab_name`: QUIC and UDP through [`run_generic`], the
 /// TCP deployments through [`run_tcp`].
 pub fn run(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Error> {
-    if sc.schedule.is_some() {
-        return Err("a timetable (video frames) runs in the simulator only so far".into());
+    if !sc.cross.is_empty() {
+        return Err("cross traffic runs in the simulator only (the lab has two hosts)".into());
     }
     match sc.transport() {
         GenericTransport::Tcp(t) => {
@@ -132,7 +133,11 @@ pub fn run_generic(
                 .push((now, packet.len(), fp, id));
         }));
     }
-    let limit = Instant::ZERO + sc.interval * sc.count + sc.rtt * 20 + Duration::from_secs(60);
+    let traffic = match &sc.schedule {
+        Some(s) => s.last().map_or(Duration::ZERO, |p| p.at) + sc.interval,
+        None => sc.interval * sc.count,
+    };
+    let limit = Instant::ZERO + traffic + sc.rtt * 20 + Duration::from_secs(60);
     let sender_done = Arc::new(AtomicBool::new(false));
     let rx_thread = {
         let done = sender_done.clone();
@@ -215,6 +220,7 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         size: sc.size.max(crate::workload::MIN_PAYLOAD),
         interval: sc.interval,
         lifetime: sc.lifetime,
+        schedule: sc.schedule.clone(),
         port: 5400,
         pcap: None,
         drain: Duration::from_secs(10),

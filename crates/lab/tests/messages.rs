@@ -119,3 +119,71 @@ fn udp_and_hollywood_on_real_packets_agree_with_the_simulator() {
     let (_, hw) = agrees("hw", "hollywood");
     assert_eq!(hw.wire.seq_holes, 0);
 }
+
+/// Seed 002's live video (60 fps, an I-frame of 4 packets every 10 frames,
+/// P-frames of one packet, 1232 B; 50 ms one-way, 1 % loss, a 4-frame
+/// buffer), 10 s of it, from a timetable on real packets: TCP Hollywood
+/// plays what the simulator plays and never stalls, standard TCP stalls
+/// (issue 12: the video application in the lab).
+#[test]
+fn live_video_runs_on_real_packets_from_its_timetable() {
+    use hollywood_apps::video::{VideoScenario, VideoSource};
+    if !root("live_video_runs_on_real_packets_from_its_timetable") {
+        return;
+    }
+    let _guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let video = |transport: &str| VideoScenario {
+        source: VideoSource {
+            frames: 600,
+            ..VideoSource::default()
+        },
+        path: MessagesScenario {
+            rate_bps: 100_000_000,
+            uplink_bps: 100_000_000,
+            rtt: Duration::from_millis(100),
+            loss: LossModel::Bernoulli(0.01),
+            seed: 1,
+            generic: Some(GenericTransport::parse(transport).expect("transport name")),
+            ..MessagesScenario::default()
+        },
+        buffer_frames: 4,
+        on_missing: None,
+        resume: hollywood_apps::video::Resume::CatchUp,
+        trace: None,
+        redundancy: 0.0,
+    };
+    let hw = video("hollywood");
+    let sim = hw.run().expect("simulation");
+    let lab = hw.run_with(|m| Ok(lab_run("vhw", m))).expect("lab");
+    let tcp = video("tcp")
+        .run_with(|m| Ok(lab_run("vtcp", m)))
+        .expect("lab");
+    eprintln!(
+        "live video: hollywood useful {:.2} % lab, {:.2} % sim, stalls {}; tcp stalls {} ({:?})",
+        lab.report.useful_pct(),
+        sim.report.useful_pct(),
+        lab.report.stalls,
+        tcp.report.stalls,
+        tcp.report.discrepancy
+    );
+    for r in [&lab, &tcp] {
+        assert!(r.messages.error.is_none(), "{:?}", r.messages.error);
+        assert_eq!(
+            r.messages.corrupt_delivered + r.messages.duplicates_delivered,
+            0
+        );
+        // The frames' timetable reached the wire: 600 frames' packets.
+        assert_eq!(r.frames.len(), 600);
+        assert_eq!(r.messages.generated.iter().flatten().count(), 780);
+    }
+    assert_eq!(lab.report.stalls, 0);
+    assert!(lab.report.useful_pct() >= 95.0, "{:?}", lab.report);
+    assert!(
+        (lab.report.useful_pct() - sim.report.useful_pct()).abs() <= 2.0,
+        "lab {:?} sim {:?}",
+        lab.report,
+        sim.report
+    );
+    assert_eq!(lab.messages.wire.seq_holes, 0);
+    assert!(tcp.report.stalls > 0, "{:?}", tcp.report);
+}

@@ -152,11 +152,28 @@ pub struct VideoArgs {
     /// transport only).
     #[arg(long)]
     pcap: Option<std::path::PathBuf>,
+    /// Real packets (root): run each transport over a fresh two-host lab of
+    /// this name (NAME-0, NAME-1, ...) whose user-space emulator runs the
+    /// same link model (`hollywood lab messages`); no cross traffic.
+    #[arg(long)]
+    lab: Option<String>,
 }
 
 pub fn run(a: VideoArgs) -> Result<(), String> {
     if a.size == 0 || a.size > 1400 {
         return Err("--size must be between 1 and 1400 bytes (one packet)".into());
+    }
+    if let Some(name) = &a.lab {
+        hollywood_lab::topology::check_name(name).map_err(|e| e.to_string())?;
+        if !a.cross.is_empty() {
+            return Err("--cross runs in the simulator only (the lab has two hosts)".into());
+        }
+        if (a.size as usize) < hollywood_lab::workload::MIN_PAYLOAD {
+            return Err(format!(
+                "--size must be at least {} bytes on real packets (a packet carries its id)",
+                hollywood_lab::workload::MIN_PAYLOAD
+            ));
+        }
     }
     let duration = a
         .duration
@@ -234,7 +251,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
     }
     let mut csv = crate::cmd::messages::open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
-    for choice in &a.transport.0 {
+    for (index, choice) in a.transport.0.iter().enumerate() {
         let (transport, generic) = choice.scenario_transport(a.cc);
         let sc = VideoScenario {
             source,
@@ -263,7 +280,13 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
         let wall = std::time::Instant::now();
-        let run = sc.run()?;
+        let run = match &a.lab {
+            None => sc.run()?,
+            Some(name) => {
+                let lab = format!("{name}-{index}");
+                sc.run_with(|m| hollywood_lab::messages::run(m, &lab).map_err(|e| e.to_string()))?
+            }
+        };
         if let Some(w) = &mut csv {
             crate::cmd::messages::write_csv_rows(w, choice.name(), &run.messages)
                 .map_err(|e| e.to_string())?;
