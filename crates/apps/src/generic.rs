@@ -190,7 +190,9 @@ pub fn apps(sc: &crate::MessagesScenario) -> (MessageSender, MessageReceiver) {
         group: sc.group,
         schedule: sc.schedule.clone(),
     });
-    (sender, MessageReceiver::new(sc.count, sc.size, sc.seed))
+    let receiver =
+        MessageReceiver::new(sc.count, sc.size, sc.seed).with_schedule(sc.schedule.clone());
+    (sender, receiver)
 }
 
 /// What the packets say about each message's first transmission

@@ -69,6 +69,36 @@ pub struct Planned {
     /// Its own lifetime from generation instead of the sender's (an
     /// I-frame is useful until the last frame that references it is due).
     pub lifetime: Option<Duration>,
+    /// A media packet: its payload starts with an RTP-like header
+    /// ([`crate::video::RtpLike`]) naming its frame, the frame's type and
+    /// its place in the frame.
+    pub media: Option<MediaPacket>,
+}
+
+/// Where a media packet sits in its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MediaPacket {
+    /// The frame is an I-frame.
+    pub intra: bool,
+    /// This packet's index in the frame (from 0).
+    pub index: u16,
+    /// Packets in the frame.
+    pub count: u16,
+}
+
+/// The payload of message `id`: [`payload_for`], or for a media packet of
+/// the timetable an RTP-like header ([`crate::video::RtpLike`]: sequence
+/// number, 90 kHz timestamp from its send time, frame number and type,
+/// place in the frame) followed by the rest of [`payload_for`]. The
+/// receiver checks every byte, header included.
+pub fn payload_of(seed: u64, id: u32, size: usize, planned: Option<&Planned>) -> Vec<u8> {
+    let mut p = payload_for(seed, id, size);
+    if let Some((pl, m)) = planned.and_then(|pl| Some((pl, pl.media?))) {
+        let h = crate::video::RtpLike::for_packet(id, pl, m);
+        let n = crate::video::RtpLike::LEN.min(p.len());
+        p[..n].copy_from_slice(&h.encode()[..n]);
+    }
+    p
 }
 
 /// A sender's timetable, shared (it can be long).
@@ -193,7 +223,8 @@ impl MessageSender {
                 break;
             }
             let id = self.next;
-            let mut m = OutMessage::new(id, payload_for(self.cfg.seed, id, self.cfg.size));
+            let planned = self.cfg.schedule.as_ref().and_then(|s| s.get(id as usize));
+            let mut m = OutMessage::new(id, payload_of(self.cfg.seed, id, self.cfg.size, planned));
             m.lifetime = self.lifetime_of(id);
             let start = *self.started.get_or_insert(at);
             match &self.cfg.schedule {
@@ -276,6 +307,7 @@ impl TransportApp for MessageSender {
 pub struct MessageReceiver {
     seed: u64,
     size: usize,
+    schedule: Option<Schedule>,
     arrival: Vec<Option<Instant>>,
     received: Vec<Option<Instant>>,
     corrupt: u64,
@@ -290,6 +322,7 @@ impl MessageReceiver {
         MessageReceiver {
             seed,
             size,
+            schedule: None,
             arrival: vec![None; count as usize],
             received: vec![None; count as usize],
             corrupt: 0,
@@ -297,6 +330,13 @@ impl MessageReceiver {
             unknown: 0,
             peer_closed: false,
         }
+    }
+
+    /// Expect the payloads of this timetable (media packets carry an
+    /// RTP-like header: [`payload_of`]).
+    pub fn with_schedule(mut self, schedule: Option<Schedule>) -> MessageReceiver {
+        self.schedule = schedule;
+        self
     }
 
     /// Arrival per message id.
@@ -345,7 +385,8 @@ impl TransportApp for MessageReceiver {
                     self.duplicates += 1;
                     return;
                 }
-                if m.payload != payload_for(self.seed, m.id, self.size) {
+                let planned = self.schedule.as_ref().and_then(|s| s.get(m.id as usize));
+                if m.payload != payload_of(self.seed, m.id, self.size, planned) {
                     self.corrupt += 1;
                 }
                 *slot = Some(m.arrival);

@@ -36,7 +36,7 @@
 //! The model is a pure function of the timings, so every transport is judged
 //! by the same player.
 
-use crate::messages::{Planned, Schedule};
+use crate::messages::{MediaPacket, Planned, Schedule};
 use crate::{MessagesRun, MessagesScenario};
 use hollywood_tcp::Instant;
 use std::time::Duration;
@@ -246,6 +246,109 @@ fn references(frames: &[FrameTiming], reference: Reference) -> Vec<Option<usize>
         .collect()
 }
 
+/// The RTP-like header every media packet's payload starts with (RFC 3550
+/// §5.1's fixed header, then a 4-byte extension), 16 bytes, network byte
+/// order:
+///
+/// ```text
+///  0: V=2, P=0, X=1, CC=0 (0x90)    1: M (last packet of the frame) | PT
+///  2: sequence number (16 bits)      4: timestamp (90 kHz, 32 bits)
+///  8: frame number (32 bits; RTP's SSRC position)
+/// 12: packets in the frame (16)     14: this packet's index (16)
+/// ```
+///
+/// PT is 96 for a P-frame, 97 for an I-frame (dynamic payload types). The
+/// receiver checks every byte of every packet, header included
+/// (`messages::payload_of`), so a delivered packet's frame, type and
+/// place are what the timetable says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RtpLike {
+    /// Last packet of its frame (RTP's marker bit).
+    pub marker: bool,
+    /// An I-frame.
+    pub intra: bool,
+    /// Sequence number (the message id, modulo 2^16).
+    pub seq: u16,
+    /// Send time in 90 kHz units (modulo 2^32).
+    pub timestamp: u32,
+    /// Frame number.
+    pub frame: u32,
+    /// Packets in the frame.
+    pub count: u16,
+    /// This packet's index in the frame.
+    pub index: u16,
+}
+
+impl RtpLike {
+    /// Header length.
+    pub const LEN: usize = 16;
+    /// Payload type of a P-frame packet.
+    pub const PT_P: u8 = 96;
+    /// Payload type of an I-frame packet.
+    pub const PT_I: u8 = 97;
+
+    /// The header of message `id` planned as `pl`.
+    pub fn for_packet(id: u32, pl: &Planned, m: MediaPacket) -> RtpLike {
+        RtpLike {
+            marker: m.index + 1 == m.count,
+            intra: m.intra,
+            seq: id as u16,
+            timestamp: (pl.at.as_nanos() * 9 / 100_000) as u32,
+            frame: pl.frame as u32,
+            count: m.count,
+            index: m.index,
+        }
+    }
+
+    /// The 16 bytes.
+    pub fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[0] = 0x90;
+        b[1] = (u8::from(self.marker) << 7) | if self.intra { Self::PT_I } else { Self::PT_P };
+        b[2..4].copy_from_slice(&self.seq.to_be_bytes());
+        b[4..8].copy_from_slice(&self.timestamp.to_be_bytes());
+        b[8..12].copy_from_slice(&self.frame.to_be_bytes());
+        b[12..14].copy_from_slice(&self.count.to_be_bytes());
+        b[14..16].copy_from_slice(&self.index.to_be_bytes());
+        b
+    }
+
+    /// Parse the first 16 bytes of `p`; `None` if too short, not version
+    /// 2 with the extension bit, an unknown payload type, or an index
+    /// outside the frame.
+    pub fn parse(p: &[u8]) -> Option<RtpLike> {
+        let b: &[u8; 16] = p.get(..Self::LEN)?.try_into().ok()?;
+        if b[0] != 0x90 {
+            return None;
+        }
+        let intra = match b[1] & 0x7f {
+            Self::PT_P => false,
+            Self::PT_I => true,
+            _ => return None,
+        };
+        let h = RtpLike {
+            marker: b[1] & 0x80 != 0,
+            intra,
+            seq: u16::from_be_bytes([b[2], b[3]]),
+            timestamp: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+            frame: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
+            count: u16::from_be_bytes([b[12], b[13]]),
+            index: u16::from_be_bytes([b[14], b[15]]),
+        };
+        (h.index < h.count && h.marker == (h.index + 1 == h.count)).then_some(h)
+    }
+}
+
+/// Packet `index` of `count` in a frame, as the timetable records it;
+/// `None` (no header) for a frame of more than 65 535 packets.
+pub fn media_packet(intra: bool, index: usize, count: usize) -> Option<MediaPacket> {
+    Some(MediaPacket {
+        intra,
+        index: u16::try_from(index).ok()?,
+        count: u16::try_from(count).ok()?,
+    })
+}
+
 /// A synthetic constant-bit-rate video source (seed 002's model): `fps`
 /// frames a second, an I-frame every `gop` frames as `iframe_packets`
 /// packets sent back to back, every other frame as `pframe_packets`
@@ -445,13 +548,14 @@ impl VideoSource {
                 (false, Reference::Gop) => 0,
             } as u32;
             let lifetime = (needed_by > 0).then(|| base_lifetime + dt * needed_by);
-            for _ in 0..count {
+            for i in 0..count {
                 plan.push(Planned {
                     at: dt * f as u32,
                     frame: f as u64,
                     group: Some(gop_index),
                     depends_on,
                     lifetime,
+                    media: media_packet(intra, i as usize, count as usize),
                 });
             }
             frames.push(FramePackets {
@@ -827,6 +931,61 @@ mod tests {
         let (fates, r) = player(OnMissing::Stall, Reference::Gop).play(&[]);
         assert!(fates.is_empty());
         assert_eq!(r.useful_pct(), 100.0);
+    }
+
+    #[test]
+    fn the_rtp_like_header_round_trips_and_rejects_what_it_cannot_be() {
+        let h = RtpLike {
+            marker: true,
+            intra: true,
+            seq: 0xBEEF,
+            timestamp: 1_500,
+            frame: 70_000,
+            count: 4,
+            index: 3,
+        };
+        let b = h.encode();
+        assert_eq!(b[0], 0x90);
+        assert_eq!(b[1], 0x80 | 97);
+        assert_eq!(RtpLike::parse(&b), Some(h));
+        assert_eq!(RtpLike::parse(&b[..15]), None, "short");
+        let mut v = b;
+        v[0] = 0x80;
+        assert_eq!(RtpLike::parse(&v), None, "no extension bit");
+        let mut t = b;
+        t[1] = 0x80 | 33;
+        assert_eq!(RtpLike::parse(&t), None, "payload type");
+        let mut m = b;
+        m[1] = 97;
+        assert_eq!(RtpLike::parse(&m), None, "last packet without the marker");
+        let mut i = b;
+        i[15] = 4;
+        assert_eq!(RtpLike::parse(&i), None, "index outside the frame");
+    }
+
+    #[test]
+    fn every_video_packet_carries_its_frame_in_an_rtp_like_header() {
+        let src = VideoSource {
+            frames: 25,
+            ..VideoSource::default()
+        };
+        let (plan, frames) = src.timetable(Duration::from_millis(100));
+        for (f, fp) in frames.iter().enumerate() {
+            for i in 0..fp.count {
+                let id = fp.first + i;
+                let p = crate::messages::payload_of(7, id, 1232, plan.get(id as usize));
+                let h = RtpLike::parse(&p).expect("a header");
+                assert_eq!(h.frame as usize, f);
+                assert_eq!((h.index, h.count), (i as u16, fp.count as u16));
+                assert_eq!(h.intra, fp.intra);
+                assert_eq!(h.marker, i + 1 == fp.count);
+                assert_eq!(h.seq, id as u16);
+                // 60 fps: 1500 ticks of 90 kHz per frame.
+                assert_eq!(h.timestamp, 1500 * f as u32);
+                // The rest is the message's own pattern.
+                assert_eq!(p[16..], crate::messages::payload_for(7, id, 1232)[16..]);
+            }
+        }
     }
 
     #[test]

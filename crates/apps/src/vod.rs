@@ -197,13 +197,15 @@ impl VodScenario {
         for (k, &b) in self.frame_bytes.iter().enumerate() {
             firsts.push(plan.len());
             let due = self.initiation + dt * k as u32;
-            for _ in 0..b.div_ceil(self.packet_size).max(1) {
+            let n = b.div_ceil(self.packet_size).max(1);
+            for i in 0..n {
                 plan.push(Planned {
                     at: Duration::ZERO,
                     frame: k as u64,
                     group: None,
                     depends_on: None,
                     lifetime: Some(due),
+                    media: crate::video::media_packet(false, i, n),
                 });
             }
         }
