@@ -13,6 +13,8 @@
 //!   outcome, over the four deployments and plain UDP.
 //! - [`vod`]: seed 003's video on demand: the whole video handed over at
 //!   the start, frame deadlines from an initiation latency.
+//! - [`dash_bounds`]: thesis chapter 6's equations 6.1–6.19, the playout
+//!   buffer each DASH architecture needs.
 //! - [`audit`]: what the sender put on the wire — sequence holes,
 //!   retransmissions whose length differs from the original, inconsistent
 //!   retransmissions — read from the simulator's packet trace, independent of
@@ -22,6 +24,7 @@
 
 pub mod analysis;
 pub mod audit;
+pub mod dash_bounds;
 pub mod generic;
 pub mod messages;
 pub mod ontime;

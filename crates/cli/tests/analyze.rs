@@ -218,3 +218,49 @@ fn bad_input_exits_1_with_a_message() {
     assert!(!pdf.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn chapter_6_bounds_json_and_figures() {
+    let v = json(&["analyze", "ch6", "--json"]);
+    assert_eq!(v["schema"]["name"], "hollywood.analyze.ch6");
+    let rows = v["results"].as_array().unwrap();
+    // 4 encodings × 2 RTTs.
+    assert_eq!(rows.len(), 8);
+    let r = &rows[0];
+    assert_eq!(
+        (r["encoding_mbps"].as_f64(), r["rtt_ms"].as_f64()),
+        (Some(7.5), Some(25.0))
+    );
+    let ms = |k: &str| r[k].as_f64().unwrap() * 1e3;
+    assert!((ms("request_response") - 33.33).abs() < 0.01);
+    assert!((ms("request_response_lossy") - 68.3).abs() < 0.1);
+    assert!((ms("progressive") - 55.4).abs() < 0.1);
+    assert!((ms("hollywood") - 29.2).abs() < 0.1);
+    // 53 Mb/s over 30 Mb/s: infeasible for every architecture.
+    let r53 = &rows[3];
+    assert_eq!(r53["encoding_mbps"].as_f64(), Some(53.0));
+    for k in [
+        "request_response",
+        "request_response_lossy",
+        "progressive",
+        "hollywood",
+    ] {
+        assert!(r53[k].is_null(), "{k}");
+    }
+    let dir = temp_dir("analyze-ch6");
+    let d = dir.to_str().unwrap();
+    let out = hollywood(&["analyze", "ch6", "--plot-dir", d]);
+    assert!(out.status.success(), "{out:?}");
+    for f in ["fig-6.4", "fig-6.7", "fig-6.11", "fig-6.15"] {
+        let p = dir.join(format!("{f}.png"));
+        assert!(
+            std::fs::metadata(&p).unwrap().len() > 1000,
+            "{}",
+            p.display()
+        );
+    }
+    let out = hollywood(&["analyze", "ch6", "--encoding", "0mbit"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--encoding"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

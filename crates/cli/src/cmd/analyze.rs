@@ -53,12 +53,217 @@ enum AnalyzeCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Thesis chapter 6, eqs. 6.1-6.19: the smallest playout buffer for
+    /// smooth MPEG-DASH playback per architecture (request-response,
+    /// lossless and lossy; progressive push over TCP; progressive over TCP
+    /// Hollywood), per encoding rate and RTT; plots Figs. 6.4, 6.7, 6.11
+    /// and 6.15 with --plot-dir.
+    Ch6(Ch6Args),
+}
+
+/// Arguments of `hollywood analyze ch6`.
+#[derive(Args, Debug)]
+struct Ch6Args {
+    /// Bottleneck rate R_bottleneck (thesis: a 30 Mb/s UK link).
+    #[arg(long, default_value = "30mbit")]
+    bottleneck: String,
+    /// Encoding rates R_encoding, comma-separated (thesis: YouTube's 720p,
+    /// 1080p, 2K and 4K at 60 fps).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "7.5mbit,12mbit,24mbit,53mbit"
+    )]
+    encoding: Vec<String>,
+    /// RTTs, comma-separated (thesis: 25 and 100 ms).
+    #[arg(long, value_delimiter = ',', default_value = "25ms,100ms")]
+    rtt: Vec<String>,
+    /// Frames per second.
+    #[arg(long, default_value_t = 60.0)]
+    fps: f64,
+    /// Segment size for T_mtu in eq. 6.11 (bytes; the thesis does not
+    /// state it).
+    #[arg(long, default_value_t = 1500.0)]
+    mtu: f64,
+    /// Write Figs. 6.4, 6.7, 6.11 and 6.15 (minimum buffer against RTT,
+    /// 0-200 ms) as PNG files into this directory.
+    #[arg(long)]
+    plot_dir: Option<PathBuf>,
+    /// Print JSON: schema, parameters and the rows under `results`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One row of `analyze ch6`.
+#[derive(Serialize)]
+struct Ch6Row {
+    encoding_mbps: f64,
+    rtt_ms: f64,
+    #[serde(flatten)]
+    bounds: hollywood_apps::dash_bounds::Bounds,
+}
+
+fn ch6(a: &Ch6Args) -> Result<(), String> {
+    use hollywood_apps::dash_bounds::DashPath;
+    let bottleneck =
+        crate::units::parse_rate(&a.bottleneck).map_err(|e| format!("--bottleneck: {e}"))? as f64;
+    let encodings = a
+        .encoding
+        .iter()
+        .map(|e| {
+            crate::units::parse_rate(e)
+                .map(|r| r as f64)
+                .map_err(|x| format!("--encoding: {x}"))
+        })
+        .collect::<Result<Vec<f64>, String>>()?;
+    let rtts = a
+        .rtt
+        .iter()
+        .map(|r| duration_ms("rtt", r).map(|v| v / 1e3))
+        .collect::<Result<Vec<f64>, String>>()?;
+    let path = |rtt: f64, enc: f64| {
+        DashPath::new(rtt, enc, bottleneck, a.fps, a.mtu).map_err(|e| e.to_string())
+    };
+    let mut rows = Vec::new();
+    for &rtt in &rtts {
+        for &enc in &encodings {
+            rows.push(Ch6Row {
+                encoding_mbps: enc / 1e6,
+                rtt_ms: rtt * 1e3,
+                bounds: path(rtt, enc)?.bounds(),
+            });
+        }
+    }
+    if let Some(dir) = &a.plot_dir {
+        ch6_plots(dir, &encodings, |rtt, enc| path(rtt, enc))?;
+    }
+    if a.json {
+        println!("{}", crate::output::json(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "Thesis ch. 6: smallest playout buffer for smooth playback over {} Mb/s ({} fps, T_mtu of {} B)",
+        bottleneck / 1e6,
+        a.fps,
+        a.mtu
+    );
+    println!();
+    println!(
+        "{:>8} {:>7} {:>6} {:>9} {:>19} {:>19} {:>19} {:>19}",
+        "enc Mb/s",
+        "RTT ms",
+        "load",
+        "frame kB",
+        "6.10 req-resp",
+        "6.14 +loss",
+        "6.16 progressive",
+        "6.19 Hollywood"
+    );
+    let cell = |v: Option<f64>| match v {
+        Some(s) => format!("{:.1} ms ({:.1} fr)", s * 1e3, s * a.fps),
+        None => "infeasible".into(),
+    };
+    for r in &rows {
+        let b = &r.bounds;
+        println!(
+            "{:>8} {:>7} {:>6.2} {:>9.1} {:>19} {:>19} {:>19} {:>19}",
+            r.encoding_mbps,
+            r.rtt_ms,
+            b.load,
+            b.frame_kb,
+            cell(b.request_response),
+            cell(b.request_response_lossy),
+            cell(b.progressive),
+            cell(b.hollywood)
+        );
+    }
+    println!();
+    println!(
+        "6.10  T_buffer ≥ T_rtt / (1 − R_enc/R_bn)                 request-response, lossless"
+    );
+    println!("6.14  T_buffer ≥ (T_rtt + T_rexmit) / (1 − R_enc/R_bn)    one loss per chunk, T_rexmit = T_rtt + 3·T_mtu (6.11)");
+    println!("6.16  T_buffer ≥ T_rtt + S_iframe/R_bn + T_rexmit         progressive push over TCP, S_iframe = R_enc/fps (6.17)");
+    println!("6.19  T_buffer ≥ T_rtt + S_iframe/R_bn                    progressive over TCP Hollywood (a loss is skipped)");
+    println!("infeasible: R_enc ≥ R_bn, no buffer plays smoothly (Hollywood: continuous skipping)");
+    Ok(())
+}
+
+/// Figs. 6.4, 6.7, 6.11 and 6.15: the minimum buffer against RTT, one line
+/// per encoding rate the bottleneck can carry.
+fn ch6_plots(
+    dir: &std::path::Path,
+    encodings: &[f64],
+    path: impl Fn(f64, f64) -> Result<hollywood_apps::dash_bounds::DashPath, String>,
+) -> Result<(), String> {
+    use hollywood_apps::dash_bounds::{Bounds, DashPath};
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let figs: [(&str, &str, fn(&Bounds) -> Option<f64>); 4] = [
+        ("fig-6.4", "request-response, lossless (eq. 6.10)", |b| {
+            b.request_response
+        }),
+        (
+            "fig-6.7",
+            "request-response, one loss per chunk (eq. 6.14)",
+            |b| b.request_response_lossy,
+        ),
+        ("fig-6.11", "progressive push over TCP (eq. 6.16)", |b| {
+            b.progressive
+        }),
+        (
+            "fig-6.15",
+            "progressive over TCP Hollywood (eq. 6.19)",
+            |b| b.hollywood,
+        ),
+    ];
+    let colors = [Rgb::BLUE, Rgb::GREEN, Rgb::RED, Rgb::GREY];
+    for (file, title, pick) in figs {
+        let mut series = Vec::new();
+        let mut skipped = Vec::new();
+        for (k, &enc) in encodings.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = (0..=200)
+                .filter_map(|ms| {
+                    let p: DashPath = path(f64::from(ms) / 1e3, enc).ok()?;
+                    Some((f64::from(ms), pick(&p.bounds())? * 1e3))
+                })
+                .collect();
+            if pts.is_empty() {
+                skipped.push(format!("{} Mb/s", enc / 1e6));
+                continue;
+            }
+            series.push(Series::new(
+                format!("{} Mb/s", enc / 1e6),
+                pts,
+                Style::Line,
+                colors[k % colors.len()],
+            ));
+        }
+        let chart = Chart {
+            title: format!(
+                "Thesis {}: minimum playout buffer, {title}{}",
+                file.replace("fig-", "Fig. "),
+                if skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} infeasible", skipped.join(", "))
+                }
+            ),
+            x_label: "RTT (ms)".into(),
+            y_label: "minimum buffer (ms)".into(),
+            series,
+            ..Chart::default()
+        };
+        let out = dir.join(format!("{file}.png"));
+        plot::draw(&chart, &out).map_err(|e| format!("{}: {e}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
 }
 
 /// Run `hollywood analyze`: Table 5.1, or one application/path point.
 pub fn run(a: AnalyzeArgs) -> Result<(), String> {
     match a.table {
         Some(AnalyzeCommand::Table51 { json }) => table(json),
+        Some(AnalyzeCommand::Ch6(c)) => ch6(&c),
         None => point(&a),
     }
 }
