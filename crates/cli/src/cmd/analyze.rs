@@ -135,7 +135,7 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
         }
     }
     if let Some(dir) = &a.plot_dir {
-        ch6_plots(dir, &encodings, |rtt, enc| path(rtt, enc))?;
+        ch6_plots(dir, &encodings, path)?;
     }
     if a.json {
         println!("{}", crate::output::json(&rows)?);
