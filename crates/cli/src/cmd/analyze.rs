@@ -197,7 +197,8 @@ fn ch6_plots(
 ) -> Result<(), String> {
     use hollywood_apps::dash_bounds::{Bounds, DashPath};
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let figs: [(&str, &str, fn(&Bounds) -> Option<f64>); 4] = [
+    type Pick = fn(&Bounds) -> Option<f64>;
+    let figs: [(&str, &str, Pick); 4] = [
         ("fig-6.4", "request-response, lossless (eq. 6.10)", |b| {
             b.request_response
         }),
