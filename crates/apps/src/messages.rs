@@ -73,6 +73,9 @@ pub struct Planned {
     /// ([`crate::video::RtpLike`]) naming its frame, the frame's type and
     /// its place in the frame.
     pub media: Option<MediaPacket>,
+    /// Its payload size when smaller than the stream's (the last packet
+    /// of a frame); `None`: the stream's size.
+    pub size: Option<u32>,
 }
 
 /// Where a media packet sits in its frame.
@@ -86,12 +89,14 @@ pub struct MediaPacket {
     pub count: u16,
 }
 
-/// The payload of message `id`: [`payload_for`], or for a media packet of
+/// The payload of message `id` (`size` bytes, or its planned size):
+/// [`payload_for`], or for a media packet of
 /// the timetable an RTP-like header ([`crate::video::RtpLike`]: sequence
 /// number, 90 kHz timestamp from its send time, frame number and type,
 /// place in the frame) followed by the rest of [`payload_for`]. The
 /// receiver checks every byte, header included.
 pub fn payload_of(seed: u64, id: u32, size: usize, planned: Option<&Planned>) -> Vec<u8> {
+    let size = planned.and_then(|p| p.size).map_or(size, |s| s as usize);
     let mut p = payload_for(seed, id, size);
     if let Some((pl, m)) = planned.and_then(|pl| Some((pl, pl.media?))) {
         let h = crate::video::RtpLike::for_packet(id, pl, m);

@@ -490,6 +490,17 @@ impl MessagesScenario {
                     self.count
                 ));
             }
+            if let Some((i, p)) = s
+                .iter()
+                .enumerate()
+                .find(|(_, p)| p.size.is_some_and(|n| n == 0 || n as usize > self.size))
+            {
+                return Err(format!(
+                    "message {i} of the timetable has {} bytes: use 1 to {}",
+                    p.size.unwrap_or(0),
+                    self.size
+                ));
+            }
         }
         let mut g = self.transport();
         let tcp = g.tcp();
@@ -537,7 +548,18 @@ impl MessagesScenario {
         // default 1 s initial RTO, Linux's tcp_syn_retries = 6) on a bursty
         // path.
         let traffic = match &self.schedule {
-            Some(s) => s.last().map_or(Duration::ZERO, |p| p.at),
+            // A timetable may hand over much at once (a stored video, all
+            // at the start): room to send all of it at a share of the
+            // bottleneck (one of the flows on it, and half again).
+            Some(s) => {
+                let bytes: f64 = s
+                    .iter()
+                    .map(|p| p.size.map_or(self.size, |n| n as usize) as f64)
+                    .sum();
+                let flows = 2.0 + self.cross.len() as f64;
+                let drain = bytes * 8.0 / self.rate_bps.max(1) as f64 * flows * 1.5;
+                s.last().map_or(Duration::ZERO, |p| p.at) + Duration::from_secs_f64(drain.min(1e6))
+            }
             None => self.interval * self.count,
         };
         let end_of_traffic =
@@ -624,11 +646,13 @@ impl MessagesScenario {
                 }
             });
         }
+        let mut done = false;
         while sim.now() < limit {
             sim.run_for(Duration::from_millis(250))
                 .map_err(|e| e.to_string())?;
             let s = sim.node_mut::<SenderHost>(tx).expect("sender");
             if s.app().finished() || s.app().error().is_some() {
+                done = true;
                 break;
             }
             // The receiver saw the sender close: every message is in.
@@ -638,6 +662,7 @@ impl MessagesScenario {
                 .app()
                 .peer_closed()
             {
+                done = true;
                 break;
             }
         }
@@ -695,6 +720,12 @@ impl MessagesScenario {
             run.hollywood = tx_details.hollywood;
             run.ooo = rx_details.ooo;
             run.wire = audit.borrow().report();
+        }
+        if !done && run.error.is_none() {
+            run.error = Some(format!(
+                "the sender had not finished at the run's time limit ({:.0} s)",
+                end_of_traffic.as_secs_f64()
+            ));
         }
         run.cache_replayed_bytes = cache_replayed_bytes;
         run.cross_delivered_bytes = cross_sinks.iter().map(|c| c.bytes(&mut sim)).collect();
@@ -754,13 +785,13 @@ fn tcp_fates(
     placements: &[Placement],
     log: &WireLog,
 ) -> Fates<'static> {
-    let offsets = frame_offsets(sc.count, sc.size, sc.seed);
+    let offsets = frame_offsets(sc);
     let n = sc.count as usize;
     let mut first_tx_dropped = vec![false; n];
     let mut network_dropped = vec![false; n];
     let mut first_sent = vec![None; n];
     let mut sent: Vec<Option<(Instant, u64, u64)>> = vec![None; n];
-    if t.sender_ir() {
+    if t.uses_message_queue() {
         if let Some(base) = log.base {
             for p in placements {
                 if let Some(s) = sent.get_mut(p.id as usize) {
@@ -798,22 +829,19 @@ fn tcp_fates(
 
 /// Stream offset of each message's frame (the sender frames messages in id
 /// order, back to back, from offset 0), and the end of the last one.
-fn frame_offsets(count: u32, size: usize, seed: u64) -> Vec<u64> {
+fn frame_offsets(sc: &MessagesScenario) -> Vec<u64> {
     let mut f = hollywood_msg::Framer::new(hollywood_msg::FramerConfig::default());
     let mut out = Vec::new();
-    let mut offsets = Vec::with_capacity(count as usize + 1);
+    let mut offsets = Vec::with_capacity(sc.count as usize + 1);
     let mut off = 0u64;
-    for id in 0..count {
+    for id in 0..sc.count {
         offsets.push(off);
         out.clear();
-        if f.frame(
-            0,
-            false,
-            &crate::messages::payload_for(seed, id, size),
-            &mut out,
-        )
-        .is_ok()
-        {
+        // The very payload the sender wrote (a media packet's header and
+        // size included): the framing's length depends on its bytes.
+        let planned = sc.schedule.as_ref().and_then(|s| s.get(id as usize));
+        let payload = crate::messages::payload_of(sc.seed, id, sc.size, planned);
+        if f.frame(0, false, &payload, &mut out).is_ok() {
             off += out.len() as u64;
         }
     }

@@ -290,7 +290,7 @@ impl RtpLike {
     /// The header of message `id` planned as `pl`.
     pub fn for_packet(id: u32, pl: &Planned, m: MediaPacket) -> RtpLike {
         RtpLike {
-            marker: m.index + 1 == m.count,
+            marker: u32::from(m.index) + 1 == u32::from(m.count),
             intra: m.intra,
             seq: id as u16,
             timestamp: (pl.at.as_nanos() * 9 / 100_000) as u32,
@@ -335,7 +335,8 @@ impl RtpLike {
             count: u16::from_be_bytes([b[12], b[13]]),
             index: u16::from_be_bytes([b[14], b[15]]),
         };
-        (h.index < h.count && h.marker == (h.index + 1 == h.count)).then_some(h)
+        (h.index < h.count && h.marker == (u32::from(h.index) + 1 == u32::from(h.count)))
+            .then_some(h)
     }
 }
 
@@ -556,6 +557,7 @@ impl VideoSource {
                     depends_on,
                     lifetime,
                     media: media_packet(intra, i as usize, count as usize),
+                    size: None,
                 });
             }
             frames.push(FramePackets {

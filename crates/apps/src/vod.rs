@@ -179,6 +179,35 @@ pub struct VodRun {
 }
 
 impl VodScenario {
+    /// The sender's timetable (every message at the start, frame *k*'s
+    /// packets with the lifetime `I + k / fps`: full packets, then the
+    /// rest of the frame, no padding) and each frame's first message.
+    pub fn timetable(&self) -> (Schedule, Vec<usize>) {
+        let dt = Duration::from_secs_f64(1.0 / self.fps);
+        let mut plan = Vec::new();
+        let mut firsts = Vec::with_capacity(self.frame_bytes.len());
+        for (k, &b) in self.frame_bytes.iter().enumerate() {
+            firsts.push(plan.len());
+            let due = self.initiation + dt * k as u32;
+            let n = b.div_ceil(self.packet_size).max(1);
+            for i in 0..n {
+                // Full packets, then the rest of the frame (no padding:
+                // the stream's rate is the video's).
+                let len = (b - i * self.packet_size).clamp(1, self.packet_size);
+                plan.push(Planned {
+                    at: Duration::ZERO,
+                    frame: k as u64,
+                    group: None,
+                    depends_on: None,
+                    lifetime: Some(due),
+                    media: crate::video::media_packet(false, i, n),
+                    size: Some(u32::try_from(len).unwrap_or(u32::MAX)),
+                });
+            }
+        }
+        (plan.into(), firsts)
+    }
+
     /// Hand the whole video over at the start and record when each frame
     /// arrived.
     pub fn run(&self) -> Result<VodRun, String> {
@@ -192,34 +221,18 @@ impl VodScenario {
             return Err("packet size must be at least 1 byte".into());
         }
         let dt = Duration::from_secs_f64(1.0 / self.fps);
-        let mut plan = Vec::new();
-        let mut firsts = Vec::with_capacity(self.frame_bytes.len());
-        for (k, &b) in self.frame_bytes.iter().enumerate() {
-            firsts.push(plan.len());
-            let due = self.initiation + dt * k as u32;
-            let n = b.div_ceil(self.packet_size).max(1);
-            for i in 0..n {
-                plan.push(Planned {
-                    at: Duration::ZERO,
-                    frame: k as u64,
-                    group: None,
-                    depends_on: None,
-                    lifetime: Some(due),
-                    media: crate::video::media_packet(false, i, n),
-                });
-            }
-        }
+        let (schedule, firsts) = self.timetable();
+        let plan = &schedule;
         if plan.len() > (u32::MAX / 2) as usize {
             return Err(format!("{} packets are too many for one run", plan.len()));
         }
         let count = plan.len() as u32;
-        let schedule: Schedule = plan.into();
         let sc = MessagesScenario {
             count,
             size: self.packet_size,
             interval: dt,
             lifetime: Some(self.initiation),
-            schedule: Some(schedule),
+            schedule: Some(schedule.clone()),
             group: 0,
             ..self.path.clone()
         };
@@ -376,6 +389,29 @@ mod tests {
                 .collect(),
             frame_bytes: vec![1000; 4],
         }
+    }
+
+    #[test]
+    fn the_timetable_carries_every_frame_unpadded_with_its_deadline() {
+        let sc = VodScenario {
+            frame_bytes: vec![2800, 1, 3000, 1400],
+            fps: 10.0,
+            packet_size: 1400,
+            initiation: Duration::from_secs(2),
+            path: MessagesScenario::default(),
+        };
+        let (plan, firsts) = sc.timetable();
+        assert_eq!(firsts, vec![0, 2, 3, 6]);
+        let sizes: Vec<u32> = plan.iter().map(|p| p.size.expect("sized")).collect();
+        assert_eq!(sizes, vec![1400, 1400, 1, 1400, 1400, 200, 1400]);
+        let total: u32 = sizes.iter().sum();
+        assert_eq!(total as usize, sc.frame_bytes.iter().sum::<usize>());
+        // Every packet at the start; frame k due at I + k/fps.
+        assert!(plan.iter().all(|p| p.at.is_zero()));
+        assert_eq!(plan[3].lifetime, Some(Duration::from_millis(2200)));
+        assert_eq!(plan[6].lifetime, Some(Duration::from_millis(2300)));
+        let m = plan[5].media.expect("a media packet");
+        assert_eq!((m.index, m.count), (2, 3));
     }
 
     #[test]

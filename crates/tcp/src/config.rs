@@ -182,7 +182,11 @@ pub struct HollywoodConfig {
     /// `seq_gap_lifetime` describes; any other retransmission resends the
     /// bytes as they were. The announced sequence never passes data the
     /// receiver may still need: it is the end of the run of skipped and
-    /// SACKed segments from SND.UNA. Off by default.
+    /// SACKed segments from SND.UNA. Only whole messages are skipped: a
+    /// segment carrying part of a message larger than the MSS is resent
+    /// as it was, as plain TCP would. With it (and the message queue),
+    /// `seq_gap_lifetime` is ignored: the messages' deadlines decide. Off
+    /// by default.
     pub seq_gap_deadlines: bool,
     /// **Experimental, receiver** — seed 003 §7.2: on an acceptable segment
     /// carrying the "next expected sequence" option with a value beyond

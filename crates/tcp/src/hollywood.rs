@@ -969,6 +969,11 @@ impl MessageTable {
             if s.seq < seq || s.end() > end || s.partially_received || s.slot_received {
                 return false;
             }
+            // Contiguous slots only: bytes between two slots (written
+            // without the message layer) are no message's to give up.
+            if i > first && self.slots[i - 1].end() != s.seq {
+                return false;
+            }
             let expired = match s.occupant {
                 Occupant::Own => {
                     s.replaceable && !live(s.deadline, arrival) && !self.protected(s.id, arrival)

@@ -99,6 +99,15 @@ impl Deployment {
         matches!(self, Deployment::Hollywood | Deployment::HollywoodIr)
     }
 
+    /// The sender queues messages in the engine's message table (thesis
+    /// §4.2): an inconsistent-retransmission sender, or the deadline TCP.
+    /// Such a sender may drop a message before it gets sequence numbers,
+    /// so where each message went is known only from its `MessageSent`
+    /// reports.
+    pub fn uses_message_queue(self) -> bool {
+        self.sender_ir() || self == Deployment::Deadline
+    }
+
     /// Out-of-order delivery at the receiver.
     pub fn receiver_ooo(self) -> bool {
         matches!(self, Deployment::Hollywood | Deployment::HollywoodOoo)
@@ -111,10 +120,10 @@ impl Deployment {
         let mut c = base.clone();
         let deadline = self == Deployment::Deadline;
         c.nagle = false;
-        c.consistent_segmentation = self.sender_ir() || deadline;
+        c.consistent_segmentation = self.uses_message_queue();
         // The deadline sender uses the message queue (expiry before
         // sequence numbers) and skips instead of rewriting.
-        c.hollywood.inconsistent_retransmissions = self.sender_ir() || deadline;
+        c.hollywood.inconsistent_retransmissions = self.uses_message_queue();
         c.hollywood.seq_gap_deadlines = deadline;
         c.hollywood.out_of_order_delivery = false;
         c

@@ -426,6 +426,14 @@ impl Connection {
         let Some(lifetime) = self.config.hollywood.seq_gap_lifetime else {
             return false;
         };
+        if self.config.hollywood.seq_gap_deadlines
+            && self.config.hollywood.inconsistent_retransmissions
+        {
+            // The messages' own deadlines decide (`MessageTable::skip_expired`):
+            // a skip the table did not see would count its messages as
+            // delivered once the hole is acknowledged.
+            return false;
+        }
         // A FIN cannot be skipped: the receiver must see it.
         !s.fin && s.len > 0 && now.saturating_duration_since(s.first_sent) >= lifetime
     }
@@ -475,7 +483,16 @@ impl Connection {
             Recovery::Loss { cursor } => *cursor = (*cursor).max(end),
             _ => {}
         }
-        let seq = self.snd_nxt;
+        // At SND.NXT while the peer's window has room there; with the
+        // window full, SND.NXT is past it and the receiver would reject the
+        // segment (RFC 9293 §3.10.7.4), so at SND.UNA: the skipped hole
+        // starts there, so it is the receiver's RCV.NXT, acceptable even
+        // with a zero window.
+        let seq = if self.snd_nxt < self.snd_una + self.snd_wnd {
+            self.snd_nxt
+        } else {
+            self.snd_una
+        };
         self.data_header(now, seq, TcpFlags::ACK, 0)
     }
 

@@ -984,3 +984,46 @@ fn deadline_tcp_drops_a_message_that_expires_in_the_queue() {
     assert_eq!(r.expired(), vec![(3, ExpiryReason::NotSent)]);
     assert_eq!(r.p.ca(r.ha).stats().seq_gap_skips, 0);
 }
+
+#[test]
+fn deadline_tcp_skips_into_a_full_window() {
+    // The receiver's window (8000 bytes) fills behind a lost first message
+    // that expires: SND.NXT is at the window's edge, so a skip announced
+    // there would be rejected (RFC 9293 §3.10.7.4) and the connection
+    // would stall for good. Announced at SND.UNA (= RCV.NXT) it is taken.
+    let mut sender = Config::hollywood(true, false);
+    sender.hollywood.seq_gap_deadlines = true;
+    let mut receiver = Config::hollywood(false, false);
+    receiver.hollywood.seq_gap_receive = true;
+    receiver.recv_buffer = 8000;
+    let mut p = Pair::new(sender, receiver, 33);
+    p.ab.delay = 50 * MS;
+    p.ba.delay = 50 * MS;
+    let (ha, hb) = p.connect();
+    let mut r = Run {
+        p,
+        ha,
+        hb,
+        lens: Vec::new(),
+        got: Vec::new(),
+    };
+    let targets = Rc::new(RefCell::new(vec![r.p.ca(r.ha).snd_nxt()]));
+    drop_first_at_each(&mut r.p, targets);
+    for id in 0..40u32 {
+        r.send(id, 1000, if id == 0 { 60 } else { 60_000 }, None);
+    }
+    // The application reads only after the hole is skipped: nothing is
+    // readable before, and the window stays full.
+    let mut stream = Vec::new();
+    for _ in 0..100 {
+        r.run(100 * MS);
+        stream.extend(read_stream(&mut r));
+    }
+    assert_eq!(stream.len(), 40_000, "the stream went on past the skip");
+    assert!(stream[..1000].iter().all(|&b| b == 0));
+    for id in 1..40u32 {
+        let at = id as usize * 1000;
+        assert_eq!(&stream[at..at + 1000], &frame(id, 1000)[..], "message {id}");
+    }
+    assert_eq!(r.expired(), vec![(0, ExpiryReason::Skipped)]);
+}
