@@ -300,17 +300,8 @@ impl VodArrivals {
     /// negative: the network is faster than the video). `None` before any
     /// frame arrived.
     pub fn formula_initiation_s(&self) -> Option<f64> {
-        let last = self.complete.iter().flatten().max()?;
-        let received: usize = self
-            .complete
-            .iter()
-            .zip(&self.frame_bytes)
-            .filter(|(c, _)| c.is_some())
-            .map(|(_, b)| *b)
-            .sum();
         let total: usize = self.frame_bytes.iter().sum();
-        let throughput = received as f64 / last.as_secs_f64().max(1e-9);
-        let t = total as f64 / throughput;
+        let t = total as f64 * 8.0 / self.goodput_bps()?;
         Some(t - self.complete.len() as f64 / self.fps)
     }
 

@@ -109,6 +109,34 @@ pub fn check(e: &Expect, point: &Point, values: &[(u64, f64)], seeds: usize) -> 
     }
 }
 
+/// The "claims, checked" section of a reproduction's summary: a heading
+/// and one table row per claim (configuration, claim, bound, figure,
+/// holds or differs); empty without claims.
+pub fn markdown_section(claims: &[ClaimResult]) -> String {
+    use std::fmt::Write as _;
+    let mut m = String::new();
+    if claims.is_empty() {
+        return m;
+    }
+    let _ = writeln!(m, "## The seed's claims, checked\n");
+    let _ = writeln!(m, "| configuration | claim | expected | observed | |");
+    let _ = writeln!(m, "|---|---|---|---|---|");
+    for c in claims {
+        let _ = writeln!(
+            m,
+            "| {} | {} | {} {} | {} | {} |",
+            c.config,
+            c.claim,
+            c.metric,
+            c.expectation,
+            c.observed,
+            if c.holds { "holds" } else { "DIFFERS" }
+        );
+    }
+    let _ = writeln!(m);
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1176,24 +1176,7 @@ fn summary_md(s: &Summary) -> String {
         }
         let _ = writeln!(m);
     }
-    if !s.claims.is_empty() {
-        let _ = writeln!(m, "## The seed's claims, checked\n");
-        let _ = writeln!(m, "| configuration | claim | expected | observed | |");
-        let _ = writeln!(m, "|---|---|---|---|---|");
-        for c in &s.claims {
-            let _ = writeln!(
-                m,
-                "| {} | {} | {} {} | {} | {} |",
-                c.config,
-                c.claim,
-                c.metric,
-                c.expectation,
-                c.observed,
-                if c.holds { "holds" } else { "DIFFERS" }
-            );
-        }
-        let _ = writeln!(m);
-    }
+    m.push_str(&crate::claims::markdown_section(&s.claims));
     m
 }
 
