@@ -24,6 +24,7 @@
 
 pub mod analysis;
 pub mod audit;
+pub mod dash;
 pub mod dash_bounds;
 pub mod generic;
 pub mod messages;

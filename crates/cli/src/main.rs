@@ -39,6 +39,8 @@ enum Command {
     Voip(cmd::voip::VoipArgs),
     /// Live video (seed 002's source) over one or several transports: useful frames, stalls, discrepancy.
     Video(cmd::video::VideoArgs),
+    /// MPEG-DASH (seed 001) over TCP and TCP Hollywood: start-up, stalls, bit-rate, switches, discards.
+    Dash(cmd::dash::DashArgs),
     /// Reproduce a thesis chapter's experiments (plots, tables, README).
     #[command(subcommand)]
     Repro(cmd::repro::ReproCommand),
@@ -99,6 +101,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => cmd::analyze::run(args),
         Command::Voip(args) => cmd::voip::run(args),
         Command::Video(args) => cmd::video::run(args),
+        Command::Dash(args) => cmd::dash::run(args),
         Command::Repro(c) => cmd::repro::run(c),
         Command::Report(a) => cmd::repro::report(a),
         Command::Netem(c) => cmd::netem::run(c),

@@ -21,6 +21,7 @@
 pub mod builtin;
 pub mod ch5;
 pub mod claims;
+pub mod dash;
 pub mod media;
 pub mod plan;
 pub mod plot;

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bulk;
 pub mod calibrate;
 pub mod compare;
+pub mod dash;
 pub mod demo;
 pub mod interop;
 pub mod lab;

@@ -1,0 +1,247 @@
+//! MPEG-DASH over TCP and TCP Hollywood (seed 001, "DASHing Towards
+//! Hollywood"; thesis chapter 6): a server and a client written against
+//! the message-transport interface, over one simulated bottleneck.
+//!
+//! - [`content`]: the representations, chunk sizes and bytes, the MPD;
+//! - [`http`]: HTTP/1.1 on messages (requests and heads on a control
+//!   sub-stream, bodies as 1400-byte data messages with sequence number
+//!   and stream offset);
+//! - [`server`]: the content-agnostic server; [`client`]: seed 001's
+//!   client (Algorithms 1 and 2, the playout buffer, the metrics);
+//! - [`abr`]: rate adaptation, one file per algorithm (BOLA as dash.js,
+//!   a throughput rule).
+//!
+//! [`DashScenario::run`] sets them up as seed 001 did (RESULTS.md 2(a)):
+//! one client, one server, the path shaped at the server's side — rate,
+//! delay and random loss on the server-to-client direction — and the same
+//! congestion controller at both ends of every compared transport.
+
+pub mod abr;
+pub mod client;
+pub mod content;
+pub mod http;
+pub mod server;
+
+use crate::messages::Transport;
+use client::{ClientConfig, ClientReport, DashClient};
+use content::Content;
+use hollywood_sim::{LinkConfig, LossModel, SimBuilder, TransportHost};
+use hollywood_tcp::{CcAlgorithm, Config, Instant};
+use hollywood_transport::tcp::TcpTransport;
+use hollywood_transport::{Role, TransportStats};
+use server::{DashServer, ServerStats};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One network condition, from `at` on.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Phase {
+    /// When it starts (from the session's start).
+    pub at: Duration,
+    /// Bottleneck rate, bit/s.
+    pub rate_bps: u64,
+    /// Round-trip propagation delay.
+    pub rtt: Duration,
+    /// Random loss on the server-to-client direction (0..1).
+    pub loss: f64,
+}
+
+/// A DASH session over one transport and path.
+#[derive(Debug, Clone)]
+pub struct DashScenario {
+    /// The TCP deployment: the server is its sender side, the client its
+    /// receiver side (`Tcp` or `Hollywood` in seed 001).
+    pub transport: Transport,
+    /// The client's rules (Algorithm 1 or 2).
+    pub client: ClientConfig,
+    /// What the server offers.
+    pub content: Arc<Content>,
+    /// The path: the first phase from 0, later ones as they come (a
+    /// varying profile); at least one.
+    pub phases: Vec<Phase>,
+    /// Drop-tail queue at the bottleneck (bytes); `None` = one
+    /// bandwidth-delay product of the first phase, at least 64 KiB.
+    pub queue_bytes: Option<usize>,
+    /// Congestion controller at both ends.
+    pub cc: CcAlgorithm,
+    /// Seed of the path's randomness and the transports.
+    pub seed: u64,
+}
+
+/// What a session measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DashRun {
+    /// The transport's name.
+    pub transport: &'static str,
+    /// The client's measurements.
+    pub client: ClientReport,
+    /// Server counters.
+    pub server: ServerStats,
+    /// The server's transport counters (retransmissions as `packets_lost`).
+    #[serde(skip)]
+    pub server_transport: TransportStats,
+    /// Segments the server retransmitted.
+    pub retransmitted_segments: u64,
+    /// Simulated time (s).
+    pub sim_seconds: f64,
+}
+
+const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+type ClientHost = TransportHost<DashClient>;
+type ServerHost = TransportHost<DashServer>;
+
+impl DashScenario {
+    fn validate(&self) -> Result<(), String> {
+        self.client.validate()?;
+        let first = self
+            .phases
+            .first()
+            .ok_or("the path needs at least one phase")?;
+        if first.at != Duration::ZERO {
+            return Err("the first phase must start at 0".into());
+        }
+        if self.phases.windows(2).any(|w| w[1].at <= w[0].at) {
+            return Err("phases must start at increasing times".into());
+        }
+        for p in &self.phases {
+            if p.rate_bps < 10_000 {
+                return Err(format!("rate {} bit/s: use at least 10 kbit/s", p.rate_bps));
+            }
+            if p.rtt > Duration::from_secs(10) {
+                return Err(format!("RTT {:?}: use at most 10 s", p.rtt));
+            }
+            if !(0.0..0.5).contains(&p.loss) {
+                return Err(format!("loss {}: use 0 to 50 %", p.loss));
+            }
+        }
+        if !matches!(
+            self.transport,
+            Transport::Tcp
+                | Transport::Hollywood
+                | Transport::HollywoodOoo
+                | Transport::HollywoodIr
+        ) {
+            return Err(format!(
+                "{} is not a DASH transport here",
+                self.transport.name()
+            ));
+        }
+        Ok(())
+    }
+
+    fn link(p: &Phase, queue: usize) -> (LinkConfig, LinkConfig) {
+        let down = LinkConfig::new(p.rate_bps, p.rtt / 2)
+            .with_queue_bytes(queue)
+            .with_loss(if p.loss > 0.0 {
+                LossModel::Bernoulli(p.loss)
+            } else {
+                LossModel::None
+            });
+        let up = LinkConfig::new(p.rate_bps, p.rtt / 2).with_queue_bytes(queue);
+        (down, up)
+    }
+
+    /// Play the whole video (or give up at a generous time limit: three
+    /// times the video's length plus ten minutes).
+    pub fn run(&self) -> Result<DashRun, String> {
+        self.validate()?;
+        let first = self.phases[0];
+        let bdp = (first.rate_bps as f64 * first.rtt.as_secs_f64() / 8.0) as usize;
+        let queue = self.queue_bytes.unwrap_or(bdp.max(64 * 1024));
+        let mut sim = SimBuilder::new().seed(self.seed).build();
+        let server_addr = SocketAddr::new(IpAddr::V4(SERVER), 80);
+        let client_addr = SocketAddr::new(IpAddr::V4(CLIENT), 40000);
+        let base = Config {
+            cc: self.cc,
+            ..Config::default()
+        };
+        let seed = sim.derive_seed(1);
+        let name = self.transport.name();
+        let server_t = TcpTransport::new(
+            name,
+            self.transport.sender_config(&base),
+            Role::Server,
+            server_addr,
+            seed ^ 0x5eed,
+        );
+        let client_t = TcpTransport::new(
+            name,
+            self.transport.receiver_config(&base),
+            Role::Client {
+                remote: server_addr,
+            },
+            client_addr,
+            seed,
+        );
+        let server = sim.add_node(TransportHost::new(
+            server_addr.ip(),
+            Box::new(server_t),
+            DashServer::new(self.content.clone()),
+        ));
+        let client = sim.add_node(TransportHost::new(
+            client_addr.ip(),
+            Box::new(client_t),
+            DashClient::new(self.client, &self.content.manifest_path()),
+        ));
+        let (down, up) = Self::link(&first, queue);
+        let (down_id, up_id) = sim
+            .connect(server, 0, client, 0, down, up)
+            .map_err(|e| e.to_string())?;
+        for p in &self.phases[1..] {
+            let (d, u) = Self::link(p, queue);
+            let at = Instant::ZERO + p.at;
+            sim.schedule_link_config(down_id, at, d)
+                .map_err(|e| e.to_string())?;
+            sim.schedule_link_config(up_id, at, u)
+                .map_err(|e| e.to_string())?;
+        }
+        let limit = Instant::ZERO + self.content.duration() * 3 + Duration::from_secs(600);
+        while sim.now() < limit {
+            sim.run_for(Duration::from_secs(1))
+                .map_err(|e| e.to_string())?;
+            let c = sim.node_mut::<ClientHost>(client).expect("client");
+            if c.app().finished() {
+                break;
+            }
+            if let Some(e) = sim
+                .node_mut::<ServerHost>(server)
+                .expect("server")
+                .app()
+                .error()
+            {
+                return Err(format!("server: {e}"));
+            }
+        }
+        let now = sim.now();
+        let s = sim.node_mut::<ServerHost>(server).expect("server");
+        let server_stats = s.app().stats();
+        let server_transport = s.transport().stats();
+        let retransmitted_segments = s
+            .transport()
+            .as_any()
+            .downcast_ref::<TcpTransport>()
+            .map_or(0, |t| t.details().retransmitted_segments);
+        let c = sim.node_mut::<ClientHost>(client).expect("client");
+        let mut report = c.app().report(now);
+        if report.ended_s.is_none() && report.error.is_none() {
+            report.error = Some(format!(
+                "playback had not ended after {:.0} s of simulated time",
+                now.since_epoch().as_secs_f64()
+            ));
+        }
+        Ok(DashRun {
+            transport: name,
+            client: report,
+            server: server_stats,
+            server_transport,
+            retransmitted_segments,
+            sim_seconds: now.since_epoch().as_secs_f64(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

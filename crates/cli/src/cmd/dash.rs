@@ -1,0 +1,296 @@
+//! `hollywood dash`: MPEG-DASH sessions (seed 001) over standard TCP and
+//! TCP Hollywood side by side on one simulated path, over one or more
+//! seeds: start-up delay, total stall, average bit-rate, downward
+//! switches, discarded messages.
+
+use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
+use clap::Args;
+use hollywood_apps::dash::abr::AbrKind;
+use hollywood_apps::dash::content::Content;
+use hollywood_experiments::dash::{
+    run_all, static_path, summarise, DashTransport, Session, TransportSummary,
+};
+use hollywood_tcp::CcAlgorithm;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `hollywood dash`.
+#[derive(Args, Debug)]
+pub struct DashArgs {
+    /// Transports, comma-separated: tcp (Algorithm 1), hollywood (Algorithm 2).
+    #[arg(long, default_value = "tcp,hollywood")]
+    transport: String,
+    /// Architecture (thesis ch. 6): request-response is seed 001's HTTP/1.1.
+    #[arg(long, default_value = "request-response")]
+    arch: String,
+    /// Bottleneck rate (seed 001: 5mbit).
+    #[arg(long, default_value = "5mbit", value_parser = parse_rate)]
+    rate: u64,
+    /// Round-trip propagation delay.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    rtt: Duration,
+    /// Random loss, server to client (1%, 0.01).
+    #[arg(long, default_value = "1%", value_parser = parse_fraction)]
+    loss: f64,
+    /// The video: `synthetic` (seed 001's ladder, see docs/DASH.md).
+    #[arg(long, default_value = "synthetic")]
+    video: String,
+    /// Length of the video (whole chunks).
+    #[arg(long, default_value = "600s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Chunk duration.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    chunk: Duration,
+    /// Playout buffer B (seed 001: 16 s).
+    #[arg(long, default_value = "16s", value_parser = parse_duration)]
+    buffer: Duration,
+    /// Rate adaptation: bola (dash.js) or throughput.
+    #[arg(long, default_value = "bola", value_parser = AbrKind::parse)]
+    abr: AbrKind,
+    /// Hollywood's receive threshold Rx_T (seed 001: 0.9).
+    #[arg(long, value_parser = parse_fraction)]
+    rx_threshold: Option<f64>,
+    /// Congestion control at both ends: cubic (seed 001), bbr or newreno.
+    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
+    cc: CcAlgorithm,
+    /// Bottleneck queue; default one bandwidth-delay product, at least 64 KiB.
+    #[arg(long, value_parser = parse_size)]
+    queue: Option<u64>,
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seeds: SEED, SEED+1, ... (seed 001 used 10 runs and trimmed means).
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Seed of the synthetic video's chunk sizes.
+    #[arg(long, default_value_t = 1)]
+    content_seed: u64,
+    /// Write every chunk of every run here (CSV).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    rate_bps: u64,
+    rtt_ms: f64,
+    loss: f64,
+    chunks: usize,
+    chunk_s: f64,
+    buffer_s: f64,
+    cc: &'static str,
+    abr: &'static str,
+    seeds: Vec<u64>,
+    transports: &'a [TransportSummary],
+    /// Per transport, per seed: the headline metrics.
+    runs: Vec<RunLine>,
+}
+
+#[derive(Serialize)]
+struct RunLine {
+    transport: &'static str,
+    seed: u64,
+    startup_s: Option<f64>,
+    total_stall_s: f64,
+    stalls: usize,
+    avg_bitrate_kbps: f64,
+    down_switch_pct: f64,
+    messages_discarded: u64,
+    retransmitted_segments: u64,
+    error: Option<String>,
+}
+
+pub fn run(a: DashArgs) -> Result<(), String> {
+    if a.arch != "request-response" {
+        return Err(format!(
+            "--arch {}: only request-response (seed 001's HTTP/1.1) is built so far",
+            a.arch
+        ));
+    }
+    if a.video != "synthetic" {
+        return Err(format!(
+            "--video {}: only synthetic video is built so far",
+            a.video
+        ));
+    }
+    if a.seeds == 0 || a.seeds > 1000 {
+        return Err("--seeds: use 1 to 1000".into());
+    }
+    let transports: Vec<DashTransport> = a
+        .transport
+        .split(',')
+        .map(|s| DashTransport::parse(s.trim()))
+        .collect::<Result<_, _>>()?;
+    let chunk_s = a.chunk.as_secs_f64();
+    let chunks = (a.duration.as_secs_f64() / chunk_s).round() as usize;
+    let content = Content::seed001(chunks, a.chunk, Content::DEFAULT_SPREAD, a.content_seed)?;
+    let session = Session {
+        content: Arc::new(content),
+        phases: static_path(a.rate, a.rtt, a.loss),
+        queue_bytes: a.queue.map(|q| q as usize),
+        cc: a.cc,
+        buffer_s: a.buffer.as_secs_f64(),
+        abr: a.abr,
+        rx_threshold: a.rx_threshold,
+    };
+    let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
+    let runs = run_all(&session, &transports, &seeds, &|| {});
+    let summaries: Vec<TransportSummary> = transports
+        .iter()
+        .zip(&runs)
+        .map(|(t, r)| summarise(t.name, r))
+        .collect();
+    let mut lines = Vec::new();
+    for (t, rs) in transports.iter().zip(&runs) {
+        for (seed, r) in seeds.iter().zip(rs) {
+            lines.push(match r {
+                Ok(r) => RunLine {
+                    transport: t.name,
+                    seed: *seed,
+                    startup_s: r.client.startup_s,
+                    total_stall_s: r.client.total_stall_s,
+                    stalls: r.client.stalls,
+                    avg_bitrate_kbps: r.client.avg_bitrate_kbps,
+                    down_switch_pct: r.client.down_switch_pct,
+                    messages_discarded: r.client.messages_discarded,
+                    retransmitted_segments: r.retransmitted_segments,
+                    error: r.client.error.clone(),
+                },
+                Err(e) => RunLine {
+                    transport: t.name,
+                    seed: *seed,
+                    startup_s: None,
+                    total_stall_s: f64::NAN,
+                    stalls: 0,
+                    avg_bitrate_kbps: f64::NAN,
+                    down_switch_pct: f64::NAN,
+                    messages_discarded: 0,
+                    retransmitted_segments: 0,
+                    error: Some(e.clone()),
+                },
+            });
+        }
+    }
+    if let Some(path) = &a.csv {
+        write_csv(path, &transports, &seeds, &runs)?;
+    }
+    let failed = lines.iter().filter(|l| l.error.is_some()).count();
+    if a.json {
+        let report = Report {
+            rate_bps: a.rate,
+            rtt_ms: a.rtt.as_secs_f64() * 1e3,
+            loss: a.loss,
+            chunks,
+            chunk_s,
+            buffer_s: a.buffer.as_secs_f64(),
+            cc: a.cc.name(),
+            abr: a.abr.name(),
+            seeds,
+            transports: &summaries,
+            runs: lines,
+        };
+        println!("{}", crate::output::json(&report)?);
+    } else {
+        println!(
+            "DASH, {} chunks of {chunk_s} s, {} Mb/s, RTT {:.0} ms, loss {:.2} %, B = {} s, {} + {}, {} seed(s)",
+            chunks,
+            a.rate as f64 / 1e6,
+            a.rtt.as_secs_f64() * 1e3,
+            a.loss * 100.0,
+            a.buffer.as_secs_f64(),
+            a.abr.name(),
+            a.cc.name(),
+            a.seeds
+        );
+        println!(
+            "{:<10} {:>10} {:>13} {:>7} {:>13} {:>12} {:>10} {:>9}",
+            "transport",
+            "startup_s",
+            "total_stall_s",
+            "stalls",
+            "avg_kbps",
+            "down_switch%",
+            "discarded",
+            "rexmits"
+        );
+        for s in &summaries {
+            println!(
+                "{:<10} {:>10.2} {:>13.2} {:>7.1} {:>13.0} {:>12.2} {:>10.1} {:>9.0}",
+                s.transport,
+                s.startup_s.mean,
+                s.total_stall_s.mean,
+                s.stalls.mean,
+                s.avg_bitrate_kbps.mean,
+                s.down_switch_pct.mean,
+                s.messages_discarded.mean,
+                s.retransmitted_segments.mean
+            );
+        }
+        if a.seeds > 2 {
+            println!("(means over seeds; trimmed means and 20th/80th percentiles with --json)");
+        }
+        for l in lines.iter().filter(|l| l.error.is_some()) {
+            println!(
+                "{} seed {}: {}",
+                l.transport,
+                l.seed,
+                l.error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} run(s) failed"));
+    }
+    Ok(())
+}
+
+fn write_csv(
+    path: &PathBuf,
+    transports: &[DashTransport],
+    seeds: &[u64],
+    runs: &[Vec<Result<hollywood_apps::dash::DashRun, String>>],
+) -> Result<(), String> {
+    let mut w = csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    w.write_record([
+        "transport",
+        "seed",
+        "chunk",
+        "quality",
+        "bitrate_bps",
+        "requested_s",
+        "downloaded_s",
+        "complete_s",
+        "size",
+        "received",
+        "late_messages",
+    ])
+    .map_err(|e| e.to_string())?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.6}"));
+    for (t, rs) in transports.iter().zip(runs) {
+        for (seed, r) in seeds.iter().zip(rs) {
+            let Ok(r) = r else { continue };
+            for c in &r.client.chunks {
+                w.write_record([
+                    t.name.to_string(),
+                    seed.to_string(),
+                    c.n.to_string(),
+                    c.quality.to_string(),
+                    c.bitrate_bps.to_string(),
+                    format!("{:.6}", c.requested_s),
+                    opt(c.downloaded_s),
+                    opt(c.complete_s),
+                    c.size.to_string(),
+                    c.received.to_string(),
+                    c.late_messages.to_string(),
+                ])
+                .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    w.flush().map_err(|e| e.to_string())
+}

@@ -1,0 +1,278 @@
+//! DASH sessions (seed 001, `hollywood_apps::dash`) over several
+//! transports and seeds at once, in parallel, with seed 001's statistics:
+//! per transport the mean, the trimmed mean (highest and lowest run
+//! dropped, as the paper reports) and the 20th–80th percentiles of each
+//! metric.
+
+use crate::stats::{percentile, trimmed_mean};
+use hollywood_apps::dash::abr::AbrKind;
+use hollywood_apps::dash::client::ClientConfig;
+use hollywood_apps::dash::content::Content;
+use hollywood_apps::dash::{DashRun, DashScenario, Phase};
+use hollywood_apps::Transport;
+use hollywood_tcp::CcAlgorithm;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A compared transport: the TCP deployment and the client that goes
+/// with it in seed 001.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DashTransport {
+    /// Name as printed.
+    pub name: &'static str,
+    /// Deployment.
+    #[serde(skip)]
+    pub deployment: Transport,
+    /// The client's rules.
+    pub client: ClientConfig,
+}
+
+impl DashTransport {
+    /// `tcp` (standard TCP, Algorithm 1) or `hollywood` (TCP Hollywood,
+    /// Algorithm 2 with Rx_T = 0.9).
+    pub fn parse(s: &str) -> Result<DashTransport, String> {
+        match s {
+            "tcp" => Ok(DashTransport {
+                name: "tcp",
+                deployment: Transport::Tcp,
+                client: ClientConfig::algorithm1(),
+            }),
+            "hollywood" => Ok(DashTransport {
+                name: "hollywood",
+                deployment: Transport::Hollywood,
+                client: ClientConfig::algorithm2(),
+            }),
+            _ => Err(format!(
+                "unknown DASH transport {s:?}: use tcp or hollywood"
+            )),
+        }
+    }
+}
+
+/// Everything but the transport and the seed.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The video.
+    pub content: Arc<Content>,
+    /// The path.
+    pub phases: Vec<Phase>,
+    /// Bottleneck queue (bytes); `None`: one BDP, at least 64 KiB.
+    pub queue_bytes: Option<usize>,
+    /// Congestion control at both ends.
+    pub cc: CcAlgorithm,
+    /// Playout buffer B (s).
+    pub buffer_s: f64,
+    /// Rate adaptation.
+    pub abr: AbrKind,
+    /// Overrides Algorithm 2's Rx_T.
+    pub rx_threshold: Option<f64>,
+}
+
+impl Session {
+    /// The scenario for one transport and seed.
+    pub fn scenario(&self, t: &DashTransport, seed: u64) -> DashScenario {
+        let mut client = t.client;
+        client.buffer_s = self.buffer_s;
+        client.abr = self.abr;
+        if let (Some(rx), true) = (self.rx_threshold, client.rx_threshold < 1.0) {
+            client.rx_threshold = rx;
+        }
+        DashScenario {
+            transport: t.deployment,
+            client,
+            content: self.content.clone(),
+            phases: self.phases.clone(),
+            queue_bytes: self.queue_bytes,
+            cc: self.cc,
+            seed,
+        }
+    }
+}
+
+/// One metric over seeds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Agg {
+    /// Mean.
+    pub mean: f64,
+    /// Mean without the highest and lowest run (the plain mean under
+    /// three runs).
+    pub trimmed: f64,
+    /// 20th percentile.
+    pub p20: f64,
+    /// 80th percentile.
+    pub p80: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Agg {
+    /// Of one value per run.
+    pub fn of(v: &[f64]) -> Agg {
+        if v.is_empty() {
+            return Agg::default();
+        }
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let mean = s.iter().sum::<f64>() / s.len() as f64;
+        Agg {
+            mean,
+            trimmed: trimmed_mean(&s, 1).unwrap_or(mean),
+            p20: percentile(&s, 0.2).unwrap_or(mean),
+            p80: percentile(&s, 0.8).unwrap_or(mean),
+            min: s[0],
+            max: s[s.len() - 1],
+        }
+    }
+}
+
+/// One transport's runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportSummary {
+    /// Transport.
+    pub transport: &'static str,
+    /// Runs that finished.
+    pub runs: usize,
+    /// Runs that failed, with why.
+    pub errors: Vec<String>,
+    /// Start-up delay (s).
+    pub startup_s: Agg,
+    /// Total stall (s).
+    pub total_stall_s: Agg,
+    /// Stall events.
+    pub stalls: Agg,
+    /// Mean chunk rate (kb/s).
+    pub avg_bitrate_kbps: Agg,
+    /// Downward switches, % of chunks.
+    pub down_switch_pct: Agg,
+    /// Messages discarded as late.
+    pub messages_discarded: Agg,
+    /// Runs that discarded at least one message, %.
+    pub runs_discarding_pct: f64,
+    /// Segments the server retransmitted.
+    pub retransmitted_segments: Agg,
+}
+
+/// Summarise the runs of one transport (errors listed, not averaged).
+pub fn summarise(transport: &'static str, runs: &[Result<DashRun, String>]) -> TransportSummary {
+    let ok: Vec<&DashRun> = runs
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .filter(|r| r.client.error.is_none())
+        .collect();
+    let mut errors: Vec<String> = runs
+        .iter()
+        .filter_map(|r| r.as_ref().err().cloned())
+        .collect();
+    errors.extend(
+        runs.iter()
+            .filter_map(|r| r.as_ref().ok()?.client.error.clone()),
+    );
+    let m = |f: &dyn Fn(&DashRun) -> f64| Agg::of(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
+    let discarding = ok
+        .iter()
+        .filter(|r| r.client.messages_discarded > 0)
+        .count();
+    TransportSummary {
+        transport,
+        runs: ok.len(),
+        errors,
+        startup_s: m(&|r| r.client.startup_s.unwrap_or(f64::NAN)),
+        total_stall_s: m(&|r| r.client.total_stall_s),
+        stalls: m(&|r| r.client.stalls as f64),
+        avg_bitrate_kbps: m(&|r| r.client.avg_bitrate_kbps),
+        down_switch_pct: m(&|r| r.client.down_switch_pct),
+        messages_discarded: m(&|r| r.client.messages_discarded as f64),
+        runs_discarding_pct: if ok.is_empty() {
+            0.0
+        } else {
+            100.0 * discarding as f64 / ok.len() as f64
+        },
+        retransmitted_segments: m(&|r| r.retransmitted_segments as f64),
+    }
+}
+
+/// Run `session` over every transport × seed, in parallel; results in
+/// transport-major order. `tick` is called after each run (progress).
+pub fn run_all(
+    session: &Session,
+    transports: &[DashTransport],
+    seeds: &[u64],
+    tick: &(dyn Fn() + Sync),
+) -> Vec<Vec<Result<DashRun, String>>> {
+    let jobs: Vec<(usize, u64)> = (0..transports.len())
+        .flat_map(|t| seeds.iter().map(move |&s| (t, s)))
+        .collect();
+    let mut out: Vec<(usize, Result<DashRun, String>)> = jobs
+        .par_iter()
+        .map(|&(t, s)| {
+            let r = session.scenario(&transports[t], s).run();
+            tick();
+            (t, r)
+        })
+        .collect();
+    let mut by: Vec<Vec<Result<DashRun, String>>> = transports.iter().map(|_| Vec::new()).collect();
+    for (t, r) in out.drain(..) {
+        by[t].push(r);
+    }
+    by
+}
+
+/// Seed 001's static path: `rate`, `rtt`, `loss` for the whole session.
+pub fn static_path(rate_bps: u64, rtt: Duration, loss: f64) -> Vec<Phase> {
+    vec![Phase {
+        at: Duration::ZERO,
+        rate_bps,
+        rtt,
+        loss,
+    }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregates_trim_the_extremes_and_list_failures() {
+        let a = Agg::of(&[1.0, 2.0, 3.0, 100.0]);
+        assert_eq!(a.trimmed, 2.5);
+        assert_eq!(a.mean, 26.5);
+        assert_eq!((a.min, a.max), (1.0, 100.0));
+        let s = summarise("tcp", &[Err("boom".into())]);
+        assert_eq!(s.runs, 0);
+        assert_eq!(s.errors, vec!["boom".to_string()]);
+        assert!(DashTransport::parse("quic").is_err());
+    }
+
+    #[test]
+    fn sessions_run_for_every_transport_and_seed() {
+        let session = Session {
+            content: Arc::new(Content::seed001(20, Duration::from_secs(1), 0.1, 1).unwrap()),
+            phases: static_path(5_000_000, Duration::from_millis(100), 0.01),
+            queue_bytes: None,
+            cc: CcAlgorithm::Cubic,
+            buffer_s: 16.0,
+            abr: AbrKind::Bola,
+            rx_threshold: None,
+        };
+        let ts = [
+            DashTransport::parse("tcp").unwrap(),
+            DashTransport::parse("hollywood").unwrap(),
+        ];
+        let runs = run_all(&session, &ts, &[1, 2, 3], &|| {});
+        assert_eq!(runs.len(), 2);
+        for (t, r) in ts.iter().zip(&runs) {
+            let s = summarise(t.name, r);
+            assert_eq!(s.runs, 3, "{:?}", s.errors);
+            assert!(s.startup_s.mean > 0.0);
+        }
+        // Seeds differ, the same seed repeats.
+        let again = run_all(&session, &ts[1..], &[1], &|| {});
+        let a = &runs[1][0].as_ref().unwrap().client;
+        let b = &again[0][0].as_ref().unwrap().client;
+        assert_eq!(a, b);
+    }
+}
