@@ -84,7 +84,14 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     let names: Vec<&str> = repros.iter().map(|r| r["plan"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["ch5", "ch5-dupack", "quicsilver", "rtp-quic", "tcp-video"]
+        [
+            "ch5",
+            "ch5-dupack",
+            "quicsilver",
+            "rtp-quic",
+            "dash2018",
+            "tcp-video"
+        ]
     );
     for r in repros {
         assert!(r["claims"].as_u64().unwrap() > 0, "{r}");
@@ -103,6 +110,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
         let adapter = match r["plan"].as_str().unwrap() {
             "quicsilver" | "rtp-quic" => "video",
             "tcp-video" => "vod",
+            "dash2018" => "dash",
             _ => "voip",
         };
         assert_eq!(s["schema"]["name"], format!("hollywood.repro.{adapter}"));
@@ -116,8 +124,14 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     // quicsilver: one latency plot per scenario (5); rtp-quic: one
     // head-of-line scatter, total head-of-line and sending delay (3);
     // quicsilver: also one stack-latency plot per scenario (5);
-    // tcp-video: violation curves and latency for none per scenario (4).
-    assert_eq!(figures.len(), 2 * 2 * 5 * 2 + 5 + 5 + 3 + 4, "{figures:?}");
+    // tcp-video: violation curves and latency for none per scenario (4);
+    // dash2018: the RTT, loss, BBR and profile panels and the profile-g
+    // trace (5; the single-point §5.5 scenarios have no plot).
+    assert_eq!(
+        figures.len(),
+        2 * 2 * 5 * 2 + 5 + 5 + 3 + 4 + 5,
+        "{figures:?}"
+    );
     for f in &figures {
         assert!(
             dir.join(f).is_file(),

@@ -32,13 +32,17 @@ pub const PLANS: &[Builtin] = &[
         text: include_str!("../../../scenarios/rtp-quic.toml"),
     },
     Builtin {
+        name: "dash2018",
+        text: include_str!("../../../scenarios/dash2018.toml"),
+    },
+    Builtin {
         name: "tcp-video",
         text: include_str!("../../../scenarios/tcp-video.toml"),
     },
 ];
 
 /// The adapters a plan may name.
-pub const ADAPTERS: &[&str] = &["voip", "video", "vod"];
+pub const ADAPTERS: &[&str] = &["voip", "video", "vod", "dash"];
 
 /// The built-in plan called `name`.
 pub fn find(name: &str) -> Option<&'static Builtin> {
@@ -70,6 +74,7 @@ pub fn run(plan: &Plan, default_adapter: Option<&str>, opts: &Options) -> Result
         "voip" => run::run(&crate::ch5::Voip, plan, opts),
         "video" => run::run(&crate::video::Video, plan, opts),
         "vod" => run::run(&crate::vod::Vod, plan, opts),
+        "dash" => run::run(&crate::dash2018::Dash, plan, opts),
         other => Err(format!(
             "bad experiment plan: unknown adapter '{other}': use one of {}",
             ADAPTERS.join(", ")

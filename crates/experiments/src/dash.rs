@@ -6,7 +6,7 @@
 
 use crate::stats::{percentile, trimmed_mean};
 use hollywood_apps::dash::abr::AbrKind;
-use hollywood_apps::dash::client::ClientConfig;
+use hollywood_apps::dash::client::{ClientConfig, Lateness};
 use hollywood_apps::dash::content::Content;
 use hollywood_apps::dash::{DashRun, DashScenario, Phase};
 use hollywood_apps::Transport;
@@ -68,6 +68,8 @@ pub struct Session {
     pub abr: AbrKind,
     /// Overrides Algorithm 2's Rx_T.
     pub rx_threshold: Option<f64>,
+    /// When a message is late.
+    pub lateness: Lateness,
 }
 
 impl Session {
@@ -76,6 +78,7 @@ impl Session {
         let mut client = t.client;
         client.buffer_s = self.buffer_s;
         client.abr = self.abr;
+        client.lateness = self.lateness;
         if let (Some(rx), true) = (self.rx_threshold, client.rx_threshold < 1.0) {
             client.rx_threshold = rx;
         }
@@ -257,6 +260,7 @@ mod tests {
             buffer_s: 16.0,
             abr: AbrKind::Bola,
             rx_threshold: None,
+            lateness: Lateness::Position,
         };
         let ts = [
             DashTransport::parse("tcp").unwrap(),

@@ -22,6 +22,7 @@ pub mod builtin;
 pub mod ch5;
 pub mod claims;
 pub mod dash;
+pub mod dash2018;
 pub mod media;
 pub mod plan;
 pub mod plot;

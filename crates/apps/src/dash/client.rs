@@ -21,12 +21,15 @@
 //! handshake included. Playback then drains the buffer in real time; a
 //! stall begins when it is empty and ends when one more chunk has been
 //! downloaded (seed 001 §4). A chunk plays whether or not all its bytes
-//! are in: a message whose bytes the playhead has already passed when it
-//! arrives is *discarded* (late), counted, and its bytes are missing from
-//! the chunk. (Over standard TCP a chunk is only in the buffer when it is
-//! complete, so nothing is ever late.) The playhead is mapped to bytes
-//! linearly within a chunk: a message is late once playback is past the
-//! position of its first byte.
+//! are in; a message that arrives after it was needed is *discarded*
+//! (late), counted, and its bytes are missing from the chunk. When a
+//! message is needed is the [`Lateness`] rule: by default when the
+//! playhead reaches its first byte (seed 001's playout buffer works on
+//! messages, "reorders by sequence number and offset" and discards late
+//! ones; the playhead maps linearly to bytes within a chunk), or, for a
+//! player that takes whole segments, when its chunk starts playing. Over
+//! standard TCP a chunk is only in the buffer when it is complete, so
+//! nothing is ever late.
 
 use super::abr::{Abr, AbrKind, Context, Sample};
 use super::content::{Content, Manifest};
@@ -45,6 +48,31 @@ pub const MAX_MANIFEST: u64 = 1 << 20;
 /// messages received so far (bounds the duplicate filter's memory).
 pub const MAX_SEQ_AHEAD: u32 = 1 << 20;
 
+/// When a message is needed (and past which it is discarded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lateness {
+    /// When the playhead reaches the message's first byte (a message-level
+    /// playout buffer, seed 001's).
+    Position,
+    /// When the message's chunk starts playing (a player that decodes
+    /// whole segments).
+    ChunkStart,
+}
+
+impl Lateness {
+    /// Parse `position` or `chunk-start`.
+    pub fn parse(s: &str) -> Result<Lateness, String> {
+        match s {
+            "position" => Ok(Lateness::Position),
+            "chunk-start" => Ok(Lateness::ChunkStart),
+            _ => Err(format!(
+                "unknown lateness rule {s:?}: use position or chunk-start"
+            )),
+        }
+    }
+}
+
 /// The client's rules.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ClientConfig {
@@ -59,6 +87,8 @@ pub struct ClientConfig {
     pub startup_chunks: usize,
     /// Rate adaptation.
     pub abr: AbrKind,
+    /// When a message is late.
+    pub lateness: Lateness,
 }
 
 impl ClientConfig {
@@ -70,6 +100,7 @@ impl ClientConfig {
             loss_penalty: false,
             startup_chunks: 2,
             abr: AbrKind::Bola,
+            lateness: Lateness::Position,
         }
     }
 
@@ -533,9 +564,11 @@ impl DashClient {
                     self.corrupt += 1;
                     return;
                 }
-                let size = self.chunks[n].size;
-                let chunk_s = self.chunk_s();
-                let needed_at = (n as f64 + within as f64 / size.max(1) as f64) * chunk_s;
+                let size = self.chunks[n].size.max(1);
+                let needed_at = match self.cfg.lateness {
+                    Lateness::Position => (n as f64 + within as f64 / size as f64) * self.chunk_s(),
+                    Lateness::ChunkStart => n as f64 * self.chunk_s(),
+                };
                 if self.playhead(now) > needed_at + 1e-9 {
                     self.chunks[n].late_messages += 1;
                     self.discarded += 1;
@@ -680,10 +713,7 @@ impl TransportApp for DashClient {
             }
             TransportEvent::Message(m) if m.substream == DATA => match http::parse_data(&m.payload)
             {
-                Ok((seq, end, body)) => {
-                    let body = body.to_vec();
-                    self.on_data(now, t, seq, end, &body);
-                }
+                Ok((seq, end, body)) => self.on_data(now, t, seq, end, body),
                 Err(e) => self.error = Some(e),
             },
             TransportEvent::Message(m) => {

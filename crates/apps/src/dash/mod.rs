@@ -94,7 +94,8 @@ type ClientHost = TransportHost<DashClient>;
 type ServerHost = TransportHost<DashServer>;
 
 impl DashScenario {
-    fn validate(&self) -> Result<(), String> {
+    /// Refuse a scenario that makes no sense, saying why.
+    pub fn validate(&self) -> Result<(), String> {
         self.client.validate()?;
         let first = self
             .phases

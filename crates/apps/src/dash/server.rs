@@ -150,19 +150,22 @@ impl DashServer {
                 continue;
             }
             let take = (r.len - r.sent).min((MESSAGE_SIZE - DATA_HEADER) as u64) as usize;
-            let mut body = vec![0; take];
+            let end = r.start + r.sent + take as u64;
+            let seq = self.seq;
+            // Header, then the body written in place.
+            let mut payload = http::data_message(seq, end, &[]);
+            payload.resize(DATA_HEADER + take, 0);
+            let body = &mut payload[DATA_HEADER..];
             match &r.body {
                 Body::Bytes(b) => body.copy_from_slice(&b[r.sent as usize..r.sent as usize + take]),
-                Body::Chunk { n, q } => self.content.fill(*n, *q, r.sent, &mut body),
+                Body::Chunk { n, q } => self.content.fill(*n, *q, r.sent, body),
             }
             r.sent += take as u64;
-            let end = r.start + r.sent;
             self.next_id = self.next_id.wrapping_add(1);
-            let seq = self.seq;
             self.seq = self.seq.wrapping_add(1);
             self.stats.body_bytes += take as u64;
             self.stats.data_messages += 1;
-            let mut m = OutMessage::new(id, http::data_message(seq, end, &body));
+            let mut m = OutMessage::new(id, payload);
             m.substream = DATA;
             return Some(m);
         }

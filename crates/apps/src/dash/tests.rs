@@ -151,3 +151,23 @@ fn a_varying_profile_changes_the_path_mid_session() {
         / 10.0;
     assert!(early > 2.0 * late, "{early} then {late}");
 }
+
+#[test]
+fn a_whole_segment_player_discards_what_a_message_level_buffer_still_plays() {
+    use super::client::Lateness;
+    let mut s = scenario(Transport::Hollywood, 90, 5_000_000, 200, 0.008, 4);
+    let position = s.run().unwrap();
+    consistent(&position);
+    s.client.lateness = Lateness::ChunkStart;
+    let chunk = s.run().unwrap();
+    consistent(&chunk);
+    assert!(chunk.client.stalls > 0);
+    assert!(
+        chunk.client.messages_discarded > position.client.messages_discarded,
+        "{} vs {}",
+        chunk.client.messages_discarded,
+        position.client.messages_discarded
+    );
+    // Discarded bytes are missing from their chunks.
+    assert!(chunk.client.bytes_missing >= chunk.client.messages_discarded);
+}

@@ -6,6 +6,7 @@
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
 use clap::Args;
 use hollywood_apps::dash::abr::AbrKind;
+use hollywood_apps::dash::client::Lateness;
 use hollywood_apps::dash::content::Content;
 use hollywood_experiments::dash::{
     run_all, static_path, summarise, DashTransport, Session, TransportSummary,
@@ -52,6 +53,11 @@ pub struct DashArgs {
     /// Hollywood's receive threshold Rx_T (seed 001: 0.9).
     #[arg(long, value_parser = parse_fraction)]
     rx_threshold: Option<f64>,
+    /// When a Hollywood message is late: position (the playhead reached
+    /// its bytes; seed 001's message-level playout buffer) or chunk-start
+    /// (its chunk started playing; a whole-segment player).
+    #[arg(long, default_value = "position", value_parser = Lateness::parse)]
+    late: Lateness,
     /// Congestion control at both ends: cubic (seed 001), bbr or newreno.
     #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
     cc: CcAlgorithm,
@@ -137,7 +143,11 @@ pub fn run(a: DashArgs) -> Result<(), String> {
         buffer_s: a.buffer.as_secs_f64(),
         abr: a.abr,
         rx_threshold: a.rx_threshold,
+        lateness: a.late,
     };
+    for t in &transports {
+        session.scenario(t, a.seed).validate()?;
+    }
     let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
     let runs = run_all(&session, &transports, &seeds, &|| {});
     let summaries: Vec<TransportSummary> = transports
@@ -180,6 +190,7 @@ pub fn run(a: DashArgs) -> Result<(), String> {
         write_csv(path, &transports, &seeds, &runs)?;
     }
     let failed = lines.iter().filter(|l| l.error.is_some()).count();
+    let first_error = lines.iter().find_map(|l| l.error.clone());
     if a.json {
         let report = Report {
             rate_bps: a.rate,
@@ -243,8 +254,8 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             );
         }
     }
-    if failed > 0 {
-        return Err(format!("{failed} run(s) failed"));
+    if let Some(first) = first_error {
+        return Err(format!("{failed} run(s) failed; the first: {first}"));
     }
     Ok(())
 }

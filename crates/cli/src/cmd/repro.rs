@@ -10,6 +10,8 @@
 //!   adapter);
 //! * `repro tcp-video` — seed 003 (`scenarios/tcp-video.toml`, the vod
 //!   adapter);
+//! * `repro dash2018` — seed 001 (`scenarios/dash2018.toml`, the dash
+//!   adapter);
 //! * `repro plan FILE` — any plan file, with the adapter it names;
 //! * `repro all --out DIR` — every built-in plan into `DIR/<plan>/`, then
 //!   `DIR/index.html`;
@@ -44,6 +46,11 @@ pub enum ReproCommand {
     /// competing clients, CBR and VBR, and the violation curves (Graphs
     /// 6.1-6.4, 8.1-8.3).
     TcpVideo(BuiltinArgs),
+    /// Seed 001 (DASHing Towards Hollywood): MPEG-DASH over TCP and TCP
+    /// Hollywood, 5 Mb/s, RTT 150-400 ms at 0.2 %, loss 0-1 % at 100 ms,
+    /// seed 001 §5.5's points and 12 varying profiles; 10 paired runs
+    /// each (Figs 3-10, 13-18).
+    Dash2018(BuiltinArgs),
     /// Run an experiment plan file (TOML) with the adapter it names.
     Plan(PlanArgs),
     /// Every built-in plan into DIR/<plan>/, then one page: DIR/index.html.
@@ -139,6 +146,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         ReproCommand::Quicsilver(a) => builtin_one("quicsilver", &a),
         ReproCommand::RtpQuic(a) => builtin_one("rtp-quic", &a),
         ReproCommand::TcpVideo(a) => builtin_one("tcp-video", &a),
+        ReproCommand::Dash2018(a) => builtin_one("dash2018", &a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
             let out = a

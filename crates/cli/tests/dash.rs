@@ -1,0 +1,80 @@
+//! `hollywood dash` end to end: the JSON fields seed 001's metrics need,
+//! their consistency, the per-chunk CSV, and bad flags refused.
+
+use serde_json::Value;
+mod common;
+use common::*;
+
+#[test]
+fn dash_reports_both_transports_per_seed_and_in_aggregate() {
+    let dir = std::env::temp_dir().join(format!("hollywood-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("chunks.csv");
+    let v = json(&[
+        "dash",
+        "--duration",
+        "40s",
+        "--rtt",
+        "200ms",
+        "--loss",
+        "1%",
+        "--seeds",
+        "2",
+        "--json",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(u(&v, "chunks"), 40);
+    let ts = v["transports"].as_array().unwrap();
+    assert_eq!(ts.len(), 2);
+    for t in ts {
+        assert_eq!(u(t, "runs"), 2, "{t}");
+        for key in [
+            "startup_s",
+            "total_stall_s",
+            "avg_bitrate_kbps",
+            "down_switch_pct",
+            "messages_discarded",
+        ] {
+            let m = f(&t[key], "mean");
+            assert!(m.is_finite() && m >= 0.0, "{key}: {m}");
+        }
+        assert!(f(&t["startup_s"], "mean") > 0.0);
+    }
+    let runs: Vec<&Value> = v["runs"].as_array().unwrap().iter().collect();
+    assert_eq!(runs.len(), 4);
+    for r in &runs {
+        assert!(r["error"].is_null(), "{r}");
+        let kbps = f(r, "avg_bitrate_kbps");
+        assert!((1200.0..=5600.0).contains(&kbps), "{kbps}");
+    }
+    // Standard TCP never discards: a chunk plays only once complete.
+    assert!(runs
+        .iter()
+        .filter(|r| r["transport"] == "tcp")
+        .all(|r| u(r, "messages_discarded") == 0));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("transport,seed,chunk,quality"));
+    assert_eq!(text.lines().count(), 1 + 4 * 40);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dash_refuses_what_it_does_not_build() {
+    for (args, want) in [
+        (vec!["dash", "--arch", "push"], "only request-response"),
+        (
+            vec!["dash", "--transport", "quic"],
+            "unknown DASH transport",
+        ),
+        (vec!["dash", "--seeds", "0"], "--seeds"),
+        (vec!["dash", "--video", "/nonexistent"], "only synthetic"),
+        (vec!["dash", "--late", "never"], "lateness"),
+        (vec!["dash", "--loss", "70%"], "loss"),
+    ] {
+        let out = hollywood(&args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

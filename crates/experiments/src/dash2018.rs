@@ -1,0 +1,1020 @@
+//! The `dash` adapter: seed 001 ("DASHing Towards Hollywood", MMSys 2018)
+//! reproduced. Each configuration runs a DASH session over standard TCP
+//! (Algorithm 1) and over TCP Hollywood (Algorithm 2) on the same path
+//! with the same seed, so every run is a paired comparison; the report
+//! gives seed 001's statistics (trimmed means, 20th–80th percentiles),
+//! its Figs. 3–10 and 13–18, and checks its claims (RESULTS.md 2(d)) one by
+//! one.
+//!
+//! Plan parameters: `rate`, `rtt`, `loss` (a static path) or `profile`
+//! (a name in the plan's `[profiles]` table: phases of
+//! `"RATE/RTT/LOSS"` strings, each held for `phase` and cycled), `duration`,
+//! `chunk`, `buffer`, `cc`, `abr`, `rx_threshold`, `content_seed`,
+//! `x_axis` (`rtt`, `loss` or `profile`: what the scenario's plots run
+//! along), `notes`.
+
+use crate::claims::{self, ClaimResult};
+use crate::dash::{Agg, DashTransport, Session};
+use crate::plan::Point;
+use crate::plot::{self, Chart, Rgb, Series, Style};
+use crate::report::Figure;
+use crate::run::{Adapter, Context, Finished, Written};
+use crate::units::{parse_duration, parse_fraction, parse_rate};
+use hollywood_apps::dash::abr::AbrKind;
+use hollywood_apps::dash::client::Lateness;
+use hollywood_apps::dash::content::Content;
+use hollywood_apps::dash::{DashRun, Phase};
+use hollywood_tcp::CcAlgorithm;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The adapter.
+pub struct Dash;
+
+fn d_duration() -> String {
+    "597s".into()
+}
+fn d_chunk() -> String {
+    "1s".into()
+}
+fn d_buffer() -> String {
+    "16s".into()
+}
+fn d_cc() -> String {
+    "cubic".into()
+}
+fn d_abr() -> String {
+    "bola".into()
+}
+fn d_phase() -> String {
+    "30s".into()
+}
+fn d_late() -> String {
+    "position".into()
+}
+fn d_one() -> u64 {
+    1
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    rate: Option<String>,
+    rtt: Option<String>,
+    loss: Option<String>,
+    profile: Option<String>,
+    #[serde(default)]
+    profiles: BTreeMap<String, Vec<String>>,
+    #[serde(default = "d_phase")]
+    phase: String,
+    #[serde(default = "d_duration")]
+    duration: String,
+    #[serde(default = "d_chunk")]
+    chunk: String,
+    #[serde(default = "d_buffer")]
+    buffer: String,
+    #[serde(default = "d_cc")]
+    cc: String,
+    #[serde(default = "d_abr")]
+    abr: String,
+    rx_threshold: Option<f64>,
+    /// `position` or `chunk-start` (see `hollywood_apps::dash::client`).
+    #[serde(default = "d_late")]
+    late: String,
+    #[serde(default = "d_one")]
+    content_seed: u64,
+    x_axis: String,
+    notes: Option<String>,
+}
+
+/// One configuration.
+#[derive(Debug, Clone)]
+pub struct DashPoint {
+    session: Session,
+    scenario_index: usize,
+    x_axis: String,
+    /// Position on the x axis (RTT ms, loss %, profile number).
+    x: f64,
+    x_text: String,
+    path_text: String,
+    notes: Option<String>,
+}
+
+/// One transport's figures in one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct One {
+    startup_s: f64,
+    stall_s: f64,
+    stalls: usize,
+    bitrate_kbps: f64,
+    down_pct: f64,
+    discarded: u64,
+    retransmitted: u64,
+    /// (time of download, chunk rate kb/s), kept for the first seed.
+    #[serde(skip)]
+    trace: Vec<(f64, f64)>,
+}
+
+/// A paired run: TCP and Hollywood, one seed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pair {
+    seed: u64,
+    tcp: One,
+    hollywood: One,
+    sim_seconds: f64,
+}
+
+/// The metrics plans may name.
+pub const METRICS: [&str; 13] = [
+    "tcp_stall_s",
+    "hollywood_stall_s",
+    "tcp_startup_s",
+    "hollywood_startup_s",
+    "tcp_bitrate_kbps",
+    "hollywood_bitrate_kbps",
+    "tcp_down_pct",
+    "hollywood_down_pct",
+    "hollywood_discarded",
+    "stall_saved_s",
+    "startup_saved_s",
+    "bitrate_gain_kbps",
+    "tcp_discarded",
+];
+
+fn one(r: &DashRun, keep: bool) -> Result<One, String> {
+    let c = &r.client;
+    if let Some(e) = &c.error {
+        return Err(format!("{}: {e}", r.transport));
+    }
+    if c.corrupt_messages > 0 {
+        return Err(format!(
+            "{}: {} corrupt messages",
+            r.transport, c.corrupt_messages
+        ));
+    }
+    Ok(One {
+        startup_s: c.startup_s.unwrap_or(f64::NAN),
+        stall_s: c.total_stall_s,
+        stalls: c.stalls,
+        bitrate_kbps: c.avg_bitrate_kbps,
+        down_pct: c.down_switch_pct,
+        discarded: c.messages_discarded,
+        retransmitted: r.retransmitted_segments,
+        trace: if keep {
+            c.chunks
+                .iter()
+                .filter_map(|ch| Some((ch.downloaded_s?, ch.bitrate_bps as f64 / 1e3)))
+                .collect()
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+fn parse_phase(s: &str) -> Result<(u64, Duration, f64), String> {
+    let parts: Vec<&str> = s.split('/').map(str::trim).collect();
+    let [rate, rtt, loss] = parts.as_slice() else {
+        return Err(format!(
+            "profile phase {s:?}: write RATE/RTT/LOSS, e.g. 5mbit/40ms/0.1%"
+        ));
+    };
+    Ok((
+        parse_rate(rate)?,
+        parse_duration(rtt)?,
+        parse_fraction(loss)?,
+    ))
+}
+
+impl Adapter for Dash {
+    type Params = DashPoint;
+    type Output = Pair;
+
+    fn name(&self) -> &'static str {
+        "dash"
+    }
+
+    fn metrics(&self) -> &'static [&'static str] {
+        &METRICS
+    }
+
+    fn configure(&self, point: &Point) -> Result<DashPoint, String> {
+        let raw: Raw = point.typed()?;
+        let duration = parse_duration(&raw.duration)?;
+        let chunk = parse_duration(&raw.chunk)?;
+        let chunks = (duration.as_secs_f64() / chunk.as_secs_f64()).round() as usize;
+        let content = Content::seed001(chunks, chunk, Content::DEFAULT_SPREAD, raw.content_seed)?;
+        let (phases, x, x_text, path_text) = match (&raw.profile, &raw.rate, &raw.rtt, &raw.loss) {
+            (Some(name), None, None, None) => {
+                let list = raw
+                    .profiles
+                    .get(name)
+                    .ok_or_else(|| format!("no profile {name:?} in [profiles]"))?;
+                if list.is_empty() {
+                    return Err(format!("profile {name:?} has no phase"));
+                }
+                let hold = parse_duration(&raw.phase)?;
+                if hold < Duration::from_secs(1) {
+                    return Err("phase must be at least 1 s".into());
+                }
+                let parsed: Vec<(u64, Duration, f64)> = list
+                    .iter()
+                    .map(|s| parse_phase(s))
+                    .collect::<Result<_, _>>()?;
+                let n = (duration.as_secs_f64() * 3.0 / hold.as_secs_f64()).ceil() as usize + 1;
+                let phases = (0..n)
+                    .map(|k| {
+                        let (rate_bps, rtt, loss) = parsed[k % parsed.len()];
+                        Phase {
+                            at: hold * k as u32,
+                            rate_bps,
+                            rtt,
+                            loss,
+                        }
+                    })
+                    .collect();
+                let index = raw.profiles.keys().position(|k| k == name).unwrap_or(0) + 1;
+                (
+                    phases,
+                    index as f64,
+                    name.clone(),
+                    format!("profile {name}: {}", list.join(" → ")),
+                )
+            }
+            (None, Some(rate), Some(rtt), Some(loss)) => {
+                let (rate_bps, rtt_d, loss_f) = (
+                    parse_rate(rate)?,
+                    parse_duration(rtt)?,
+                    parse_fraction(loss)?,
+                );
+                let (x, x_text) = match raw.x_axis.as_str() {
+                    "rtt" => (rtt_d.as_secs_f64() * 1e3, rtt.clone()),
+                    "loss" => (loss_f * 100.0, loss.clone()),
+                    _ => (0.0, format!("{rtt}, {loss}")),
+                };
+                (
+                    crate::dash::static_path(rate_bps, rtt_d, loss_f),
+                    x,
+                    x_text,
+                    format!("{rate}, RTT {rtt}, loss {loss}"),
+                )
+            }
+            _ => {
+                return Err(
+                    "give either rate, rtt and loss (a static path) or profile (a varying one)"
+                        .into(),
+                )
+            }
+        };
+        if !matches!(raw.x_axis.as_str(), "rtt" | "loss" | "profile" | "point") {
+            return Err(format!(
+                "x_axis {:?}: use rtt, loss, profile or point",
+                raw.x_axis
+            ));
+        }
+        let session = Session {
+            content: Arc::new(content),
+            phases,
+            queue_bytes: None,
+            cc: CcAlgorithm::parse(&raw.cc)?,
+            buffer_s: parse_duration(&raw.buffer)?.as_secs_f64(),
+            abr: AbrKind::parse(&raw.abr)?,
+            rx_threshold: raw.rx_threshold,
+            lateness: Lateness::parse(&raw.late)?,
+        };
+        // Check the scenario once here (cheap) rather than in every run.
+        let t = DashTransport::parse("hollywood")?;
+        let sc = session.scenario(&t, 1);
+        sc.client.validate()?;
+        Ok(DashPoint {
+            session,
+            scenario_index: point.scenario_index,
+            x_axis: raw.x_axis,
+            x,
+            x_text,
+            path_text,
+            notes: raw.notes,
+        })
+    }
+
+    fn run(&self, p: &DashPoint, seed: u64, keep: bool) -> Result<Pair, String> {
+        let tcp_t = DashTransport::parse("tcp")?;
+        let hw_t = DashTransport::parse("hollywood")?;
+        let tcp = p.session.scenario(&tcp_t, seed).run()?;
+        let hw = p.session.scenario(&hw_t, seed).run()?;
+        Ok(Pair {
+            seed,
+            sim_seconds: tcp.sim_seconds + hw.sim_seconds,
+            tcp: one(&tcp, keep)?,
+            hollywood: one(&hw, keep)?,
+        })
+    }
+
+    fn metric(&self, o: &Pair, name: &str) -> Option<f64> {
+        Some(match name {
+            "tcp_stall_s" => o.tcp.stall_s,
+            "hollywood_stall_s" => o.hollywood.stall_s,
+            "tcp_startup_s" => o.tcp.startup_s,
+            "hollywood_startup_s" => o.hollywood.startup_s,
+            "tcp_bitrate_kbps" => o.tcp.bitrate_kbps,
+            "hollywood_bitrate_kbps" => o.hollywood.bitrate_kbps,
+            "tcp_down_pct" => o.tcp.down_pct,
+            "hollywood_down_pct" => o.hollywood.down_pct,
+            "hollywood_discarded" => o.hollywood.discarded as f64,
+            "tcp_discarded" => o.tcp.discarded as f64,
+            "stall_saved_s" => o.tcp.stall_s - o.hollywood.stall_s,
+            "startup_saved_s" => o.tcp.startup_s - o.hollywood.startup_s,
+            "bitrate_gain_kbps" => o.hollywood.bitrate_kbps - o.tcp.bitrate_kbps,
+            _ => return None,
+        })
+    }
+
+    fn sim_seconds(&self, o: &Pair) -> f64 {
+        o.sim_seconds
+    }
+
+    fn finish(&self, done: &mut Finished<'_, Self>, ctx: &Context<'_>) -> Result<Written, String> {
+        finish(done, ctx)
+    }
+}
+
+/// One transport at one configuration, over seeds.
+#[derive(Debug, Clone, Serialize)]
+struct Side {
+    startup_s: Agg,
+    stall_s: Agg,
+    stalls: Agg,
+    bitrate_kbps: Agg,
+    down_pct: Agg,
+    discarded: Agg,
+    retransmitted: Agg,
+    /// Runs that discarded at least one message.
+    discarding_runs: usize,
+    /// Runs that discarded more than ten.
+    discarding_over_10: usize,
+}
+
+fn side(runs: &[&One]) -> Side {
+    let m = |f: &dyn Fn(&One) -> f64| Agg::of(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
+    Side {
+        startup_s: m(&|r| r.startup_s),
+        stall_s: m(&|r| r.stall_s),
+        stalls: m(&|r| r.stalls as f64),
+        bitrate_kbps: m(&|r| r.bitrate_kbps),
+        down_pct: m(&|r| r.down_pct),
+        discarded: m(&|r| r.discarded as f64),
+        retransmitted: m(&|r| r.retransmitted as f64),
+        discarding_runs: runs.iter().filter(|r| r.discarded > 0).count(),
+        discarding_over_10: runs.iter().filter(|r| r.discarded > 10).count(),
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ConfigSummary {
+    x: f64,
+    x_text: String,
+    path: String,
+    seeds: usize,
+    tcp: Side,
+    hollywood: Side,
+    #[serde(skip)]
+    traces: Option<(Curve, Curve)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ScenarioSummary {
+    name: String,
+    x_axis: String,
+    configs: Vec<ConfigSummary>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Summary {
+    experiment: String,
+    description: String,
+    seeds: Vec<u64>,
+    runs: usize,
+    sessions: usize,
+    jobs: usize,
+    sim_seconds: f64,
+    wall_seconds: f64,
+    scenarios: Vec<ScenarioSummary>,
+    claims: Vec<ClaimResult>,
+}
+
+/// `(x, y)` points of a curve.
+type Curve = Vec<(f64, f64)>;
+/// A panel: title, y label, the statistic drawn.
+type Panel<'a> = (&'a str, &'a str, &'a dyn Fn(&Side) -> f64);
+
+const TCP_COLOR: Rgb = Rgb(31, 119, 180);
+const HW_COLOR: Rgb = Rgb(214, 39, 40);
+
+fn finish(done: &mut Finished<'_, Dash>, ctx: &Context<'_>) -> Result<Written, String> {
+    let mut scenarios = Vec::new();
+    let mut seeds: Vec<u64> = done.plan.seeds.clone();
+    seeds.sort_unstable();
+    let mut notes = None;
+    for (si, s) in done.plan.scenarios.iter().enumerate() {
+        let mut configs = Vec::new();
+        let mut axis = String::new();
+        for c in done
+            .configs
+            .iter()
+            .filter(|c| c.params.scenario_index == si)
+        {
+            let p = &c.params;
+            axis.clone_from(&p.x_axis);
+            if notes.is_none() {
+                notes.clone_from(&p.notes);
+            }
+            let tcp: Vec<&One> = c.runs.iter().map(|(_, r)| &r.tcp).collect();
+            let hw: Vec<&One> = c.runs.iter().map(|(_, r)| &r.hollywood).collect();
+            let traces = c
+                .runs
+                .first()
+                .filter(|(_, r)| !r.tcp.trace.is_empty())
+                .map(|(_, r)| (r.tcp.trace.clone(), r.hollywood.trace.clone()));
+            configs.push(ConfigSummary {
+                x: p.x,
+                x_text: p.x_text.clone(),
+                path: p.path_text.clone(),
+                seeds: c.runs.len(),
+                tcp: side(&tcp),
+                hollywood: side(&hw),
+                traces,
+            });
+        }
+        configs.sort_by(|a, b| a.x.total_cmp(&b.x));
+        scenarios.push(ScenarioSummary {
+            name: s.name.clone(),
+            x_axis: axis,
+            configs,
+        });
+    }
+    // The seed's comparative claims join the plan's, so the run's footer
+    // counts them too.
+    done.claims.extend(seed_claims(&scenarios));
+    let claims = done.claims.clone();
+    let figures = plots(&scenarios, ctx)?;
+    let summary = Summary {
+        experiment: done.plan.name.clone(),
+        description: done.plan.description.clone(),
+        seeds,
+        runs: done.runs,
+        sessions: done.runs * 2,
+        jobs: done.jobs,
+        sim_seconds: done.sim_seconds,
+        wall_seconds: done.wall_seconds(),
+        scenarios,
+        claims,
+    };
+    let md = summary_md(&summary);
+    let readme = readme(&summary, &md, &figures, ctx.command, notes.as_deref());
+    let summary_json = done.stamp(&Dash, &summary)?;
+    Ok(Written {
+        summary_json,
+        summary_md: md,
+        readme,
+        figures,
+    })
+}
+
+fn find<'a>(scenarios: &'a [ScenarioSummary], name: &str) -> Option<&'a ScenarioSummary> {
+    scenarios.iter().find(|s| s.name == name)
+}
+
+fn claim(
+    config: String,
+    metric: &str,
+    text: &str,
+    stated: &str,
+    expectation: String,
+    observed: String,
+    holds: bool,
+) -> ClaimResult {
+    ClaimResult {
+        scenario: "dash2018".into(),
+        transport: "tcp, hollywood".into(),
+        config,
+        metric: metric.into(),
+        claim: text.into(),
+        source: Some("seed 001".into()),
+        stated: Some(stated.into()),
+        expectation,
+        observed,
+        holds,
+    }
+}
+
+/// Seed 001's checkable claims (RESULTS.md 2(d)) that compare the two
+/// transports, from the trimmed means (the paper's statistic).
+fn seed_claims(sc: &[ScenarioSummary]) -> Vec<ClaimResult> {
+    let mut out = Vec::new();
+    let tm = |a: &Agg| a.trimmed;
+    if let Some(loss) = find(sc, "loss") {
+        if let Some(c) = loss.configs.iter().find(|c| (c.x - 1.0).abs() < 1e-9) {
+            let (t, h) = (c.tcp.stall_s.mean, c.hollywood.stall_s.mean);
+            let (tb, hb) = (c.tcp.bitrate_kbps.mean, c.hollywood.bitrate_kbps.mean);
+            out.push(claim(
+                "loss 1%, RTT 100 ms".into(),
+                "total stall, bit-rate (means)",
+                "at 1 % loss and 100 ms Hollywood's total stall is at most 1/10 of TCP's, at an average bit-rate at least TCP's (issue 13's bar)",
+                "≈ 5 s vs ≈ 30 s (6×)",
+                "Hollywood ≤ TCP / 10 and bit-rate ≥ TCP's".into(),
+                format!("stall {h:.2} s vs {t:.2} s; {hb:.0} vs {tb:.0} kb/s"),
+                h <= t / 10.0 && hb >= tb && t > 0.0,
+            ));
+        }
+        let gaps: Vec<(f64, f64)> = loss
+            .configs
+            .iter()
+            .map(|c| (c.x, tm(&c.tcp.startup_s) - tm(&c.hollywood.startup_s)))
+            .collect();
+        out.push(claim(
+            "loss sweep, RTT 100 ms".into(),
+            "start-up (trimmed means)",
+            "start-up is slightly lower with Hollywood at every loss rate",
+            "slightly lower for Hollywood (Fig 6)",
+            "TCP − Hollywood > 0 at every point".into(),
+            gaps.iter()
+                .map(|(x, g)| format!("{x}%: {g:+.3} s"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            gaps.iter().all(|g| g.1 > 0.0),
+        ));
+        if let Some(c) = loss.configs.iter().find(|c| (c.x - 0.2).abs() < 1e-9) {
+            let (t, h) = (tm(&c.tcp.bitrate_kbps), tm(&c.hollywood.bitrate_kbps));
+            out.push(claim(
+                "loss 0.2%, RTT 100 ms".into(),
+                "bit-rate (trimmed means)",
+                "at 0.2 % loss Hollywood delivers a higher average bit-rate",
+                "\"significantly outperforms\" (Fig 9)",
+                "Hollywood > TCP".into(),
+                format!("{h:.0} vs {t:.0} kb/s"),
+                h > t,
+            ));
+        }
+    }
+    if let Some(rtt) = find(sc, "rtt") {
+        if let (Some(lo), Some(hi)) = (rtt.configs.first(), rtt.configs.last()) {
+            let d = |c: &ConfigSummary| tm(&c.tcp.stall_s) - tm(&c.hollywood.stall_s);
+            out.push(claim(
+                format!("loss 0.2%, RTT {} to {}", lo.x_text, hi.x_text),
+                "total stall (trimmed means)",
+                "stall is similar at 150 ms and diverges in Hollywood's favour as the RTT grows",
+                "similar at low latency; TCP stalls more at high latency (Fig 3)",
+                "TCP − Hollywood grows from the lowest to the highest RTT, and is small (< 5 s) at the lowest".into(),
+                format!(
+                    "{}: {:.1} vs {:.1} s; {}: {:.1} vs {:.1} s",
+                    lo.x_text,
+                    tm(&lo.tcp.stall_s),
+                    tm(&lo.hollywood.stall_s),
+                    hi.x_text,
+                    tm(&hi.tcp.stall_s),
+                    tm(&hi.hollywood.stall_s)
+                ),
+                d(hi) > d(lo) && d(lo).abs() < 5.0,
+            ));
+            // RESULTS.md 2(e): probably the high-RTT end of Fig 3 (350-400 ms).
+            let high: Vec<(String, f64)> = rtt
+                .configs
+                .iter()
+                .filter(|c| c.x >= 350.0)
+                .map(|c| {
+                    (
+                        c.x_text.clone(),
+                        tm(&c.tcp.stall_s) / tm(&c.hollywood.stall_s).max(1e-9),
+                    )
+                })
+                .collect();
+            if !high.is_empty() {
+                out.push(claim(
+                    "loss 0.2%, RTT 350 and 400 ms".into(),
+                    "total stall (trimmed means)",
+                    "in high-delay networks Hollywood's total stall is about 7× lower than TCP's",
+                    "\"seven times lower\" (abstract; condition not given, RESULTS.md 2(e): probably 350-400 ms)",
+                    "TCP / Hollywood ≥ 6 at 350 or 400 ms".into(),
+                    high.iter().map(|(x, r)| format!("{x}: {r:.1}×")).collect::<Vec<_>>().join(", "),
+                    high.iter().any(|h| h.1 >= 6.0),
+                ));
+            }
+            let gaps: Vec<(String, f64)> = rtt
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.x_text.clone(),
+                        tm(&c.tcp.startup_s) - tm(&c.hollywood.startup_s),
+                    )
+                })
+                .collect();
+            out.push(claim(
+                "loss 0.2%, RTT sweep".into(),
+                "start-up (trimmed means)",
+                "start-up is lower with Hollywood at every RTT, and the gap widens with RTT",
+                "Hollywood faster in all scenarios, benefit grows with RTT (Fig 5)",
+                "TCP − Hollywood > 0 everywhere and larger at the highest RTT than at the lowest"
+                    .into(),
+                gaps.iter()
+                    .map(|(x, g)| format!("{x}: {g:+.3} s"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                gaps.iter().all(|g| g.1 > 0.0)
+                    && gaps.last().map(|g| g.1) > gaps.first().map(|g| g.1),
+            ));
+            let low: Vec<&ConfigSummary> = rtt.configs.iter().filter(|c| c.x <= 200.0).collect();
+            out.push(claim(
+                "loss 0.2%, RTT 150 and 200 ms".into(),
+                "bit-rate (trimmed means)",
+                "Hollywood has a higher average bit-rate at 150 and 200 ms",
+                "higher average, similar SD (Fig 7)",
+                "Hollywood > TCP at both".into(),
+                low.iter()
+                    .map(|c| {
+                        format!(
+                            "{}: {:.0} vs {:.0} kb/s",
+                            c.x_text,
+                            tm(&c.hollywood.bitrate_kbps),
+                            tm(&c.tcp.bitrate_kbps)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                !low.is_empty()
+                    && low
+                        .iter()
+                        .all(|c| tm(&c.hollywood.bitrate_kbps) > tm(&c.tcp.bitrate_kbps)),
+            ));
+            let downs: Vec<(String, f64, f64)> = rtt
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.x_text.clone(),
+                        tm(&c.tcp.down_pct),
+                        tm(&c.hollywood.down_pct),
+                    )
+                })
+                .collect();
+            out.push(claim(
+                "loss 0.2%, RTT sweep".into(),
+                "downward switches (trimmed means)",
+                "TCP has fewer downward switches at every RTT",
+                "TCP more stable for all networks, ≈ 1 more drop per minute for Hollywood (Fig 8)",
+                "TCP ≤ Hollywood everywhere".into(),
+                downs
+                    .iter()
+                    .map(|(x, t, h)| format!("{x}: {t:.2} vs {h:.2} %"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                downs.iter().all(|d| d.1 <= d.2),
+            ));
+            let mid: Vec<&ConfigSummary> = rtt
+                .configs
+                .iter()
+                .filter(|c| (300.0..=350.0).contains(&c.x))
+                .collect();
+            if !mid.is_empty() {
+                out.push(claim(
+                    "loss 0.2%, RTT 300 and 350 ms".into(),
+                    "messages discarded (means)",
+                    "on average no more than 1-2 Hollywood messages are discarded at 300 and 350 ms",
+                    "≤ 1–2 (Fig 3 text)",
+                    "mean ≤ 2 at each".into(),
+                    mid.iter().map(|c| format!("{}: {:.1}", c.x_text, c.hollywood.discarded.mean)).collect::<Vec<_>>().join(", "),
+                    mid.iter().all(|c| c.hollywood.discarded.mean <= 2.0),
+                ));
+            }
+        }
+    }
+    // Streams discarding messages, over every static run.
+    let statics: Vec<&ConfigSummary> = ["rtt", "loss"]
+        .iter()
+        .filter_map(|n| find(sc, n))
+        .flat_map(|s| s.configs.iter())
+        .collect();
+    let runs: usize = statics.iter().map(|c| c.seeds).sum();
+    if runs > 0 {
+        let some: usize = statics.iter().map(|c| c.hollywood.discarding_runs).sum();
+        let many: usize = statics.iter().map(|c| c.hollywood.discarding_over_10).sum();
+        let pct = 100.0 * some as f64 / runs as f64;
+        let of = if some > 0 {
+            100.0 * many as f64 / some as f64
+        } else {
+            0.0
+        };
+        out.push(claim(
+            format!("all {runs} static Hollywood runs"),
+            "runs discarding messages",
+            "about 30 % of streams discard at least one message; of these about 5 % lose more than 10",
+            "≈ 30 %; ≈ 5 % of those > 10 (§5.4)",
+            "15–45 % discard ≥ 1; ≤ 15 % of those > 10".into(),
+            format!("{pct:.0} % ({some}/{runs}); {of:.0} % of those > 10"),
+            (15.0..=45.0).contains(&pct) && of <= 15.0,
+        ));
+    }
+    if let Some(p) = find(sc, "profiles") {
+        let worse: Vec<&str> = p
+            .configs
+            .iter()
+            .filter(|c| tm(&c.hollywood.stall_s) > tm(&c.tcp.stall_s) + 1e-9)
+            .map(|c| c.x_text.as_str())
+            .collect();
+        out.push(claim(
+            format!("{} varying profiles", p.configs.len()),
+            "total stall (trimmed means)",
+            "Hollywood stalls no more than TCP in all profiles but one",
+            "less for all profiles except k (Fig 13)",
+            "at most one profile where Hollywood stalls more".into(),
+            if worse.is_empty() {
+                "none".into()
+            } else {
+                format!("Hollywood stalls more in {}", worse.join(", "))
+            },
+            worse.len() <= 1,
+        ));
+        let more_downs: Vec<&str> = p
+            .configs
+            .iter()
+            .filter(|c| tm(&c.hollywood.down_pct) > tm(&c.tcp.down_pct) + 1e-9)
+            .map(|c| c.x_text.as_str())
+            .collect();
+        out.push(claim(
+            format!("{} varying profiles", p.configs.len()),
+            "downward switches (trimmed means)",
+            "Hollywood has fewer (or as few) downward switches in all or almost all profiles",
+            "fewer rate drops for all profiles (caption) / almost all (text) (Fig 17)",
+            "at most one profile where Hollywood switches down more".into(),
+            if more_downs.is_empty() {
+                "none".into()
+            } else {
+                format!("Hollywood switches down more in {}", more_downs.join(", "))
+            },
+            more_downs.len() <= 1,
+        ));
+    }
+    out
+}
+
+fn chart(
+    title: String,
+    x_label: &str,
+    y_label: &str,
+    tcp: Vec<(f64, f64)>,
+    hw: Vec<(f64, f64)>,
+    style: Style,
+) -> Chart {
+    Chart {
+        title,
+        x_label: x_label.into(),
+        y_label: y_label.into(),
+        x_range: None,
+        y_range: None,
+        series: vec![
+            Series::new("TCP (Algorithm 1)", tcp, style, TCP_COLOR),
+            Series::new("Hollywood (Algorithm 2)", hw, style, HW_COLOR),
+        ],
+        hlines: Vec::new(),
+        regions: Vec::new(),
+    }
+}
+
+fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>, String> {
+    let mut figures = Vec::new();
+    for s in scenarios {
+        if s.configs.len() < 2 {
+            continue;
+        }
+        let x_label = match s.x_axis.as_str() {
+            "rtt" => "RTT (ms)",
+            "loss" => "loss (%)",
+            _ => "profile (a = 1, ..., l = 12)",
+        };
+        let style = if s.x_axis == "profile" {
+            Style::Points
+        } else {
+            Style::Line
+        };
+        let series = |f: &dyn Fn(&Side) -> f64| -> (Curve, Curve) {
+            (
+                s.configs.iter().map(|c| (c.x, f(&c.tcp))).collect(),
+                s.configs.iter().map(|c| (c.x, f(&c.hollywood))).collect(),
+            )
+        };
+        let panels: [Panel<'_>; 4] = [
+            ("total stall", "stall (s)", &|d| d.stall_s.trimmed),
+            ("start-up delay", "start-up (s)", &|d| d.startup_s.trimmed),
+            ("average bit-rate", "kb/s", &|d| d.bitrate_kbps.trimmed),
+            ("downward switches", "% of chunks", &|d| d.down_pct.trimmed),
+        ];
+        let charts: Vec<Chart> = panels
+            .iter()
+            .map(|(what, y, f)| {
+                let (t, h) = series(*f);
+                chart(
+                    format!("{}: {what} (trimmed mean over seeds)", s.name),
+                    x_label,
+                    y,
+                    t,
+                    h,
+                    style,
+                )
+            })
+            .collect();
+        let file = format!("{}.png", s.name);
+        plot::draw_stacked(&charts, &ctx.out.join(&file)).map_err(|e| e.to_string())?;
+        figures.push(Figure {
+            file,
+            caption: format!(
+                "{}: total stall, start-up delay, average bit-rate and downward switches, TCP against Hollywood (trimmed means over seeds; 20th–80th percentiles in summary.md)",
+                s.name
+            ),
+            reproduces: Some(
+                match s.x_axis.as_str() {
+                    "rtt" => "seed 001 Figs 3, 5, 7, 8",
+                    "loss" => "seed 001 Figs 4, 6, 9, 10",
+                    _ => "seed 001 Figs 13, 14, 16, 17",
+                }
+                .into(),
+            ),
+        });
+        if s.x_axis == "profile" {
+            if let Some(c) = s
+                .configs
+                .iter()
+                .find(|c| c.x_text == "g")
+                .or(s.configs.first())
+            {
+                if let Some((t, h)) = &c.traces {
+                    let ch = chart(
+                        format!(
+                            "profile {}: chunk bit-rate over time (first seed)",
+                            c.x_text
+                        ),
+                        "time (s)",
+                        "chunk bit-rate (kb/s)",
+                        t.clone(),
+                        h.clone(),
+                        Style::Line,
+                    );
+                    let file = format!("{}-trace.png", s.name);
+                    plot::draw(&ch, &ctx.out.join(&file)).map_err(|e| e.to_string())?;
+                    figures.push(Figure {
+                        file,
+                        caption: format!(
+                            "profile {}: the rate of each chunk when it was downloaded, first seed",
+                            c.x_text
+                        ),
+                        reproduces: Some("seed 001 Fig 18".into()),
+                    });
+                }
+            }
+        }
+    }
+    Ok(figures)
+}
+
+fn cell(a: &Agg) -> String {
+    format!("{:.2} [{:.2}, {:.2}]", a.trimmed, a.p20, a.p80)
+}
+
+fn summary_md(s: &Summary) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## {}\n\n{} — {} paired runs ({} DASH sessions) over seeds {:?}, {} jobs, {:.0} s simulated in {:.1} s.\n",
+        s.experiment, s.description, s.runs, s.sessions, s.seeds, s.jobs, s.sim_seconds, s.wall_seconds
+    );
+    let _ = writeln!(
+        md,
+        "Cells: trimmed mean (highest and lowest run dropped) [20th, 80th percentile].\n"
+    );
+    for sc in &s.scenarios {
+        let _ = writeln!(md, "### {}\n", sc.name);
+        let _ = writeln!(
+            md,
+            "| point | path | stall TCP (s) | stall Hollywood (s) | start-up TCP (s) | start-up Hollywood (s) | kb/s TCP | kb/s Hollywood | down % TCP | down % Hollywood | discarded (Hollywood) |"
+        );
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
+        for c in &sc.configs {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} (mean; {} of {} runs ≥ 1) |",
+                c.x_text,
+                c.path,
+                cell(&c.tcp.stall_s),
+                cell(&c.hollywood.stall_s),
+                cell(&c.tcp.startup_s),
+                cell(&c.hollywood.startup_s),
+                c.tcp.bitrate_kbps.trimmed,
+                c.hollywood.bitrate_kbps.trimmed,
+                c.tcp.down_pct.trimmed,
+                c.hollywood.down_pct.trimmed,
+                c.hollywood.discarded.mean,
+                c.hollywood.discarding_runs,
+                c.seeds
+            );
+        }
+        md.push('\n');
+    }
+    md.push_str(&claims::markdown_section(&s.claims));
+    md
+}
+
+fn readme(s: &Summary, md: &str, figures: &[Figure], command: &str, notes: Option<&str>) -> String {
+    let mut r = String::new();
+    let held = s.claims.iter().filter(|c| c.holds).count();
+    let _ = writeln!(
+        r,
+        "# Seed 001 reproduced: DASH over TCP and TCP Hollywood\n"
+    );
+    let _ = writeln!(r, "```sh\n{command}\n```\n");
+    let _ = writeln!(
+        r,
+        "Seed 001 (Ahsan, McQuistin, Perkins, Ott, \"DASHing Towards Hollywood\", MMSys 2018) in our simulator: a DASH client and server over one bottleneck, the same session over standard TCP (the seed's Algorithm 1: one request per chunk after the whole chunk) and over TCP Hollywood (Algorithm 2: unordered delivery, the next request once Rx_T = 0.9 of the chunk is in, one chunk off the buffer level after discarded messages), both CUBIC, BOLA as in dash.js, a 16 s buffer, 1 s chunks, seed 001's eight representations (1200–5600 kb/s), {} paired runs. **{held} of {} claims hold.**\n",
+        s.runs,
+        s.claims.len()
+    );
+    let _ = writeln!(r, "## Figures\n");
+    for f in figures {
+        let _ = writeln!(
+            r,
+            "- [{}]({}): {}{}",
+            f.file,
+            f.file,
+            f.caption,
+            f.reproduces
+                .as_ref()
+                .map(|x| format!(" — reproduces {x}"))
+                .unwrap_or_default()
+        );
+    }
+    r.push('\n');
+    if let Some(n) = notes {
+        let _ = writeln!(
+            r,
+            "## Setup and differences from the seed\n\n{}\n",
+            n.trim()
+        );
+    }
+    r.push_str(md);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+
+    const PLAN: &str = r#"
+name = "t"
+adapter = "dash"
+seeds = 1
+duration = "20s"
+x_axis = "rtt"
+[profiles]
+a = ["5mbit/40ms/0%", "1mbit/80ms/0.5%"]
+[[scenario]]
+name = "rtt"
+loss = "0.2%"
+rate = "5mbit"
+sweep.rtt = ["150ms", "300ms"]
+[[scenario]]
+name = "profiles"
+x_axis = "profile"
+phase = "5s"
+sweep.profile = ["a"]
+"#;
+
+    #[test]
+    fn a_plan_configures_paired_runs_and_refuses_what_it_does_not_understand() {
+        let plan = Plan::parse(PLAN, None).unwrap();
+        let points: Vec<DashPoint> = plan.points().map(|p| Dash.configure(p).unwrap()).collect();
+        assert_eq!(points.len(), 3);
+        assert_eq!(points[1].x, 300.0);
+        // The profile cycles its phases every 5 s.
+        let ph = &points[2].session.phases;
+        assert_eq!(ph[1].at, Duration::from_secs(5));
+        assert_eq!(ph[1].rate_bps, 1_000_000);
+        assert_eq!(ph[2].rate_bps, 5_000_000);
+        let pair = Dash.run(&points[2], 1, true).unwrap();
+        assert!(!pair.tcp.trace.is_empty());
+        assert_eq!(
+            Dash.metric(&pair, "stall_saved_s"),
+            Some(pair.tcp.stall_s - pair.hollywood.stall_s)
+        );
+        assert_eq!(Dash.metric(&pair, "nope"), None);
+        for bad in [
+            PLAN.replace("sweep.profile = [\"a\"]", "sweep.profile = [\"zz\"]"),
+            PLAN.replace("\"1mbit/80ms/0.5%\"", "\"1mbit/80ms\""),
+            PLAN.replace("x_axis = \"rtt\"", "x_axis = \"speed\""),
+            PLAN.replace("loss = \"0.2%\"\n", ""),
+        ] {
+            let plan = Plan::parse(&bad, None).unwrap();
+            assert!(plan.points().any(|p| Dash.configure(p).is_err()), "{bad}");
+        }
+    }
+}
