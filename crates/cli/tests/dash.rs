@@ -68,7 +68,7 @@ fn dash_refuses_what_it_does_not_build() {
             "unknown DASH transport",
         ),
         (vec!["dash", "--seeds", "0"], "--seeds"),
-        (vec!["dash", "--video", "/nonexistent"], "only synthetic"),
+        (vec!["dash", "--video", "/nonexistent"], "manifest.mpd"),
         (vec!["dash", "--late", "never"], "lateness"),
         (vec!["dash", "--loss", "70%"], "loss"),
     ] {
@@ -77,4 +77,67 @@ fn dash_refuses_what_it_does_not_build() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+fn have_ffmpeg() -> bool {
+    std::process::Command::new("ffmpeg")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn a_real_video_ladder_plays_and_is_scored_per_transport() {
+    if !have_ffmpeg() {
+        eprintln!("dash::a_real_video_ladder_plays_and_is_scored_per_transport: SKIPPED, no ffmpeg (apt-get install ffmpeg; scripts/test.sh does it as root)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hollywood-ladder-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let out = hollywood(&[
+        "dash-ladder",
+        "--out",
+        d,
+        "--duration",
+        "6s",
+        "--size",
+        "320x180",
+        "--reps",
+        "3",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("manifest.mpd").is_file() && dir.join("rep3").join("5.ts").is_file());
+    let recv = dir.join("received");
+    let v = json(&[
+        "dash",
+        "--video",
+        d,
+        "--received",
+        recv.to_str().unwrap(),
+        "--rtt",
+        "100ms",
+        "--loss",
+        "1%",
+        "--json",
+    ]);
+    assert_eq!(u(&v, "chunks"), 6);
+    let scores = v["video_scores"].as_array().unwrap();
+    assert_eq!(scores.len(), 2);
+    for s in scores {
+        let psnr = f(s, "psnr_db");
+        let ssim = f(s, "ssim");
+        assert!(psnr > 25.0 && ssim > 0.8 && ssim <= 1.0, "{s}");
+        assert!(std::path::Path::new(s["file"].as_str().unwrap()).is_file());
+    }
+    // A ladder whose chunk is gone is refused with the file named.
+    std::fs::remove_file(dir.join("rep2").join("3.ts")).unwrap();
+    let out = hollywood(&["dash", "--video", d]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3.ts"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -79,6 +79,10 @@ impl Session {
         client.buffer_s = self.buffer_s;
         client.abr = self.abr;
         client.lateness = self.lateness;
+        // Real video: nothing to check byte by byte; keep what was played
+        // for decoding.
+        client.verify_pattern = self.content.is_synthetic();
+        client.keep_bytes = !self.content.is_synthetic();
         if let (Some(rx), true) = (self.rx_threshold, client.rx_threshold < 1.0) {
             client.rx_threshold = rx;
         }
@@ -200,6 +204,7 @@ pub fn summarise(transport: &'static str, runs: &[Result<DashRun, String>]) -> T
 
 /// Run `session` over every transport × seed, in parallel; results in
 /// transport-major order. `tick` is called after each run (progress).
+/// With real video only the first seed's runs keep the received bytes.
 pub fn run_all(
     session: &Session,
     transports: &[DashTransport],
@@ -212,7 +217,9 @@ pub fn run_all(
     let mut out: Vec<(usize, Result<DashRun, String>)> = jobs
         .par_iter()
         .map(|&(t, s)| {
-            let r = session.scenario(&transports[t], s).run();
+            let mut sc = session.scenario(&transports[t], s);
+            sc.client.keep_bytes &= Some(&s) == seeds.first();
+            let r = sc.run();
             tick();
             (t, r)
         })

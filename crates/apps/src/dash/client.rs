@@ -89,6 +89,12 @@ pub struct ClientConfig {
     pub abr: AbrKind,
     /// When a message is late.
     pub lateness: Lateness,
+    /// Check every body byte against the synthetic pattern
+    /// (`content::pattern_byte`); off for real video.
+    pub verify_pattern: bool,
+    /// Keep the bytes of every chunk as played (late and lost messages
+    /// missing, zeros in their place), for decoding: real video.
+    pub keep_bytes: bool,
 }
 
 impl ClientConfig {
@@ -101,6 +107,8 @@ impl ClientConfig {
             startup_chunks: 2,
             abr: AbrKind::Bola,
             lateness: Lateness::Position,
+            verify_pattern: true,
+            keep_bytes: false,
         }
     }
 
@@ -158,6 +166,17 @@ pub struct ChunkRecord {
     path: String,
     #[serde(skip)]
     start: Option<u64>,
+    #[serde(skip)]
+    data: Vec<u8>,
+}
+
+impl ChunkRecord {
+    /// The chunk's bytes as played, when the client keeps them
+    /// ([`ClientConfig::keep_bytes`]); messages that never arrived in
+    /// time are zeros.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -450,6 +469,7 @@ impl DashClient {
             late_messages: 0,
             path: path.clone(),
             start: None,
+            data: Vec::new(),
         });
         self.outstanding = Some(n);
         self.losses_since = 0;
@@ -478,6 +498,13 @@ impl DashClient {
                 .rposition(|c| c.start.is_none() && c.path == head.location)
             {
                 Some(n) => {
+                    if self.cfg.keep_bytes {
+                        if head.length > super::content::MAX_CHUNK_FILE {
+                            self.error = Some(format!("a chunk of {} bytes", head.length));
+                            return;
+                        }
+                        self.chunks[n].data = vec![0; head.length as usize];
+                    }
                     self.chunks[n].size = head.length;
                     self.chunks[n].start = Some(head.offset);
                     Target::Chunk(n)
@@ -560,7 +587,7 @@ impl DashClient {
                 let now = self.secs(now_i);
                 self.advance(now);
                 let q = self.chunks[n].quality;
-                if !Content::check(n, q, within, body) {
+                if self.cfg.verify_pattern && !Content::check(n, q, within, body) {
                     self.corrupt += 1;
                     return;
                 }
@@ -576,6 +603,9 @@ impl DashClient {
                     return;
                 }
                 let c = &mut self.chunks[n];
+                if !c.data.is_empty() {
+                    c.data[within as usize..within as usize + body.len()].copy_from_slice(body);
+                }
                 c.received += body.len() as u64;
                 c.messages += 1;
                 if c.received == c.size {

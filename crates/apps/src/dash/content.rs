@@ -54,7 +54,12 @@ pub const SEED001_LADDER: [(u64, u64); 8] = [
 enum Bytes {
     /// [`pattern_byte`].
     Synthetic,
+    /// Files `DIR/<representation id>/<n>.ts` (see [`Content::from_dir`]).
+    Files(std::path::PathBuf),
 }
+
+/// Largest chunk file accepted from a video directory (bytes).
+pub const MAX_CHUNK_FILE: u64 = 64 << 20;
 
 /// A video as a DASH server holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,6 +212,84 @@ impl Content {
         })
     }
 
+    /// A real video: `dir/manifest.mpd` (a static MPD of the shape
+    /// [`Content::mpd`] writes: one period, one video adaptation set, a
+    /// number-based `SegmentTemplate` `$RepresentationID$/$Number$.ts`
+    /// starting at 0) and its chunk files `dir/<id>/<n>.ts`, as `hollywood
+    /// dash-ladder` writes them. Every chunk file must exist; sizes come
+    /// from the files, the chunk rate of a representation is their mean.
+    pub fn from_dir(dir: &std::path::Path) -> Result<Content, String> {
+        let mpd_path = dir.join("manifest.mpd");
+        let xml = std::fs::read_to_string(&mpd_path)
+            .map_err(|e| format!("{}: {e}", mpd_path.display()))?;
+        let m = Manifest::parse(&xml)?;
+        if m.start_number != 0 || m.media != "$RepresentationID$/$Number$.ts" {
+            return Err(format!(
+                "{}: the SegmentTemplate must be $RepresentationID$/$Number$.ts from 0",
+                mpd_path.display()
+            ));
+        }
+        let mut sizes = vec![Vec::with_capacity(m.ids.len()); m.chunks];
+        let mut reps = Vec::new();
+        for (q, id) in m.ids.iter().enumerate() {
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(format!(
+                    "representation id {id:?}: use letters, digits, - and _"
+                ));
+            }
+            let mut total = 0u64;
+            for (n, row) in sizes.iter_mut().enumerate() {
+                let f = dir.join(id).join(format!("{n}.ts"));
+                let len = std::fs::metadata(&f)
+                    .map_err(|e| format!("{}: {e}", f.display()))?
+                    .len();
+                if len == 0 || len > MAX_CHUNK_FILE {
+                    return Err(format!(
+                        "{}: {len} bytes (use 1 to {MAX_CHUNK_FILE})",
+                        f.display()
+                    ));
+                }
+                total += len;
+                row.push(len as u32);
+            }
+            reps.push(Representation {
+                id: id.clone(),
+                bandwidth_bps: m.bandwidths[q],
+                chunk_bps: (total as f64 * 8.0 / (m.chunks as f64 * m.chunk.as_secs_f64())) as u64,
+                width: 0,
+                height: 0,
+            });
+        }
+        Ok(Content {
+            name: "video".into(),
+            reps,
+            chunk: m.chunk,
+            sizes,
+            bytes: Bytes::Files(dir.to_path_buf()),
+        })
+    }
+
+    /// Whether the bytes follow [`pattern_byte`] (a client can check them).
+    pub fn is_synthetic(&self) -> bool {
+        self.bytes == Bytes::Synthetic
+    }
+
+    /// The whole of chunk `n` of `q`, read from its file (real video), or
+    /// `None` for synthetic content.
+    pub fn chunk_file(&self, n: usize, q: usize) -> Option<Result<Vec<u8>, String>> {
+        match &self.bytes {
+            Bytes::Synthetic => None,
+            Bytes::Files(dir) => {
+                let f = dir.join(&self.reps.get(q)?.id).join(format!("{n}.ts"));
+                Some(std::fs::read(&f).map_err(|e| format!("{}: {e}", f.display())))
+            }
+        }
+    }
+
     /// Number of chunks.
     pub fn chunks(&self) -> usize {
         self.sizes.len()
@@ -244,7 +327,17 @@ impl Content {
 
     /// Fill `out` with the bytes of chunk `n` of `q` from `offset` on.
     pub fn fill(&self, n: usize, q: usize, offset: u64, out: &mut [u8]) {
-        match self.bytes {
+        match &self.bytes {
+            Bytes::Files(_) => {
+                // Served from `chunk_file`; a caller that fills a real
+                // chunk gets its bytes from the file.
+                match self.chunk_file(n, q) {
+                    Some(Ok(b)) if offset as usize + out.len() <= b.len() => {
+                        out.copy_from_slice(&b[offset as usize..offset as usize + out.len()]);
+                    }
+                    _ => out.fill(0),
+                }
+            }
             Bytes::Synthetic => {
                 let base = pattern_byte(n, q, 0);
                 for_blocks(offset, out.len(), |at, period| {
@@ -287,8 +380,8 @@ impl Content {
             .map(|r| m::Representation {
                 id: Some(r.id.clone()),
                 bandwidth: Some(r.bandwidth_bps),
-                width: Some(u64::from(r.width)),
-                height: Some(u64::from(r.height)),
+                width: (r.width > 0).then_some(u64::from(r.width)),
+                height: (r.height > 0).then_some(u64::from(r.height)),
                 ..Default::default()
             })
             .collect();

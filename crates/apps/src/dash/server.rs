@@ -105,10 +105,17 @@ impl DashServer {
                 )
             }
             Ok(path) => match self.content.parse_chunk_path(&path) {
-                Some((n, q)) => {
-                    let len = u64::from(self.content.size(n, q).expect("parsed paths exist"));
-                    (200, path, Body::Chunk { n, q }, len, "video/mp2t")
-                }
+                Some((n, q)) => match self.content.chunk_file(n, q) {
+                    None => {
+                        let len = u64::from(self.content.size(n, q).expect("parsed paths exist"));
+                        (200, path, Body::Chunk { n, q }, len, "video/mp2t")
+                    }
+                    Some(Ok(bytes)) => {
+                        let len = bytes.len() as u64;
+                        (200, path, Body::Bytes(Arc::new(bytes)), len, "video/mp2t")
+                    }
+                    Some(Err(_)) => (404, path, Body::Bytes(Arc::default()), 0, ""),
+                },
                 None => (404, path, Body::Bytes(Arc::default()), 0, ""),
             },
         };

@@ -35,10 +35,15 @@ pub struct DashArgs {
     /// Random loss, server to client (1%, 0.01).
     #[arg(long, default_value = "1%", value_parser = parse_fraction)]
     loss: f64,
-    /// The video: `synthetic` (seed 001's ladder, see docs/DASH.md).
+    /// The video: `synthetic` (seed 001's ladder, see docs/DASH.md) or a
+    /// directory from `hollywood dash-ladder` (real video: the first
+    /// seed's received video is decoded and scored, PSNR and SSIM).
     #[arg(long, default_value = "synthetic")]
     video: String,
-    /// Length of the video (whole chunks).
+    /// Where the received real video goes (one .ts per transport).
+    #[arg(long, default_value = "out/dash-received")]
+    received: PathBuf,
+    /// Length of the synthetic video (whole chunks; a real one has its own).
     #[arg(long, default_value = "600s", value_parser = parse_duration)]
     duration: Duration,
     /// Chunk duration.
@@ -95,6 +100,18 @@ struct Report<'a> {
     transports: &'a [TransportSummary],
     /// Per transport, per seed: the headline metrics.
     runs: Vec<RunLine>,
+    /// Real video: the first seed's received video per transport, scored.
+    video_scores: Vec<VideoScore>,
+}
+
+#[derive(Serialize)]
+struct VideoScore {
+    transport: &'static str,
+    seed: u64,
+    file: String,
+    psnr_db: f64,
+    ssim: f64,
+    bytes_missing: u64,
 }
 
 #[derive(Serialize)]
@@ -118,12 +135,6 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             a.arch
         ));
     }
-    if a.video != "synthetic" {
-        return Err(format!(
-            "--video {}: only synthetic video is built so far",
-            a.video
-        ));
-    }
     if a.seeds == 0 || a.seeds > 1000 {
         return Err("--seeds: use 1 to 1000".into());
     }
@@ -132,9 +143,14 @@ pub fn run(a: DashArgs) -> Result<(), String> {
         .split(',')
         .map(|s| DashTransport::parse(s.trim()))
         .collect::<Result<_, _>>()?;
-    let chunk_s = a.chunk.as_secs_f64();
-    let chunks = (a.duration.as_secs_f64() / chunk_s).round() as usize;
-    let content = Content::seed001(chunks, a.chunk, Content::DEFAULT_SPREAD, a.content_seed)?;
+    let content = if a.video == "synthetic" {
+        let chunks = (a.duration.as_secs_f64() / a.chunk.as_secs_f64()).round() as usize;
+        Content::seed001(chunks, a.chunk, Content::DEFAULT_SPREAD, a.content_seed)?
+    } else {
+        Content::from_dir(std::path::Path::new(&a.video))?
+    };
+    let chunk_s = content.chunk.as_secs_f64();
+    let chunks = content.chunks();
     let session = Session {
         content: Arc::new(content),
         phases: static_path(a.rate, a.rtt, a.loss),
@@ -186,6 +202,25 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             });
         }
     }
+    let mut scores = Vec::new();
+    if !session.content.is_synthetic() {
+        std::fs::create_dir_all(&a.received)
+            .map_err(|e| format!("{}: {e}", a.received.display()))?;
+        for (t, rs) in transports.iter().zip(&runs) {
+            let Some(Ok(r)) = rs.first() else { continue };
+            let parts: Vec<&[u8]> = r.client.chunks.iter().map(|c| c.data()).collect();
+            let ts = a.received.join(format!("{}-seed{}.ts", t.name, a.seed));
+            let s = super::dash_video::score(std::path::Path::new(&a.video), &parts, &ts)?;
+            scores.push(VideoScore {
+                transport: t.name,
+                seed: a.seed,
+                file: ts.display().to_string(),
+                psnr_db: s.psnr_db,
+                ssim: s.ssim,
+                bytes_missing: r.client.bytes_missing,
+            });
+        }
+    }
     if let Some(path) = &a.csv {
         write_csv(path, &transports, &seeds, &runs)?;
     }
@@ -204,6 +239,7 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             seeds,
             transports: &summaries,
             runs: lines,
+            video_scores: scores,
         };
         println!("{}", crate::output::json(&report)?);
     } else {
@@ -240,6 +276,12 @@ pub fn run(a: DashArgs) -> Result<(), String> {
                 s.down_switch_pct.mean,
                 s.messages_discarded.mean,
                 s.retransmitted_segments.mean
+            );
+        }
+        for v in &scores {
+            println!(
+                "{} (seed {}): PSNR {:.2} dB, SSIM {:.4} against the source; {} bytes missing; {}",
+                v.transport, v.seed, v.psnr_db, v.ssim, v.bytes_missing, v.file
             );
         }
         if a.seeds > 2 {
