@@ -285,5 +285,7 @@ mod tests {
         let a = &runs[1][0].as_ref().unwrap().client;
         let b = &again[0][0].as_ref().unwrap().client;
         assert_eq!(a, b);
+        let other = &runs[1][1].as_ref().unwrap().client;
+        assert_ne!(a.chunks, other.chunks);
     }
 }

@@ -521,7 +521,7 @@ fn seed_claims(sc: &[ScenarioSummary]) -> Vec<ClaimResult> {
             out.push(claim(
                 "loss 1%, RTT 100 ms".into(),
                 "total stall, bit-rate (means)",
-                "at 1 % loss and 100 ms Hollywood's total stall is at most 1/10 of TCP's, at an average bit-rate at least TCP's (issue 13's bar)",
+                "at 1 % loss and 100 ms Hollywood's total stall is at most 1/10 of TCP's (means over seeds), at an average bit-rate at least TCP's (issue 13's bar, stricter than the seed's ≈ 6×)",
                 "≈ 5 s vs ≈ 30 s (6×)",
                 "Hollywood ≤ TCP / 10 and bit-rate ≥ TCP's".into(),
                 format!("stall {h:.2} s vs {t:.2} s; {hb:.0} vs {tb:.0} kb/s"),
@@ -584,10 +584,14 @@ fn seed_claims(sc: &[ScenarioSummary]) -> Vec<ClaimResult> {
                 .iter()
                 .filter(|c| c.x >= 350.0)
                 .map(|c| {
-                    (
-                        c.x_text.clone(),
-                        tm(&c.tcp.stall_s) / tm(&c.hollywood.stall_s).max(1e-9),
-                    )
+                    let t = tm(&c.tcp.stall_s);
+                    // No ratio without a TCP stall worth the name.
+                    let r = if t >= 1.0 {
+                        t / tm(&c.hollywood.stall_s).max(1e-9)
+                    } else {
+                        0.0
+                    };
+                    (c.x_text.clone(), r)
                 })
                 .collect();
             if !high.is_empty() {

@@ -42,6 +42,8 @@ use std::time::Duration;
 
 /// Most body messages held before their response head arrives.
 pub const MAX_PENDING: usize = 8192;
+/// Most body bytes held before their response head arrives.
+pub const MAX_PENDING_BYTES: usize = 16 << 20;
 /// Largest manifest accepted (bytes).
 pub const MAX_MANIFEST: u64 = 1 << 20;
 /// How far a data message's sequence number may run ahead of the
@@ -482,6 +484,10 @@ impl DashClient {
             return;
         }
         let target = if head.location == self.manifest_path {
+            if self.ranges.values().any(|r| r.1 == Target::Manifest) {
+                self.error = Some("a second response for the manifest".into());
+                return;
+            }
             if head.length > MAX_MANIFEST {
                 self.error = Some(format!(
                     "a manifest of {} bytes (limit {MAX_MANIFEST})",
@@ -518,7 +524,13 @@ impl DashClient {
                 }
             }
         };
-        let end = head.offset + head.length;
+        let Some(end) = head.offset.checked_add(head.length) else {
+            self.error = Some(format!(
+                "response body at {} of {} bytes",
+                head.offset, head.length
+            ));
+            return;
+        };
         if self
             .ranges
             .range(..end)
@@ -603,6 +615,13 @@ impl DashClient {
                     return;
                 }
                 let c = &mut self.chunks[n];
+                if c.received + body.len() as u64 > c.size {
+                    self.error = Some(format!(
+                        "more bytes for chunk {n} than its {} bytes",
+                        c.size
+                    ));
+                    return;
+                }
                 if !c.data.is_empty() {
                     c.data[within as usize..within as usize + body.len()].copy_from_slice(body);
                 }
@@ -621,7 +640,8 @@ impl DashClient {
     }
 
     fn hold(&mut self, seq: u32, end: u64, body: &[u8]) {
-        if self.pending.len() >= MAX_PENDING {
+        let held: usize = self.pending.iter().map(|p| p.2.len()).sum::<usize>() + body.len();
+        if self.pending.len() >= MAX_PENDING || held > MAX_PENDING_BYTES {
             self.error = Some(format!(
                 "{MAX_PENDING} body messages without a response head"
             ));
@@ -697,7 +717,7 @@ impl DashClient {
                 100.0 * downs as f64 / done.len() as f64
             },
             messages_discarded: self.discarded,
-            bytes_missing: done.iter().map(|c| c.size - c.received).sum(),
+            bytes_missing: done.iter().map(|c| c.size.saturating_sub(c.received)).sum(),
             corrupt_messages: self.corrupt,
             duplicate_messages: self.duplicates,
             ended_s: self.ended,

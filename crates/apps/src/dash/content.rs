@@ -188,6 +188,11 @@ impl Content {
         if chunk < Duration::from_millis(100) || chunk > Duration::from_secs(60) {
             return Err(format!("chunk duration {chunk:?}: use 100 ms to 60 s"));
         }
+        if !chunk.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(format!(
+                "chunk duration {chunk:?}: use whole milliseconds (the MPD's timescale)"
+            ));
+        }
         if !(0.0..=1.0).contains(&spread) {
             return Err(format!("complexity spread {spread}: use 0 to 1"));
         }
@@ -463,8 +468,12 @@ impl Manifest {
         let media = t.media.clone().ok_or("the SegmentTemplate has no @media")?;
         let scale = t.timescale.unwrap_or(1).max(1) as f64;
         let seg = t.duration.ok_or("the SegmentTemplate has no @duration")? / scale;
-        if !(seg.is_finite() && seg > 0.0) {
-            return Err(format!("segment duration {seg} s"));
+        if !(seg.is_finite() && (0.001..=3600.0).contains(&seg)) {
+            return Err(format!("segment duration {seg} s: use 1 ms to 1 h"));
+        }
+        let start_number = t.startNumber.unwrap_or(1);
+        if start_number > 1 << 40 {
+            return Err(format!("startNumber {start_number} is implausibly large"));
         }
         let mut reps: Vec<(u64, String)> = set
             .representations
@@ -480,13 +489,17 @@ impl Manifest {
             return Err("the video adaptation set has no Representation".into());
         }
         reps.sort();
-        let chunks = (total.as_secs_f64() / seg - 1e-9).ceil() as usize;
+        let chunks = (total.as_secs_f64() / seg - 1e-9).ceil();
+        if !(0.0..=1e6).contains(&chunks) {
+            return Err(format!("{chunks} chunks: at most a million"));
+        }
+        let chunks = chunks as usize;
         Ok(Manifest {
             bandwidths: reps.iter().map(|r| r.0).collect(),
             ids: reps.into_iter().map(|r| r.1).collect(),
             chunk: Duration::from_secs_f64(seg),
             chunks,
-            start_number: t.startNumber.unwrap_or(1),
+            start_number,
             media,
         })
     }
@@ -543,6 +556,12 @@ mod tests {
         assert_eq!(c.parse_chunk_path("/bbb/rep3/597.ts"), None);
         assert_eq!(c.parse_chunk_path("/bbb/rep9/1.ts"), None);
         assert!(Manifest::parse("<MPD/>").is_err());
+        let huge = xml.replace("duration=\"1000\"", "duration=\"1e30\"");
+        assert_ne!(huge, xml);
+        assert!(Manifest::parse(&huge).is_err());
+        let far = xml.replace("startNumber=\"0\"", "startNumber=\"18446744073709551615\"");
+        assert_ne!(far, xml);
+        assert!(Manifest::parse(&far).is_err());
         assert!(Manifest::parse("not xml").is_err());
     }
 
@@ -561,6 +580,8 @@ mod tests {
         assert!(Content::synthetic("v", vec![r(1)], 0, one, 0.1, 1).is_err());
         assert!(Content::synthetic("v", vec![r(1)], 10, one, 2.0, 1).is_err());
         assert!(Content::synthetic("v", vec![r(1)], 10, one, 0.0, 1).is_ok());
+        let odd = Duration::from_micros(1_000_500);
+        assert!(Content::synthetic("v", vec![r(1)], 10, odd, 0.0, 1).is_err());
     }
 
     #[test]

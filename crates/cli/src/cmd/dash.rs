@@ -164,7 +164,11 @@ pub fn run(a: DashArgs) -> Result<(), String> {
     for t in &transports {
         session.scenario(t, a.seed).validate()?;
     }
-    let seeds: Vec<u64> = (a.seed..a.seed + a.seeds).collect();
+    let last = a
+        .seed
+        .checked_add(a.seeds)
+        .ok_or("--seed + --seeds overflows")?;
+    let seeds: Vec<u64> = (a.seed..last).collect();
     let runs = run_all(&session, &transports, &seeds, &|| {});
     let summaries: Vec<TransportSummary> = transports
         .iter()

@@ -168,6 +168,12 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     )?;
     std::fs::write(a.out.join("manifest.mpd"), shape.mpd()).map_err(|e| e.to_string())?;
     std::fs::write(a.out.join("source.txt"), input.join("\n") + "\n").map_err(|e| e.to_string())?;
+    // What the encoder did to the source, for the comparison.
+    std::fs::write(
+        a.out.join("source-filter.txt"),
+        format!("scale={w}:{h},fps={}\n", a.fps),
+    )
+    .map_err(|e| e.to_string())?;
     // Check it loads as the server will.
     let c = Content::from_dir(&a.out)?;
     println!(
@@ -215,6 +221,14 @@ pub fn score(video: &Path, received: &[&[u8]], ts: &Path) -> Result<Score, Strin
         .filter(|l| !l.is_empty())
         .map(str::to_string)
         .collect();
+    // The source as the encoder saw it (scaled, resampled); a ladder from
+    // before source-filter.txt existed had the source at its own size.
+    let filter = std::fs::read_to_string(video.join("source-filter.txt"))
+        .map(|f| format!("{},", f.trim()))
+        .unwrap_or_default();
+    if filter.contains(['[', ']', ';']) {
+        return Err("source-filter.txt may hold one filter chain only".into());
+    }
     let mut args = vec![
         "-loglevel".to_string(),
         "info".into(),
@@ -224,7 +238,10 @@ pub fn score(video: &Path, received: &[&[u8]], ts: &Path) -> Result<Score, Strin
     args.extend(source);
     args.extend([
         "-lavfi".into(),
-        "[0:v]setpts=PTS-STARTPTS[a];[1:v]setpts=PTS-STARTPTS[b];[a]split[a1][a2];[b]split[b1][b2];[a1][b1]psnr;[a2][b2]ssim".into(),
+        format!(
+            "[0:v]setpts=PTS-STARTPTS,settb=AVTB[a];[1:v]{filter}setpts=PTS-STARTPTS,settb=AVTB[b];\
+             [a]split[a1][a2];[b]split[b1][b2];[a1][b1]psnr;[a2][b2]ssim"
+        ),
         "-f".into(),
         "null".into(),
         "-".into(),
