@@ -41,6 +41,8 @@ enum Command {
     Video(cmd::video::VideoArgs),
     /// MPEG-DASH (seed 001) over TCP and TCP Hollywood: start-up, stalls, bit-rate, switches, discards.
     Dash(cmd::dash::DashArgs),
+    /// Thesis ch. 6's DASH architectures (request-response, push, Hollywood) at a fixed rate: stall, delayed frames, skips.
+    DashCh6(cmd::dash_ch6::Ch6Args),
     /// Encode a source with ffmpeg into seed 001's DASH ladder (MPEG-TS chunks, MPD) for `dash --video DIR`.
     DashLadder(cmd::dash_video::LadderArgs),
     /// Reproduce a thesis chapter's experiments (plots, tables, README).
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Voip(args) => cmd::voip::run(args),
         Command::Video(args) => cmd::video::run(args),
         Command::Dash(args) => cmd::dash::run(args),
+        Command::DashCh6(args) => cmd::dash_ch6::run(args),
         Command::DashLadder(args) => cmd::dash_video::ladder(args),
         Command::Repro(c) => cmd::repro::run(c),
         Command::Report(a) => cmd::repro::report(a),

@@ -62,7 +62,7 @@ fn dash_reports_both_transports_per_seed_and_in_aggregate() {
 #[test]
 fn dash_refuses_what_it_does_not_build() {
     for (args, want) in [
-        (vec!["dash", "--arch", "push"], "only request-response"),
+        (vec!["dash", "--arch", "push"], "dash-ch6"),
         (
             vec!["dash", "--transport", "quic"],
             "unknown DASH transport",
@@ -140,4 +140,39 @@ fn a_real_video_ladder_plays_and_is_scored_per_transport() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("3.ts"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dash_ch6_reports_stalls_delays_and_skips_per_architecture() {
+    let v = json(&[
+        "dash-ch6",
+        "--duration",
+        "10s",
+        "--encoding",
+        "7.5mbit,53mbit",
+        "--rtt",
+        "25ms",
+        "--cc",
+        "bbr",
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3 * 2);
+    for r in rows {
+        assert_eq!(u(r, "runs"), 1, "{r}");
+        let stall = f(&r["total_stall_s"], "mean");
+        let skip = f(&r["skip_s"], "mean");
+        let arch = r["arch"].as_str().unwrap();
+        let over = f(r, "encoding_bps") > 30e6;
+        if arch == "hollywood" {
+            // Hollywood never stalls: what cannot come in time is skipped.
+            assert_eq!(stall, 0.0);
+            assert_eq!(skip > 1.0, over, "{r}");
+        } else {
+            assert_eq!(skip, 0.0);
+            assert_eq!(stall > 1.0, over, "{r}");
+        }
+    }
+    let out = hollywood(&["dash-ch6", "--arch", "quic"]);
+    assert!(!out.status.success());
 }

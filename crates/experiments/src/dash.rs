@@ -241,6 +241,22 @@ pub fn static_path(rate_bps: u64, rtt: Duration, loss: f64) -> Vec<Phase> {
     }]
 }
 
+/// Run every chapter 6 scenario in parallel, results in order. `tick` is
+/// called after each run (progress).
+pub fn run_ch6(
+    scenarios: &[hollywood_apps::dash::ch6::Ch6Scenario],
+    tick: &(dyn Fn() + Sync),
+) -> Vec<Result<hollywood_apps::dash::ch6::Ch6Run, String>> {
+    scenarios
+        .par_iter()
+        .map(|s| {
+            let r = s.run();
+            tick();
+            r
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

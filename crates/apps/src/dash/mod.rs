@@ -17,6 +17,7 @@
 //! congestion controller at both ends of every compared transport.
 
 pub mod abr;
+pub mod ch6;
 pub mod client;
 pub mod content;
 pub mod http;
@@ -25,9 +26,10 @@ pub mod server;
 use crate::messages::Transport;
 use client::{ClientConfig, ClientReport, DashClient};
 use content::Content;
-use hollywood_sim::{LinkConfig, LossModel, SimBuilder, TransportHost};
+use hollywood_sim::{LinkConfig, LossModel, NodeId, SimBuilder, Simulator, TransportHost};
 use hollywood_tcp::{CcAlgorithm, Config, Instant};
 use hollywood_transport::tcp::TcpTransport;
+use hollywood_transport::TransportApp;
 use hollywood_transport::{Role, TransportStats};
 use server::{DashServer, ServerStats};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -149,56 +151,16 @@ impl DashScenario {
     /// times the video's length plus ten minutes).
     pub fn run(&self) -> Result<DashRun, String> {
         self.validate()?;
-        let first = self.phases[0];
-        let bdp = (first.rate_bps as f64 * first.rtt.as_secs_f64() / 8.0) as usize;
-        let queue = self.queue_bytes.unwrap_or(bdp.max(64 * 1024));
-        let mut sim = SimBuilder::new().seed(self.seed).build();
-        let server_addr = SocketAddr::new(IpAddr::V4(SERVER), 80);
-        let client_addr = SocketAddr::new(IpAddr::V4(CLIENT), 40000);
-        let base = Config {
-            cc: self.cc,
-            ..Config::default()
-        };
-        let seed = sim.derive_seed(1);
         let name = self.transport.name();
-        let server_t = TcpTransport::new(
-            name,
-            self.transport.sender_config(&base),
-            Role::Server,
-            server_addr,
-            seed ^ 0x5eed,
-        );
-        let client_t = TcpTransport::new(
-            name,
-            self.transport.receiver_config(&base),
-            Role::Client {
-                remote: server_addr,
-            },
-            client_addr,
-            seed,
-        );
-        let server = sim.add_node(TransportHost::new(
-            server_addr.ip(),
-            Box::new(server_t),
+        let (mut sim, server, client) = build_path(
+            self.transport,
+            self.cc,
+            &self.phases,
+            self.queue_bytes,
+            self.seed,
             DashServer::new(self.content.clone()),
-        ));
-        let client = sim.add_node(TransportHost::new(
-            client_addr.ip(),
-            Box::new(client_t),
             DashClient::new(self.client, &self.content.manifest_path()),
-        ));
-        let (down, up) = Self::link(&first, queue);
-        let (down_id, up_id) = sim
-            .connect(server, 0, client, 0, down, up)
-            .map_err(|e| e.to_string())?;
-        for p in &self.phases[1..] {
-            let (d, u) = Self::link(p, queue);
-            let at = Instant::ZERO + p.at;
-            sim.schedule_link_config(down_id, at, d)
-                .map_err(|e| e.to_string())?;
-            sim.schedule_link_config(up_id, at, u)
-                .map_err(|e| e.to_string())?;
-        }
+        )?;
         let limit = Instant::ZERO + self.content.duration() * 3 + Duration::from_secs(600);
         while sim.now() < limit {
             sim.run_for(Duration::from_secs(1))
@@ -220,11 +182,7 @@ impl DashScenario {
         let s = sim.node_mut::<ServerHost>(server).expect("server");
         let server_stats = s.app().stats();
         let server_transport = s.transport().stats();
-        let retransmitted_segments = s
-            .transport()
-            .as_any()
-            .downcast_ref::<TcpTransport>()
-            .map_or(0, |t| t.details().retransmitted_segments);
+        let retransmitted_segments = retransmitted(s);
         let c = sim.node_mut::<ClientHost>(client).expect("client");
         let mut report = c.app().report(now);
         if report.ended_s.is_none() && report.error.is_none() {
@@ -242,6 +200,82 @@ impl DashScenario {
             sim_seconds: now.since_epoch().as_secs_f64(),
         })
     }
+}
+
+/// A server and a client over the path of `phases` (the first from 0,
+/// the others scheduled): rate, half the RTT and the loss server to
+/// client, half the RTT back, a drop-tail queue of `queue_bytes` (default
+/// one BDP of the first phase, at least 64 KiB); the server is the
+/// deployment's sender side, the client its receiver side. Shared by
+/// seed 001's sessions and chapter 6's ([`ch6`]).
+pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
+    transport: Transport,
+    cc: CcAlgorithm,
+    phases: &[Phase],
+    queue_bytes: Option<usize>,
+    seed: u64,
+    server_app: S,
+    client_app: C,
+) -> Result<(Simulator, NodeId, NodeId), String> {
+    let first = *phases.first().ok_or("the path needs at least one phase")?;
+    let bdp = (first.rate_bps as f64 * first.rtt.as_secs_f64() / 8.0) as usize;
+    let queue = queue_bytes.unwrap_or(bdp.max(64 * 1024));
+    let mut sim = SimBuilder::new().seed(seed).build();
+    let server_addr = SocketAddr::new(IpAddr::V4(SERVER), 80);
+    let client_addr = SocketAddr::new(IpAddr::V4(CLIENT), 40000);
+    let base = Config {
+        cc,
+        ..Config::default()
+    };
+    let seed = sim.derive_seed(1);
+    let name = transport.name();
+    let server_t = TcpTransport::new(
+        name,
+        transport.sender_config(&base),
+        Role::Server,
+        server_addr,
+        seed ^ 0x5eed,
+    );
+    let client_t = TcpTransport::new(
+        name,
+        transport.receiver_config(&base),
+        Role::Client {
+            remote: server_addr,
+        },
+        client_addr,
+        seed,
+    );
+    let server = sim.add_node(TransportHost::new(
+        server_addr.ip(),
+        Box::new(server_t),
+        server_app,
+    ));
+    let client = sim.add_node(TransportHost::new(
+        client_addr.ip(),
+        Box::new(client_t),
+        client_app,
+    ));
+    let (down, up) = DashScenario::link(&first, queue);
+    let (down_id, up_id) = sim
+        .connect(server, 0, client, 0, down, up)
+        .map_err(|e| e.to_string())?;
+    for p in &phases[1..] {
+        let (d, u) = DashScenario::link(p, queue);
+        let at = Instant::ZERO + p.at;
+        sim.schedule_link_config(down_id, at, d)
+            .map_err(|e| e.to_string())?;
+        sim.schedule_link_config(up_id, at, u)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok((sim, server, client))
+}
+
+/// Segments a host's TCP transport retransmitted.
+pub(crate) fn retransmitted<A: TransportApp>(h: &TransportHost<A>) -> u64 {
+    h.transport()
+        .as_any()
+        .downcast_ref::<TcpTransport>()
+        .map_or(0, |t| t.details().retransmitted_segments)
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ struct RunLine {
 pub fn run(a: DashArgs) -> Result<(), String> {
     if a.arch != "request-response" {
         return Err(format!(
-            "--arch {}: only request-response (seed 001's HTTP/1.1) is built so far",
+            "--arch {}: this command runs seed 001's request-response HTTP/1.1 client; thesis ch. 6's push and Hollywood architectures are `hollywood dash-ch6`",
             a.arch
         ));
     }

@@ -5,6 +5,7 @@ pub mod bulk;
 pub mod calibrate;
 pub mod compare;
 pub mod dash;
+pub mod dash_ch6;
 pub mod dash_video;
 pub mod demo;
 pub mod interop;

@@ -1,0 +1,231 @@
+//! `hollywood dash-ch6`: thesis chapter 6's DASH architectures at a fixed
+//! encoding rate — request-response, progressive server push over TCP,
+//! progressive over TCP Hollywood — frame by frame: total stall,
+//! delayed-frame duration, skip duration.
+
+use crate::units::{parse_duration, parse_fraction, parse_rate};
+use clap::Args;
+use hollywood_apps::dash::ch6::{Arch, Ch6Run, Ch6Scenario, FrameVideo};
+use hollywood_apps::dash::Phase;
+use hollywood_experiments::dash::{run_ch6, Agg};
+use hollywood_tcp::CcAlgorithm;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `hollywood dash-ch6`.
+#[derive(Args, Debug)]
+pub struct Ch6Args {
+    /// Architectures, comma-separated: request-response, push, hollywood.
+    #[arg(long, default_value = "request-response,push,hollywood")]
+    arch: String,
+    /// Encoding rates, comma-separated (thesis: 7.5mbit,12mbit,24mbit,53mbit).
+    #[arg(long, default_value = "7.5mbit,12mbit,24mbit")]
+    encoding: String,
+    /// Bottleneck rate (thesis: 30mbit).
+    #[arg(long, default_value = "30mbit", value_parser = parse_rate)]
+    rate: u64,
+    /// Round-trip times, comma-separated (thesis: 25ms,100ms).
+    #[arg(long, default_value = "25ms,100ms")]
+    rtt: String,
+    /// Random loss server to client (thesis: 0 or 0.2%).
+    #[arg(long, default_value = "0.2%", value_parser = parse_fraction)]
+    loss: f64,
+    /// Request-response: frames per chunk (= the buffer; thesis: 3 to 30).
+    #[arg(long, default_value_t = 30)]
+    chunk_frames: u32,
+    /// Progressive: frames buffered before playback (1 s chunks).
+    #[arg(long, default_value_t = 10)]
+    buffer_frames: u32,
+    /// Session length (thesis: 180s).
+    #[arg(long, default_value = "180s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Frames per second (thesis: 60).
+    #[arg(long, default_value_t = 60)]
+    fps: u32,
+    /// I-frame size over a P-frame's (ours; see docs/DASH.md).
+    #[arg(long, default_value_t = 5.0)]
+    iframe_ratio: f64,
+    /// Congestion control at both ends.
+    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
+    cc: CcAlgorithm,
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Seeds (thesis: 5 runs).
+    #[arg(long, default_value_t = 1)]
+    seeds: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Row {
+    arch: Arch,
+    encoding_bps: u64,
+    rtt_ms: f64,
+    runs: usize,
+    total_stall_s: Agg,
+    delayed_frame_s: Agg,
+    skip_s: Agg,
+    stalls: Agg,
+    late_frames: Agg,
+    errors: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    rate_bps: u64,
+    loss: f64,
+    chunk_frames: u32,
+    buffer_frames: u32,
+    duration_s: f64,
+    fps: u32,
+    cc: &'static str,
+    seeds: Vec<u64>,
+    rows: Vec<Row>,
+}
+
+fn list<T>(s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    s.split(',').map(|x| f(x.trim())).collect()
+}
+
+pub fn run(a: Ch6Args) -> Result<(), String> {
+    let archs = list(&a.arch, Arch::parse)?;
+    let encodings = list(&a.encoding, parse_rate)?;
+    let rtts = list(&a.rtt, parse_duration)?;
+    if a.seeds == 0 || a.seeds > 1000 {
+        return Err("--seeds: use 1 to 1000".into());
+    }
+    if a.chunk_frames == 0 || a.buffer_frames == 0 {
+        return Err("--chunk-frames and --buffer-frames: at least 1".into());
+    }
+    if !(0.0..0.5).contains(&a.loss) {
+        return Err(format!("loss {}: use 0 to 50 %", a.loss));
+    }
+    let last = a
+        .seed
+        .checked_add(a.seeds)
+        .ok_or("--seed + --seeds overflows")?;
+    let seeds: Vec<u64> = (a.seed..last).collect();
+    let mut keys = Vec::new();
+    let mut scenarios = Vec::new();
+    for &arch in &archs {
+        // Progressive streaming uses 1 s chunks (thesis §6.2).
+        let cf = if arch == Arch::RequestResponse {
+            a.chunk_frames
+        } else {
+            a.fps
+        };
+        for &enc in &encodings {
+            let video = Arc::new(FrameVideo::new(
+                enc,
+                a.fps,
+                cf,
+                a.duration,
+                a.iframe_ratio,
+                0.1,
+                1,
+            )?);
+            for &rtt in &rtts {
+                keys.push((arch, enc, rtt));
+                for &seed in &seeds {
+                    scenarios.push(Ch6Scenario {
+                        arch,
+                        video: video.clone(),
+                        buffer_frames: a.buffer_frames,
+                        phases: vec![Phase {
+                            at: Duration::ZERO,
+                            rate_bps: a.rate,
+                            rtt,
+                            loss: a.loss,
+                        }],
+                        cc: a.cc,
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    let results = run_ch6(&scenarios, &|| {});
+    let rows: Vec<Row> = keys
+        .iter()
+        .zip(results.chunks(seeds.len()))
+        .map(|(&(arch, enc, rtt), rs)| {
+            let ok: Vec<&Ch6Run> = rs
+                .iter()
+                .filter_map(|r| r.as_ref().ok())
+                .filter(|r| r.report.error.is_none())
+                .collect();
+            let mut errors: Vec<String> = rs
+                .iter()
+                .filter_map(|r| r.as_ref().err().cloned())
+                .collect();
+            errors.extend(
+                rs.iter()
+                    .filter_map(|r| r.as_ref().ok()?.report.error.clone()),
+            );
+            let m =
+                |f: &dyn Fn(&Ch6Run) -> f64| Agg::of(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
+            Row {
+                arch,
+                encoding_bps: enc,
+                rtt_ms: rtt.as_secs_f64() * 1e3,
+                runs: ok.len(),
+                total_stall_s: m(&|r| r.report.total_stall_s),
+                delayed_frame_s: m(&|r| r.report.delayed_frame_s),
+                skip_s: m(&|r| r.report.skip_s),
+                stalls: m(&|r| r.report.stalls as f64),
+                late_frames: m(&|r| r.report.late_frames as f64),
+                errors,
+            }
+        })
+        .collect();
+    let first_error = rows.iter().find_map(|r| r.errors.first().cloned());
+    if a.json {
+        let report = Report {
+            rate_bps: a.rate,
+            loss: a.loss,
+            chunk_frames: a.chunk_frames,
+            buffer_frames: a.buffer_frames,
+            duration_s: a.duration.as_secs_f64(),
+            fps: a.fps,
+            cc: a.cc.name(),
+            seeds,
+            rows,
+        };
+        println!("{}", crate::output::json(&report)?);
+    } else {
+        println!(
+            "thesis ch. 6: {} s at {} fps over {} Mb/s, loss {:.2} %, {}; request-response chunks of {} frames, progressive buffer {} frames; {} seed(s)",
+            a.duration.as_secs_f64(),
+            a.fps,
+            a.rate as f64 / 1e6,
+            a.loss * 100.0,
+            a.cc.name(),
+            a.chunk_frames,
+            a.buffer_frames,
+            a.seeds
+        );
+        println!(
+            "{:<17} {:>9} {:>7} {:>13} {:>16} {:>9}",
+            "architecture", "encoding", "rtt_ms", "total_stall_s", "delayed_frame_s", "skip_s"
+        );
+        for r in &rows {
+            println!(
+                "{:<17} {:>8.1}M {:>7.0} {:>13.2} {:>16.2} {:>9.2}",
+                r.arch.name(),
+                r.encoding_bps as f64 / 1e6,
+                r.rtt_ms,
+                r.total_stall_s.mean,
+                r.delayed_frame_s.mean,
+                r.skip_s.mean
+            );
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(format!("a run failed: {e}"));
+    }
+    Ok(())
+}
