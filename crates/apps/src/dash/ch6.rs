@@ -39,7 +39,7 @@ use super::{build_path, retransmitted, Phase};
 use crate::messages::Transport;
 use hollywood_sim::TransportHost;
 use hollywood_tcp::{CcAlgorithm, Instant};
-use hollywood_transport::{MessageTransport, OutMessage, SendError, TransportApp, TransportEvent};
+use hollywood_transport::{MessageTransport, OutMessage, TransportApp, TransportEvent};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -239,37 +239,25 @@ impl FrameServer {
         }
     }
 
+    fn next_frame(&mut self) -> Option<OutMessage> {
+        let (c, f) = self.queue.pop_front()?;
+        let size = self.video.size(c, f).expect("queued frames exist") as usize;
+        let n = self.video.frames_in(c) as u16;
+        let mut m = OutMessage::new(self.next_id, frame_message(c as u32, f as u16, n, size));
+        self.next_id = self.next_id.wrapping_add(1);
+        m.substream = DATA;
+        m.frame = Some(c as u64 * 65536 + f as u64);
+        m.group = Some(c as u64);
+        Some(m)
+    }
+
     fn flush(&mut self, now: Instant, t: &mut dyn MessageTransport) {
-        loop {
-            let m = match self.held.take() {
-                Some(m) => m,
-                None => {
-                    let Some((c, f)) = self.queue.pop_front() else {
-                        return;
-                    };
-                    let size = self.video.size(c, f).expect("queued frames exist") as usize;
-                    let n = self.video.frames_in(c) as u16;
-                    let mut m =
-                        OutMessage::new(self.next_id, frame_message(c as u32, f as u16, n, size));
-                    self.next_id = self.next_id.wrapping_add(1);
-                    m.substream = DATA;
-                    m.frame = Some(c as u64 * 65536 + f as u64);
-                    m.group = Some(c as u64);
-                    m
-                }
-            };
-            match t.send(now, m.clone()) {
-                Ok(()) => {}
-                Err(SendError::WouldBlock) => {
-                    self.held = Some(m);
-                    return;
-                }
-                Err(e) => {
-                    self.error = Some(format!("send: {e}"));
-                    self.queue.clear();
-                    return;
-                }
-            }
+        let mut held = self.held.take();
+        let r = super::pump(now, t, &mut held, || self.next_frame());
+        self.held = held;
+        if let Err(e) = r {
+            self.error = Some(format!("send: {e}"));
+            self.queue.clear();
         }
     }
 }
@@ -371,6 +359,7 @@ pub struct FrameClient {
     report: FrameReport,
     next_id: u32,
     outbox: VecDeque<OutMessage>,
+    held: Option<OutMessage>,
 }
 
 impl FrameClient {
@@ -409,6 +398,7 @@ impl FrameClient {
             },
             next_id: 0,
             outbox: VecDeque::new(),
+            held: None,
         }
     }
 
@@ -438,18 +428,12 @@ impl FrameClient {
         self.next_id = self.next_id.wrapping_add(1);
         m.substream = CONTROL;
         self.outbox.push_back(m);
-        while let Some(m) = self.outbox.pop_front() {
-            match t.send(now, m.clone()) {
-                Ok(()) => {}
-                Err(SendError::WouldBlock) => {
-                    self.outbox.push_front(m);
-                    return;
-                }
-                Err(e) => {
-                    self.report.error = Some(format!("send: {e}"));
-                    return;
-                }
-            }
+        let mut held = self.held.take();
+        let outbox = &mut self.outbox;
+        let r = super::pump(now, t, &mut held, || outbox.pop_front());
+        self.held = held;
+        if let Err(e) = r {
+            self.report.error = Some(format!("send: {e}"));
         }
     }
 

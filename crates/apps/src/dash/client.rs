@@ -35,7 +35,7 @@ use super::abr::{Abr, AbrKind, Context, Sample};
 use super::content::{Content, Manifest};
 use super::http::{self, ResponseHead, CONTROL, DATA};
 use hollywood_tcp::Instant;
-use hollywood_transport::{MessageTransport, OutMessage, SendError, TransportApp, TransportEvent};
+use hollywood_transport::{MessageTransport, OutMessage, TransportApp, TransportEvent};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -226,6 +226,7 @@ pub struct DashClient {
     corrupt: u64,
     duplicates: u64,
     outbox: VecDeque<OutMessage>,
+    held: Option<OutMessage>,
     next_id: u32,
     error: Option<String>,
 }
@@ -297,6 +298,7 @@ impl DashClient {
             corrupt: 0,
             duplicates: 0,
             outbox: VecDeque::new(),
+            held: None,
             next_id: 0,
             error: None,
         }
@@ -400,18 +402,12 @@ impl DashClient {
     }
 
     fn flush(&mut self, now: Instant, t: &mut dyn MessageTransport) {
-        while let Some(m) = self.outbox.pop_front() {
-            match t.send(now, m.clone()) {
-                Ok(()) => {}
-                Err(SendError::WouldBlock) => {
-                    self.outbox.push_front(m);
-                    return;
-                }
-                Err(e) => {
-                    self.error = Some(format!("send: {e}"));
-                    return;
-                }
-            }
+        let mut held = self.held.take();
+        let outbox = &mut self.outbox;
+        let r = super::pump(now, t, &mut held, || outbox.pop_front());
+        self.held = held;
+        if let Err(e) = r {
+            self.error = Some(format!("send: {e}"));
         }
     }
 

@@ -270,6 +270,30 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
     Ok((sim, server, client))
 }
 
+/// Offer messages to `t` until it would block: first the one `held`
+/// back last time, then what `next` yields; a message refused with
+/// `WouldBlock` goes back into `held` (to go first after `Writable`).
+/// Any other refusal is returned.
+pub(crate) fn pump(
+    now: Instant,
+    t: &mut dyn hollywood_transport::MessageTransport,
+    held: &mut Option<hollywood_transport::OutMessage>,
+    mut next: impl FnMut() -> Option<hollywood_transport::OutMessage>,
+) -> Result<(), hollywood_transport::SendError> {
+    use hollywood_transport::SendError;
+    while let Some(m) = held.take().or_else(&mut next) {
+        match t.send(now, m.clone()) {
+            Ok(()) => {}
+            Err(SendError::WouldBlock) => {
+                *held = Some(m);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Segments a host's TCP transport retransmitted.
 pub(crate) fn retransmitted<A: TransportApp>(h: &TransportHost<A>) -> u64 {
     h.transport()

@@ -10,7 +10,7 @@
 use super::content::Content;
 use super::http::{self, ResponseHead, CONTROL, DATA, DATA_HEADER, MESSAGE_SIZE};
 use hollywood_tcp::Instant;
-use hollywood_transport::{MessageTransport, OutMessage, SendError, TransportApp, TransportEvent};
+use hollywood_transport::{MessageTransport, OutMessage, TransportApp, TransportEvent};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -179,22 +179,12 @@ impl DashServer {
     }
 
     fn flush(&mut self, now: Instant, t: &mut dyn MessageTransport) {
-        loop {
-            let Some(m) = self.held.take().or_else(|| self.next_message()) else {
-                return;
-            };
-            match t.send(now, m.clone()) {
-                Ok(()) => {}
-                Err(SendError::WouldBlock) => {
-                    self.held = Some(m);
-                    return;
-                }
-                Err(e) => {
-                    self.error = Some(format!("send: {e}"));
-                    self.queue.clear();
-                    return;
-                }
-            }
+        let mut held = self.held.take();
+        let r = super::pump(now, t, &mut held, || self.next_message());
+        self.held = held;
+        if let Err(e) = r {
+            self.error = Some(format!("send: {e}"));
+            self.queue.clear();
         }
     }
 }
