@@ -213,6 +213,16 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
             "architecture", "encoding", "rtt_ms", "total_stall_s", "delayed_frame_s", "skip_s"
         );
         for r in &rows {
+            if r.runs == 0 {
+                println!(
+                    "{:<17} {:>8.1}M {:>7.0}   no run finished: {}",
+                    r.arch.name(),
+                    r.encoding_bps as f64 / 1e6,
+                    r.rtt_ms,
+                    r.errors.first().map_or("", String::as_str)
+                );
+                continue;
+            }
             println!(
                 "{:<17} {:>8.1}M {:>7.0} {:>13.2} {:>16.2} {:>9.2}",
                 r.arch.name(),
