@@ -360,8 +360,8 @@ claim = "UDP never retransmits"
         ("adapter = \"voip\"\n", "", "names no adapter"),
         (
             "adapter = \"voip\"",
-            "adapter = \"dash\"",
-            "unknown adapter 'dash'",
+            "adapter = \"teleport\"",
+            "unknown adapter 'teleport'",
         ),
         (
             "metric = \"ir_sent\"",
