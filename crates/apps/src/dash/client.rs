@@ -793,3 +793,220 @@ impl TransportApp for DashClient {
             .map(|s| t0 + Duration::from_secs_f64(s.max(0.0)) + Duration::from_nanos(2))
     }
 }
+
+#[cfg(test)]
+mod hostile {
+    //! The client against a server that breaks the rules: each guard
+    //! ends the session with an error instead of a panic or unbounded
+    //! memory.
+    use super::*;
+    use crate::dash::content::Content;
+    use hollywood_transport::{InMessage, SendError, TransportStats};
+
+    /// A transport that takes every message and delivers nothing.
+    #[derive(Default)]
+    struct Sink(Vec<OutMessage>);
+
+    impl MessageTransport for Sink {
+        fn name(&self) -> &'static str {
+            "sink"
+        }
+        fn start(&mut self, _now: Instant) {}
+        fn handle_packet(&mut self, _now: Instant, _packet: &[u8]) {}
+        fn handle_timeout(&mut self, _now: Instant) {}
+        fn poll_transmit(&mut self, _now: Instant) -> Option<Vec<u8>> {
+            None
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn send(&mut self, _now: Instant, msg: OutMessage) -> Result<(), SendError> {
+            self.0.push(msg);
+            Ok(())
+        }
+        fn poll_event(&mut self) -> Option<TransportEvent> {
+            None
+        }
+        fn close(&mut self, _now: Instant) {}
+        fn stats(&self) -> TransportStats {
+            TransportStats::default()
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    fn msg(substream: u16, payload: Vec<u8>) -> TransportEvent {
+        TransportEvent::Message(InMessage {
+            id: 0,
+            substream,
+            payload,
+            arrival: Instant::ZERO,
+            received: Instant::ZERO,
+        })
+    }
+
+    fn head(location: &str, offset: u64, length: u64) -> TransportEvent {
+        let h = ResponseHead {
+            status: 200,
+            location: location.into(),
+            length,
+            offset,
+            content_type: String::new(),
+        };
+        msg(CONTROL, h.encode())
+    }
+
+    /// A client that has the manifest (of `content`) and has asked for
+    /// chunk 0.
+    fn started(content: &Content) -> (DashClient, Sink) {
+        let mut c = DashClient::new(ClientConfig::algorithm2(), &content.manifest_path());
+        let mut t = Sink::default();
+        let now = Instant::ZERO;
+        c.on_start(now, &mut t);
+        c.on_event(now, &mut t, TransportEvent::Connected);
+        let mpd = content.mpd().into_bytes();
+        c.on_event(
+            now,
+            &mut t,
+            head(&content.manifest_path(), 0, mpd.len() as u64),
+        );
+        let mut off = 0;
+        for (i, part) in mpd.chunks(1000).enumerate() {
+            off += part.len() as u64;
+            c.on_event(
+                now,
+                &mut t,
+                msg(DATA, http::data_message(i as u32, off, part)),
+            );
+        }
+        assert_eq!(c.error(), None);
+        assert_eq!(t.0.len(), 2, "the manifest and chunk 0 requested");
+        (c, t)
+    }
+
+    fn content() -> Content {
+        Content::seed001(5, Duration::from_secs(1), 0.0, 1).unwrap()
+    }
+
+    #[test]
+    fn a_well_behaved_server_is_followed() {
+        let content = content();
+        let (mut c, mut t) = started(&content);
+        let start = 100_000;
+        let size = u64::from(content.size(0, 0).unwrap());
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            head(&content.chunk_path(0, 0), start, size),
+        );
+        let mut body = vec![0; 1388];
+        content.fill(0, 0, 0, &mut body);
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            msg(DATA, http::data_message(50, start + 1388, &body)),
+        );
+        assert_eq!(c.error(), None);
+        assert_eq!(c.chunks[0].received, 1388);
+    }
+
+    #[test]
+    fn a_second_manifest_response_is_refused() {
+        let content = content();
+        let (mut c, mut t) = started(&content);
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            head(&content.manifest_path(), 50_000, 10),
+        );
+        assert!(
+            c.error().unwrap().contains("second response"),
+            "{:?}",
+            c.error()
+        );
+    }
+
+    #[test]
+    fn a_body_past_the_end_of_the_stream_offsets_is_refused() {
+        let content = content();
+        let (mut c, mut t) = started(&content);
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            head(&content.chunk_path(0, 0), u64::MAX - 5, 100),
+        );
+        assert!(c.error().is_some());
+    }
+
+    #[test]
+    fn more_bytes_than_the_chunk_holds_are_refused() {
+        let content = content();
+        let (mut c, mut t) = started(&content);
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            head(&content.chunk_path(0, 0), 100_000, 1388),
+        );
+        let mut body = vec![0; 1388];
+        content.fill(0, 0, 0, &mut body);
+        // The same bytes under two sequence numbers.
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            msg(DATA, http::data_message(60, 101_388, &body)),
+        );
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            msg(DATA, http::data_message(61, 101_388, &body)),
+        );
+        assert!(c.error().unwrap().contains("more bytes"), "{:?}", c.error());
+    }
+
+    #[test]
+    fn bodies_without_a_head_are_held_only_so_far() {
+        let content = content();
+        let (mut c, mut t) = started(&content);
+        let big = vec![7u8; 1 << 20];
+        let mut k = 0;
+        while c.error().is_none() && k < 100 {
+            k += 1;
+            let end = 10_000_000 * k as u64;
+            c.on_event(
+                Instant::ZERO,
+                &mut t,
+                msg(DATA, http::data_message(1000 + k, end, &big)),
+            );
+        }
+        assert!(
+            c.error().unwrap().contains("without a response head"),
+            "{:?}",
+            c.error()
+        );
+        assert!(k <= 17, "{k} MiB held");
+    }
+
+    #[test]
+    fn an_implausible_sequence_number_is_refused() {
+        let content = content();
+        let (mut c, mut t) = started(&content);
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            head(&content.chunk_path(0, 0), 100_000, 1388),
+        );
+        let mut body = vec![0; 1388];
+        content.fill(0, 0, 0, &mut body);
+        c.on_event(
+            Instant::ZERO,
+            &mut t,
+            msg(DATA, http::data_message(u32::MAX - 1, 101_388, &body)),
+        );
+        assert!(
+            c.error().unwrap().contains("implausibly"),
+            "{:?}",
+            c.error()
+        );
+    }
+}
