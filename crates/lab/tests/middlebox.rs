@@ -215,11 +215,25 @@ fn seq_gap_design_through_a_split_proxy() {
         return;
     };
     // Loss after the proxy: the proxy's TCP repairs it with the original
-    // bytes and the server never skips anything.
+    // bytes, and the server has nothing to skip — unless its own leg saw
+    // a retransmission anyway (no loss is induced there, but a loaded
+    // machine can delay the proxy's ACKs or drop at the TUN queue: seen
+    // once in a full suite run). Then the design does what it always does
+    // behind a proxy: the skip leaves a hole the proxy waits on forever.
     let r = go(&spec("sgp", Kind::SplitProxy, Design::SeqGap));
     loss_was_induced(&r);
-    assert_eq!(r.outcome, Outcome::OriginalDelivered, "{r:?}");
     assert!(r.retransmissions_on_client_wire > 0, "the proxy repaired");
+    if r.engine_seq_gap_skips == 0 {
+        assert_eq!(r.outcome, Outcome::OriginalDelivered, "{r:?}");
+    } else {
+        eprintln!(
+            "seq_gap_design_through_a_split_proxy: the server retransmitted on its own leg \
+             ({} skips); the proxy stalls on the hole",
+            r.engine_seq_gap_skips
+        );
+        assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
+        assert_eq!(r.retransmissions_sent, 0, "a skip, never a resend: {r:?}");
+    }
     // Loss before the proxy: the proxy is the standard receiver that
     // stalls.
     let mut s = spec("sgpu", Kind::SplitProxy, Design::SeqGap);
