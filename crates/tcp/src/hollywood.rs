@@ -643,9 +643,18 @@ impl MessageTable {
     /// liveness test, before sequence numbers): replaceable, not protected,
     /// and not live at `arrival`.
     fn purge_queue(&mut self, arrival: Instant) {
+        self.purge_queue_paced(arrival, 0, 0.0);
+    }
+
+    /// Drops expired messages from the head of the queue, a message's
+    /// arrival being `arrival` plus `ns_per_byte` per byte of it beyond
+    /// `room`.
+    fn purge_queue_paced(&mut self, arrival: Instant, room: usize, ns_per_byte: f64) {
         while let Some(q) = self.queue.front() {
             self.step();
-            if live(q.deadline, arrival) || !q.replaceable || self.protected(q.id, arrival) {
+            let later = q.frame.len().saturating_sub(room) as f64 * ns_per_byte;
+            let ends = arrival + Duration::from_nanos(later as u64);
+            if live(q.deadline, ends) || !q.replaceable || self.protected(q.id, ends) {
                 return;
             }
             let q = self.queue.pop_front().expect("front exists");
@@ -690,7 +699,23 @@ impl MessageTable {
     /// (arrival estimated at `now + owd`, `owd` the one-way delay
     /// estimate). `None`: nothing queued.
     pub fn head_len(&mut self, now: Instant, owd: Duration) -> Option<usize> {
-        self.purge_queue(now + owd);
+        self.head_len_paced(now, owd, 0, 0.0)
+    }
+
+    /// [`head_len`](Self::head_len) judging each message by the arrival
+    /// of its last byte: after the one-way delay, `ns_per_byte` of sending
+    /// time (the inverse of the connection's sending rate) for each of its
+    /// bytes beyond the `room` that can go at once. A frame of many
+    /// segments that would start in time but end too late is dropped
+    /// rather than sent to be discarded.
+    pub fn head_len_paced(
+        &mut self,
+        now: Instant,
+        owd: Duration,
+        room: usize,
+        ns_per_byte: f64,
+    ) -> Option<usize> {
+        self.purge_queue_paced(now + owd, room, ns_per_byte);
         self.queue.front().map(|q| q.frame.len())
     }
 

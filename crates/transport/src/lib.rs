@@ -222,6 +222,13 @@ pub trait MessageTransport: Send {
     fn poll_timeout(&self) -> Option<Instant>;
     /// Queue a message.
     fn send(&mut self, now: Instant, msg: OutMessage) -> Result<(), SendError>;
+    /// The lowest round-trip time measured on the connection, if the
+    /// transport measures one: half of it estimates the one-way delay a
+    /// peer's request travelled, e.g. to turn a deadline the peer gave
+    /// into a message lifetime.
+    fn min_rtt(&self) -> Option<Duration> {
+        None
+    }
     /// The next event for the application.
     fn poll_event(&mut self) -> Option<TransportEvent>;
     /// Close gracefully once everything queued is delivered or expired.

@@ -551,6 +551,11 @@ impl MessageTransport for TcpTransport {
         let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
             return Err(SendError::NotConnected);
         };
+        // The frame is longer than the payload: no room for the payload,
+        // no room for the frame, and framing it (COBS, CRC) would be wasted.
+        if !c.poll_send_room(msg.payload.len()) {
+            return Err(SendError::WouldBlock);
+        }
         self.frame.clear();
         if self
             .framer
@@ -586,6 +591,12 @@ impl MessageTransport for TcpTransport {
         }
         self.pump(now);
         Ok(())
+    }
+
+    fn min_rtt(&self) -> Option<std::time::Duration> {
+        self.conn
+            .and_then(|h| self.ep.connection(h))
+            .and_then(|c| c.min_rtt())
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {

@@ -105,7 +105,10 @@ pub enum Event {
     Connected,
     /// New in-order data can be read with [`Connection::recv`].
     Readable,
-    /// Send-buffer space was freed after a `send` could not take everything.
+    /// Send-buffer space was freed after a `send` could not take everything:
+    /// for the byte stream any space, for a message (`send_message`,
+    /// `poll_send_room`) room for the whole frame that was refused, so a
+    /// sender of large messages is not woken on every ACK to fail again.
     Writable,
     /// The peer's FIN arrived: after the buffered data, `recv` returns EOF.
     PeerClosed,
@@ -422,6 +425,10 @@ pub struct Connection {
     rtt: RttEstimator,
     /// Delivery-rate estimation (draft-ietf-ccwg-bbr-01 §4.5.2).
     rate: crate::delivery::RateEstimator,
+    /// The highest delivery rate (bytes/s) sampled lately and when: how
+    /// fast a queued message's bytes can be expected to leave (the
+    /// Hollywood liveness test, thesis §4.2). 0: no sample yet.
+    delivery_bw: (f64, Instant),
     /// Pacing (`crate::pacing`).
     pacer: crate::pacing::Pacer,
     /// The pacer held a data segment back until this time.
@@ -491,6 +498,11 @@ pub struct Connection {
     events: VecDeque<Event>,
     readable_queued: bool,
     writable_wanted: bool,
+    /// Free send-buffer bytes the blocked sender needs before
+    /// `Event::Writable` fires (the frame that got `WouldBlock`; 1 for the
+    /// byte stream), so a sender of large messages is not woken on every
+    /// ACK to fail again.
+    writable_low: usize,
     /// Why the connection died, for `send`/`recv`.
     error: Option<Error>,
     stats: ConnectionStats,
@@ -673,6 +685,7 @@ impl Connection {
             rtt,
             recent_rtt: crate::rtt::WindowedMin::new(),
             rate: crate::delivery::RateEstimator::default(),
+            delivery_bw: (0.0, Instant::ZERO),
             pacer: crate::pacing::Pacer::default(),
             pacing_at: None,
             timed: None,
@@ -709,6 +722,7 @@ impl Connection {
             events: VecDeque::new(),
             readable_queued: false,
             writable_wanted: false,
+            writable_low: 1,
             error: None,
             stats: ConnectionStats::default(),
             messages: MessageTable::new(),
@@ -782,6 +796,11 @@ impl Connection {
     /// Smoothed RTT, once measured.
     pub fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt()
+    }
+    /// The lowest RTT measured (Linux's `tcp_min_rtt`), windowed as for
+    /// RACK.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.rtt.min_rtt()
     }
     /// The estimate of the forward one-way delay used by the TCP Hollywood
     /// liveness test (a message sent now arrives at `now + one_way_delay`):
@@ -942,12 +961,12 @@ impl Connection {
         }
         if self.messages.queued_messages() > 0 {
             // Bytes written now would overtake the queued messages.
-            self.writable_wanted = true;
+            self.want_writable(1);
             return Err(Error::WouldBlock);
         }
         let n = self.snd_buf.write(data);
         if n < data.len() {
-            self.writable_wanted = true;
+            self.want_writable(1);
             if n == 0 {
                 return Err(Error::WouldBlock);
             }
@@ -1018,7 +1037,7 @@ impl Connection {
                 return Err(SendMessageError::Meta(MetaError::Empty));
             }
             if self.snd_buf.free() < frame.len() {
-                self.writable_wanted = true;
+                self.want_writable(frame.len());
                 return Err(SendMessageError::WouldBlock);
             }
             return match self.send(frame) {
@@ -1042,7 +1061,7 @@ impl Connection {
             return Err(SendMessageError::State(Error::InvalidState));
         }
         if self.send_free() < frame.len() {
-            self.writable_wanted = true;
+            self.want_writable(frame.len());
             return Err(SendMessageError::WouldBlock);
         }
         self.messages.enqueue(now, frame.to_vec(), meta);
@@ -1064,7 +1083,26 @@ impl Connection {
         }
         let owd = self.one_way_delay();
         let before = self.messages.queued_bytes();
-        if let Some(len) = self.messages.head_len(now, owd) {
+        // A message is live if its last byte can arrive in time: one-way
+        // delay plus the time its bytes after the first segment take to
+        // leave (paced or clocked out by ACKs) at the delivery rate, or
+        // cwnd/SRTT before there is one (a thin stream's delivery rate is
+        // its own rate, not the path's).
+        let now_room = self.neg.smss;
+        let window_rate = match self.rtt.srtt() {
+            Some(srtt) if !srtt.is_zero() => self.cc.cwnd() as f64 / srtt.as_secs_f64(),
+            _ => 0.0,
+        };
+        let rate = if self.delivery_bw.0 > 0.0 {
+            self.delivery_bw.0
+        } else {
+            window_rate
+        };
+        let ns_per_byte = if rate > 0.0 { 1e9 / rate } else { 0.0 };
+        if let Some(len) = self
+            .messages
+            .head_len_paced(now, owd, now_room, ns_per_byte)
+        {
             let first = len.min(self.neg.smss);
             let wnd_end = self.snd_una + self.snd_wnd;
             let usable = wnd_end.diff(self.snd_nxt).max(0) as usize;
@@ -1077,14 +1115,41 @@ impl Connection {
             }
         }
         self.drain_message_events();
-        if self.messages.queued_bytes() < before
-            && self.writable_wanted
-            && !self.fin_queued
-            && self.send_free() > 0
-        {
+        if self.messages.queued_bytes() < before {
+            self.wake_writer();
+        }
+    }
+
+    /// Ask for `Event::Writable` once `len` bytes of send buffer are free.
+    fn want_writable(&mut self, len: usize) {
+        self.writable_wanted = true;
+        self.writable_low = len.max(1);
+    }
+
+    /// Fire `Event::Writable` if a blocked sender's frame now fits.
+    pub(crate) fn wake_writer(&mut self) {
+        if self.writable_wanted && !self.fin_queued && self.send_free() >= self.writable_low {
             self.writable_wanted = false;
+            self.writable_low = 1;
             self.push_event(Event::Writable);
         }
+    }
+
+    /// Whether a message frame of at least `len` bytes can fit the send
+    /// buffer now. If it cannot, `Event::Writable` is asked for, to fire
+    /// once `len` bytes are free, and the caller can skip framing a message
+    /// that would only get `WouldBlock`. `true` when the connection cannot
+    /// take messages at all: `send_message` reports why.
+    pub fn poll_send_room(&mut self, len: usize) -> bool {
+        let open = matches!(
+            self.state,
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait
+        );
+        if self.error.is_some() || !open || self.fin_queued || self.send_free() >= len {
+            return true;
+        }
+        self.want_writable(len);
+        false
     }
 
     /// Length of the next record new data would come from: the unsent part

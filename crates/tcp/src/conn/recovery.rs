@@ -7,7 +7,7 @@
 //! Congestion-window arithmetic itself belongs to the
 //! [`CongestionControl`](crate::CongestionControl) in use.
 
-use super::{Connection, Episode, Event, Recovery, RetxRecord, RETX_RECORDS};
+use super::{Connection, Episode, Recovery, RetxRecord, RETX_RECORDS};
 use crate::rack::{AckInfo, Rack};
 use crate::sack::Acked;
 use crate::time::Instant;
@@ -135,6 +135,19 @@ impl Connection {
         if acked == 0 && lost == 0 {
             return;
         }
+        if let Some(rs) = &rate {
+            // A windowed maximum (about ten round trips) of the delivery
+            // rate of the times the sender had data to send.
+            let r = rs.delivery_rate();
+            let (bw, at) = self.delivery_bw;
+            let window = self
+                .rtt
+                .srtt()
+                .map_or(core::time::Duration::from_secs(1), |s| s * 10);
+            if r > 0.0 && !rs.is_app_limited && (r >= bw || now - at > window) {
+                self.delivery_bw = (r, now);
+            }
+        }
         let ev = crate::cc::DeliveryEvent {
             now,
             delivered: self.rate.delivered(),
@@ -185,10 +198,7 @@ impl Connection {
         } else {
             self.timers.set(Timer::Retransmit, now + self.rtt.rto());
         }
-        if self.writable_wanted && self.send_free() > 0 && !self.fin_queued {
-            self.writable_wanted = false;
-            self.push_event(Event::Writable);
-        }
+        self.wake_writer();
     }
 
     /// One RTT measurement per ACK that advances SND.UNA with timestamps

@@ -790,3 +790,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_queued_message_is_judged_by_the_arrival_of_its_last_byte() {
+    // 20 ms one way, 40 ms of life: a 1000-byte message arrives in time;
+    // a 30 000-byte one at 1 MB/s would end 28.5 ms after its first
+    // segment (1500 bytes go at once), at 48.5 ms: dead before it starts.
+    let mut t = MessageTable::new();
+    let m = meta(1, Some(40), None);
+    t.check(&m, 30_000).unwrap();
+    t.enqueue(at(0), frame(1, 30_000), m);
+    let m = meta(2, Some(40), None);
+    t.check(&m, 1_000).unwrap();
+    t.enqueue(at(0), frame(2, 1_000), m);
+    // Judged by its start (the thesis's test), the large one is live.
+    assert_eq!(t.head_len_paced(at(0), ms(20), 1_500, 0.0), Some(30_000));
+    // By its last byte, it is dropped unsent and the small one is next.
+    assert_eq!(t.head_len_paced(at(0), ms(20), 1_500, 1_000.0), Some(1_000));
+    assert_eq!(t.stats().not_sent, 1);
+    let ev = events(&mut t);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].id, 1);
+    // The small one: 0 bytes beyond the first segment, live at 20 ms.
+    assert_eq!(t.head_len_paced(at(0), ms(20), 1_500, 1_000.0), Some(1_000));
+}

@@ -100,6 +100,54 @@ fn writable_after_a_full_send_buffer() {
 }
 
 #[test]
+fn writable_waits_until_the_refused_message_fits() {
+    // A refused 9000-byte frame is not woken for every freed byte: only
+    // when all of it fits (the byte stream above wakes on any room).
+    let cfg = Config {
+        send_buffer: 10_000,
+        ..Config::default()
+    };
+    let rcv = Config {
+        recv_buffer: 4_000,
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg, rcv, 8);
+    let (ha, hb) = p.connect();
+    let meta = |id| crate::MessageMeta {
+        id,
+        ..Default::default()
+    };
+    let now = p.now;
+    assert_eq!(p.ca(ha).send_message(now, &[7u8; 8_000], meta(1)), Ok(()));
+    assert!(p.ca(ha).poll_send_room(2_000));
+    assert_eq!(
+        p.ca(ha).send_message(now, &[7u8; 9_000], meta(2)),
+        Err(crate::SendMessageError::WouldBlock)
+    );
+    assert!(!p.ca(ha).poll_send_room(9_000));
+    // The receiver does not read: its 4000-byte window is acknowledged,
+    // leaving 6000 bytes free, short of the frame.
+    p.a_events.clear();
+    p.run_for(Duration::from_millis(300));
+    let free = p.ca(ha).send_capacity();
+    assert!((2_000..9_000).contains(&free), "{free}");
+    assert!(!super::has_event(&p.a_events, ha, crate::Event::Writable));
+    // Once it reads, the rest is acknowledged and the frame fits.
+    let mut buf = vec![0u8; 10_000];
+    let mut got = 0;
+    for _ in 0..20 {
+        while let Ok(n @ 1..) = p.cb(hb).recv(&mut buf) {
+            got += n;
+        }
+        p.run_for(Duration::from_millis(50));
+    }
+    assert_eq!(got, 8_000);
+    assert!(super::has_event(&p.a_events, ha, crate::Event::Writable));
+    let now = p.now;
+    assert_eq!(p.ca(ha).send_message(now, &[7u8; 9_000], meta(2)), Ok(()));
+}
+
+#[test]
 fn several_connections_share_an_endpoint() {
     let mut p = Pair::default_pair(7);
     let conns: Vec<_> = (0..4).map(|_| p.connect()).collect();
