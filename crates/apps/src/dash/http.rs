@@ -32,8 +32,33 @@ pub fn request(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: hollywood\r\nConnection: keep-alive\r\n\r\n").into_bytes()
 }
 
+/// The header (ours) in which a client tells the server how long after
+/// sending the request the response starts to play, in milliseconds, so
+/// that a TCP Hollywood server can give each message the lifetime of its
+/// playout deadline (thesis §4.2).
+pub const PLAYOUT_IN: &str = "X-Playout-In";
+
+/// A GET request for `path`, with [`PLAYOUT_IN`] when `playout_in` is
+/// known.
+pub fn request_playing_in(path: &str, playout_in: Option<std::time::Duration>) -> Vec<u8> {
+    match playout_in {
+        None => request(path),
+        Some(d) => format!(
+            "GET {path} HTTP/1.1\r\nHost: hollywood\r\nConnection: keep-alive\r\n{PLAYOUT_IN}: {}\r\n\r\n",
+            d.as_millis()
+        )
+        .into_bytes(),
+    }
+}
+
 /// The path a complete GET request asks for.
 pub fn parse_request(buf: &[u8]) -> Result<String, String> {
+    parse_request_head(buf).map(|(path, _)| path)
+}
+
+/// The path a complete GET request asks for and its [`PLAYOUT_IN`], if
+/// any (a malformed value is an error).
+pub fn parse_request_head(buf: &[u8]) -> Result<(String, Option<std::time::Duration>), String> {
     if buf.len() > MAX_HEAD {
         return Err(format!("request of {} bytes (limit {MAX_HEAD})", buf.len()));
     }
@@ -56,7 +81,18 @@ pub fn parse_request(buf: &[u8]) -> Result<String, String> {
             req.method.unwrap_or("")
         ));
     }
-    Ok(req.path.unwrap_or("").to_string())
+    let mut playout_in = None;
+    for h in req.headers.iter() {
+        if h.name.eq_ignore_ascii_case(PLAYOUT_IN) {
+            let ms = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|&ms| ms <= 86_400_000)
+                .ok_or_else(|| format!("bad {PLAYOUT_IN} header"))?;
+            playout_in = Some(std::time::Duration::from_millis(ms));
+        }
+    }
+    Ok((req.path.unwrap_or("").to_string(), playout_in))
 }
 
 /// A response head.
@@ -171,6 +207,19 @@ mod tests {
         assert!(parse_request(b"GET / HTTP/1.0\r\n\r\n").is_err());
         assert!(parse_request(b"GET / HTTP/1.1\r\nHost: x\r\n").is_err());
         assert!(parse_request(b"\x00\x01garbage").is_err());
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(
+            parse_request_head(&request_playing_in("/chunk/3", Some(ms(1000)))).unwrap(),
+            ("/chunk/3".to_string(), Some(ms(1000)))
+        );
+        assert_eq!(
+            parse_request_head(&request_playing_in("/chunk/3", None)).unwrap(),
+            ("/chunk/3".to_string(), None)
+        );
+        for bad in ["-5", "soon", "99999999999"] {
+            let r = format!("GET / HTTP/1.1\r\nX-Playout-In: {bad}\r\n\r\n");
+            assert!(parse_request_head(r.as_bytes()).is_err(), "{bad}");
+        }
         let h = ResponseHead {
             status: 200,
             location: "/bbb/rep2/0.ts".into(),

@@ -49,6 +49,10 @@ pub struct Ch6Args {
     /// Congestion control at both ends.
     #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
     cc: CcAlgorithm,
+    /// Hollywood: send every frame reliably, without the lifetime of its
+    /// playout deadline (the thesis's §6.3 text names no lifetimes).
+    #[arg(long)]
+    reliable: bool,
     /// First seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -143,6 +147,7 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
                         }],
                         cc: a.cc,
                         seed,
+                        lifetimes: !a.reliable,
                     });
                 }
             }
