@@ -90,6 +90,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
             "quicsilver",
             "rtp-quic",
             "dash2018",
+            "ch6",
             "tcp-video"
         ]
     );
@@ -111,6 +112,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
             "quicsilver" | "rtp-quic" => "video",
             "tcp-video" => "vod",
             "dash2018" => "dash",
+            "ch6" => "ch6",
             _ => "voip",
         };
         assert_eq!(s["schema"]["name"], format!("hollywood.repro.{adapter}"));
@@ -126,10 +128,11 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     // quicsilver: also one stack-latency plot per scenario (5);
     // tcp-video: violation curves and latency for none per scenario (4);
     // dash2018: the RTT, loss, BBR and profile panels and the profile-g
-    // trace (5; the single-point §5.5 scenarios have no plot).
+    // trace (5; the single-point §5.5 scenarios have no plot); ch6: the
+    // four analytical bounds and two per scenario (7 scenarios).
     assert_eq!(
         figures.len(),
-        2 * 2 * 5 * 2 + 5 + 5 + 3 + 4 + 5,
+        2 * 2 * 5 * 2 + 5 + 5 + 3 + 4 + 5 + 4 + 2 * 7,
         "{figures:?}"
     );
     for f in &figures {

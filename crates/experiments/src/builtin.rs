@@ -36,13 +36,17 @@ pub const PLANS: &[Builtin] = &[
         text: include_str!("../../../scenarios/dash2018.toml"),
     },
     Builtin {
+        name: "ch6",
+        text: include_str!("../../../scenarios/ch6.toml"),
+    },
+    Builtin {
         name: "tcp-video",
         text: include_str!("../../../scenarios/tcp-video.toml"),
     },
 ];
 
 /// The adapters a plan may name.
-pub const ADAPTERS: &[&str] = &["voip", "video", "vod", "dash"];
+pub const ADAPTERS: &[&str] = &["voip", "video", "vod", "dash", "ch6"];
 
 /// The built-in plan called `name`.
 pub fn find(name: &str) -> Option<&'static Builtin> {
@@ -75,6 +79,7 @@ pub fn run(plan: &Plan, default_adapter: Option<&str>, opts: &Options) -> Result
         "video" => run::run(&crate::video::Video, plan, opts),
         "vod" => run::run(&crate::vod::Vod, plan, opts),
         "dash" => run::run(&crate::dash2018::Dash, plan, opts),
+        "ch6" => run::run(&crate::ch6::Ch6, plan, opts),
         other => Err(format!(
             "bad experiment plan: unknown adapter '{other}': use one of {}",
             ADAPTERS.join(", ")
@@ -97,7 +102,7 @@ mod tests {
                 b.name
             );
         }
-        assert!(load("ch6", None)
+        assert!(load("ch7", None)
             .unwrap_err()
             .to_string()
             .contains("ch5-dupack"));

@@ -929,43 +929,21 @@ fn summary_md(s: &Summary) -> String {
 }
 
 fn readme(s: &Summary, md: &str, figures: &[Figure], command: &str, notes: Option<&str>) -> String {
-    let mut r = String::new();
     let held = s.claims.iter().filter(|c| c.holds).count();
-    let _ = writeln!(
-        r,
-        "# Seed 001 reproduced: DASH over TCP and TCP Hollywood\n"
-    );
-    let _ = writeln!(r, "```sh\n{command}\n```\n");
-    let _ = writeln!(
-        r,
-        "Seed 001 (Ahsan, McQuistin, Perkins, Ott, \"DASHing Towards Hollywood\", MMSys 2018) in our simulator: a DASH client and server over one bottleneck, the same session over standard TCP (the seed's Algorithm 1: one request per chunk after the whole chunk) and over TCP Hollywood (Algorithm 2: unordered delivery, the next request once Rx_T = 0.9 of the chunk is in, one chunk off the buffer level after discarded messages), both CUBIC, BOLA as in dash.js, a 16 s buffer, 1 s chunks, seed 001's eight representations (1200–5600 kb/s), {} paired runs. **{held} of {} claims hold.**\n",
+    let intro = format!(
+        "Seed 001 (Ahsan, McQuistin, Perkins, Ott, \"DASHing Towards Hollywood\", MMSys 2018) in our simulator: a DASH client and server over one bottleneck, the same session over standard TCP (the seed's Algorithm 1: one request per chunk after the whole chunk) and over TCP Hollywood (Algorithm 2: unordered delivery, the next request once Rx_T = 0.9 of the chunk is in, one chunk off the buffer level after discarded messages), both CUBIC, BOLA as in dash.js, a 16 s buffer, 1 s chunks, seed 001's eight representations (1200–5600 kb/s), {} paired runs. **{held} of {} claims hold.**",
         s.runs,
         s.claims.len()
     );
-    let _ = writeln!(r, "## Figures\n");
-    for f in figures {
-        let _ = writeln!(
-            r,
-            "- [{}]({}): {}{}",
-            f.file,
-            f.file,
-            f.caption,
-            f.reproduces
-                .as_ref()
-                .map(|x| format!(" — reproduces {x}"))
-                .unwrap_or_default()
-        );
-    }
-    r.push('\n');
-    if let Some(n) = notes {
-        let _ = writeln!(
-            r,
-            "## Setup and differences from the seed\n\n{}\n",
-            n.trim()
-        );
-    }
-    r.push_str(md);
-    r
+    crate::report::readme_page(
+        "Seed 001 reproduced: DASH over TCP and TCP Hollywood",
+        command,
+        &intro,
+        figures,
+        "Setup and differences from the seed",
+        notes,
+        md,
+    )
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@
 //!
 //! Reproductions: [`ch5`] (thesis chapter 5, the VoIP application) and
 //! [`video`] (live video: seeds 002 and 004) and [`vod`] (video on
-//! demand over TCP, deadline TCP and TCP Hollywood: seed 003). The
+//! demand over TCP, deadline TCP and TCP Hollywood: seed 003), [`dash2018`]
+//! (MPEG-DASH: seed 001) and [`ch6`] (thesis chapter 6's DASH
+//! architectures). The
 //! built-in plans are listed in [`builtin`].
 
 // An adapter crate: the runner uses threads (rayon) and the wall clock (to
@@ -20,6 +22,7 @@
 
 pub mod builtin;
 pub mod ch5;
+pub mod ch6;
 pub mod claims;
 pub mod dash;
 pub mod dash2018;

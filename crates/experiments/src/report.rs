@@ -34,6 +34,44 @@ pub struct Figure {
     pub reproduces: Option<String>,
 }
 
+/// A reproduction's `README.md`: a title, the command that made it, an
+/// introduction, the list of figures, the plan's notes under
+/// `notes_heading`, then the summary's markdown.
+pub fn readme_page(
+    title: &str,
+    command: &str,
+    intro: &str,
+    figures: &[Figure],
+    notes_heading: &str,
+    notes: Option<&str>,
+    md: &str,
+) -> String {
+    let mut r = String::new();
+    let _ = writeln!(r, "# {title}\n");
+    let _ = writeln!(r, "```sh\n{command}\n```\n");
+    let _ = writeln!(r, "{intro}\n");
+    let _ = writeln!(r, "## Figures\n");
+    for f in figures {
+        let _ = writeln!(
+            r,
+            "- [{}]({}): {}{}",
+            f.file,
+            f.file,
+            f.caption,
+            f.reproduces
+                .as_ref()
+                .map(|x| format!(" — reproduces {x}"))
+                .unwrap_or_default()
+        );
+    }
+    r.push('\n');
+    if let Some(n) = notes {
+        let _ = writeln!(r, "## {notes_heading}\n\n{}\n", n.trim());
+    }
+    r.push_str(md);
+    r
+}
+
 /// What the index needs from one reproduction (`report.json`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Card {

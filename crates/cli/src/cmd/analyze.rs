@@ -188,74 +188,14 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Figs. 6.4, 6.7, 6.11 and 6.15: the minimum buffer against RTT, one line
-/// per encoding rate the bottleneck can carry.
+/// Figs. 6.4, 6.7, 6.11 and 6.15 (shared with `repro ch6`).
 fn ch6_plots(
     dir: &std::path::Path,
     encodings: &[f64],
     path: impl Fn(f64, f64) -> Result<hollywood_apps::dash_bounds::DashPath, String>,
 ) -> Result<(), String> {
-    use hollywood_apps::dash_bounds::{Bounds, DashPath};
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    type Pick = fn(&Bounds) -> Option<f64>;
-    let figs: [(&str, &str, Pick); 4] = [
-        ("fig-6.4", "request-response, lossless (eq. 6.10)", |b| {
-            b.request_response
-        }),
-        (
-            "fig-6.7",
-            "request-response, one loss per chunk (eq. 6.14)",
-            |b| b.request_response_lossy,
-        ),
-        ("fig-6.11", "progressive push over TCP (eq. 6.16)", |b| {
-            b.progressive
-        }),
-        (
-            "fig-6.15",
-            "progressive over TCP Hollywood (eq. 6.19)",
-            |b| b.hollywood,
-        ),
-    ];
-    let colors = [Rgb::BLUE, Rgb::GREEN, Rgb::RED, Rgb::GREY];
-    for (file, title, pick) in figs {
-        let mut series = Vec::new();
-        let mut skipped = Vec::new();
-        for (k, &enc) in encodings.iter().enumerate() {
-            let pts: Vec<(f64, f64)> = (0..=200)
-                .filter_map(|ms| {
-                    let p: DashPath = path(f64::from(ms) / 1e3, enc).ok()?;
-                    Some((f64::from(ms), pick(&p.bounds())? * 1e3))
-                })
-                .collect();
-            if pts.is_empty() {
-                skipped.push(format!("{} Mb/s", enc / 1e6));
-                continue;
-            }
-            series.push(Series::new(
-                format!("{} Mb/s", enc / 1e6),
-                pts,
-                Style::Line,
-                colors[k % colors.len()],
-            ));
-        }
-        let chart = Chart {
-            title: format!(
-                "Thesis {}: minimum playout buffer, {title}{}",
-                file.replace("fig-", "Fig. "),
-                if skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {} infeasible", skipped.join(", "))
-                }
-            ),
-            x_label: "RTT (ms)".into(),
-            y_label: "minimum buffer (ms)".into(),
-            series,
-            ..Chart::default()
-        };
-        let out = dir.join(format!("{file}.png"));
-        plot::draw(&chart, &out).map_err(|e| format!("{}: {e}", out.display()))?;
-        eprintln!("wrote {}", out.display());
+    for (file, _) in hollywood_experiments::ch6::bound_plots(dir, encodings, path)? {
+        eprintln!("wrote {}", dir.join(file).display());
     }
     Ok(())
 }

@@ -12,6 +12,8 @@
 //!   adapter);
 //! * `repro dash2018` — seed 001 (`scenarios/dash2018.toml`, the dash
 //!   adapter);
+//! * `repro ch6` — thesis chapter 6 (`scenarios/ch6.toml`, the ch6
+//!   adapter);
 //! * `repro plan FILE` — any plan file, with the adapter it names;
 //! * `repro all --out DIR` — every built-in plan into `DIR/<plan>/`, then
 //!   `DIR/index.html`;
@@ -51,6 +53,11 @@ pub enum ReproCommand {
     /// seed 001 §5.5's points and 12 varying profiles; 10 paired runs
     /// each (Figs 3-10, 13-18).
     Dash2018(BuiltinArgs),
+    /// Thesis chapter 6: MPEG-DASH request-response (3-30 frame chunks,
+    /// lossless and 0.2 % loss), progressive push over TCP and progressive
+    /// over TCP Hollywood (3-30 frame buffers) at 7.5/12/24/53 Mb/s over
+    /// 30 Mb/s, 25 and 100 ms (Figs. 6.4-6.17 and the analytical bounds).
+    Ch6(BuiltinArgs),
     /// Run an experiment plan file (TOML) with the adapter it names.
     Plan(PlanArgs),
     /// Every built-in plan into DIR/<plan>/, then one page: DIR/index.html.
@@ -147,6 +154,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         ReproCommand::RtpQuic(a) => builtin_one("rtp-quic", &a),
         ReproCommand::TcpVideo(a) => builtin_one("tcp-video", &a),
         ReproCommand::Dash2018(a) => builtin_one("dash2018", &a),
+        ReproCommand::Ch6(a) => builtin_one("ch6", &a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
             let out = a
@@ -191,7 +199,7 @@ fn options(out: &Path, command: String, c: &Common) -> Options {
 
 fn footer(d: &Done, out: &Path) -> String {
     format!(
-        "{} runs ({:.0} s of calls) in {:.2} s on {} threads ({:.0}x real time); \
+        "{} runs ({:.0} s simulated) in {:.2} s on {} threads ({:.0}x real time); \
          claims: {} of {} hold; wrote {}",
         d.runs,
         d.sim_seconds,
