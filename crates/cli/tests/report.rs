@@ -15,6 +15,50 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// One `repro all --seeds 1` for both tests (it is the slow part): its
+/// directory and JSON. Tests only read it; what they change, they change
+/// in a copy.
+fn shared_run() -> &'static (PathBuf, serde_json::Value) {
+    static RUN: std::sync::OnceLock<(PathBuf, serde_json::Value)> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = temp_dir("all");
+        let v = json(&[
+            "repro",
+            "all",
+            "--out",
+            dir.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--json",
+        ]);
+        (dir, v)
+    })
+}
+
+/// The two tests each call this once when done with [`shared_run`]; the
+/// second removes its directory.
+fn release_shared_run() {
+    static LEFT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(2);
+    if LEFT.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+        let _ = std::fs::remove_dir_all(&shared_run().0);
+    }
+}
+
+/// A copy of `from` (files and one level of subdirectories, as `repro
+/// all` writes) at `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
 fn ok(args: &[&str]) -> String {
     let out = hollywood(args);
     assert!(
@@ -75,9 +119,11 @@ fn headless(browser: &str, index: &Path, extra: &[&str]) -> std::process::Output
 
 #[test]
 fn repro_all_writes_one_page_that_shows_every_figure() {
-    let dir = temp_dir("all");
+    let (shared, v) = shared_run();
+    // `report` is checked below by removing files: in a copy.
+    let dir = temp_dir("all-copy");
+    copy_tree(shared, &dir);
     let d = dir.to_str().unwrap();
-    let v = json(&["repro", "all", "--out", d, "--seeds", "1", "--json"]);
     assert_eq!(v["schema"]["name"], "hollywood.repro.all");
     assert_eq!(v["params"]["seeds"], "1");
     let repros = v["reproductions"].as_array().unwrap();
@@ -158,6 +204,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing"));
     let _ = std::fs::remove_dir_all(&dir);
+    release_shared_run();
 }
 
 #[test]
@@ -167,11 +214,11 @@ fn the_page_opens_in_chromium_with_every_figure_shown() {
             "report::the_page_opens_in_chromium_with_every_figure_shown: no chromium \
              (apt-get install chromium; scripts/test.sh does it as root)",
         );
+        release_shared_run();
         return;
     };
     let dir = temp_dir("chromium");
-    let d = dir.to_str().unwrap();
-    ok(&["repro", "all", "--out", d, "--seeds", "1"]);
+    copy_tree(&shared_run().0, &dir);
     let index = dir.join("index.html");
     let html = std::fs::read_to_string(&index).unwrap();
     let expected = image_sources(&html).len() as u64;
@@ -222,4 +269,5 @@ fn the_page_opens_in_chromium_with_every_figure_shown() {
         png.len()
     );
     let _ = std::fs::remove_dir_all(&dir);
+    release_shared_run();
 }

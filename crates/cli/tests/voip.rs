@@ -146,7 +146,7 @@ fn bad_flags_exit_1_with_a_message() {
             "/tmp/hollywood-never",
         ],
         &["repro", "ch5", "--scenario", "/nonexistent/plan.toml"],
-        &["repro", "ch6"],
+        &["repro", "ch7"],
     ] {
         let out = hollywood(args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
