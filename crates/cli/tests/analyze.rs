@@ -264,3 +264,50 @@ fn chapter_6_bounds_json_and_figures() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--encoding"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn chapter_6_per_chunk_equations() {
+    // RESULTS.md 1(c): 3601 requests at 50 ms chunks, 361 at 500 ms, in
+    // the 3-minute session (eq. 6.1).
+    for (chunk, requests) in [("50ms", 3601.0), ("500ms", 361.0)] {
+        let v = json(&["analyze", "ch6", "--chunk", chunk, "--json"]);
+        let c = &v["results"][0]["chunk"];
+        assert_eq!(c["n_requests"].as_f64(), Some(requests), "{chunk}");
+    }
+    let v = json(&[
+        "analyze",
+        "ch6",
+        "--chunk",
+        "50ms",
+        "--encoding",
+        "7.5mbit",
+        "--rtt",
+        "25ms",
+        "--stalls",
+        "0.5s,1.5s",
+        "--json",
+    ]);
+    let r = &v["results"][0];
+    let c = &r["chunk"];
+    let f = |k: &str| c[k].as_f64().unwrap();
+    // 7.5 Mb/s × 50 ms = 375 kbit, 12.5 ms at 30 Mb/s (eqs. 6.6, 6.7);
+    // fetch 37.5 ms (6.8); T_rexmit 25 + 3 × 0.4 ms (6.11).
+    assert!((f("chunk_bits") - 375_000.0).abs() < 1e-6);
+    assert!((f("download") * 1e3 - 12.5).abs() < 1e-9);
+    assert!((f("fetch_lossless") * 1e3 - 37.5).abs() < 1e-9);
+    assert!((f("rexmit") * 1e3 - 26.2).abs() < 1e-9);
+    assert!((f("fetch_lossy") * 1e3 - 63.7).abs() < 1e-9);
+    // Eq. 6.4: 50 ms is above the lossless bound (33.3 ms) and below the
+    // lossy one (68.3 ms).
+    assert_eq!(c["smooth_lossless"].as_bool(), Some(true));
+    assert_eq!(c["smooth_lossy"].as_bool(), Some(false));
+    // Eq. 6.15 with one-frame fragments: the 3 frames of the chunk, each
+    // R_enc / fps = 125 kbit, at 30 Mb/s.
+    assert!((f("download_progressive") * 1e3 - 12.5).abs() < 1e-9);
+    // Eq. 6.18: the drift is the sum of the stalls.
+    assert_eq!(r["offset_s"].as_f64(), Some(2.0));
+    let out = hollywood(&["analyze", "ch6", "--chunk", "0ms"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = hollywood(&["analyze", "ch6", "--chunk", "1s", "--fragment-frames", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -60,6 +60,35 @@ fn dash_reports_both_transports_per_seed_and_in_aggregate() {
 }
 
 #[test]
+fn dash_runs_over_the_quic_mappings() {
+    let v = json(&[
+        "dash",
+        "--transport",
+        "quic-ss,quic-gop,quic-pps",
+        "--duration",
+        "20s",
+        "--loss",
+        "0.5%",
+        "--json",
+    ]);
+    let ts = v["transports"].as_array().unwrap();
+    let names: Vec<&str> = ts
+        .iter()
+        .map(|t| t["transport"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(names, ["quic-ss", "quic-gop", "quic-pps"], "{v}");
+    for r in v["runs"].as_array().unwrap() {
+        assert!(r["error"].is_null(), "{r}");
+        assert!(f(r, "avg_bitrate_kbps") >= 1200.0, "{r}");
+        // Every message is reliable: nothing goes missing.
+        assert_eq!(u(r, "messages_discarded"), 0, "{r}");
+    }
+    let out = hollywood(&["dash", "--transport", "quic-dgram"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("quic-pps"));
+}
+
+#[test]
 fn dash_refuses_what_it_does_not_build() {
     for (args, want) in [
         (vec!["dash", "--arch", "push"], "dash-ch6"),

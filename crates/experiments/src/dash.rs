@@ -9,6 +9,7 @@ use hollywood_apps::dash::abr::AbrKind;
 use hollywood_apps::dash::client::{ClientConfig, Lateness};
 use hollywood_apps::dash::content::Content;
 use hollywood_apps::dash::{DashRun, DashScenario, Phase};
+use hollywood_apps::generic::GenericTransport;
 use hollywood_apps::Transport;
 use hollywood_tcp::CcAlgorithm;
 use rayon::prelude::*;
@@ -16,38 +17,63 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A compared transport: the TCP deployment and the client that goes
-/// with it in seed 001.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// A compared transport: the transport and the client that goes with
+/// it in seed 001.
+#[derive(Debug, Clone, Serialize)]
 pub struct DashTransport {
     /// Name as printed.
     pub name: &'static str,
     /// Deployment.
     #[serde(skip)]
-    pub deployment: Transport,
+    pub deployment: GenericTransport,
     /// The client's rules.
     pub client: ClientConfig,
 }
 
 impl DashTransport {
-    /// `tcp` (standard TCP, Algorithm 1) or `hollywood` (TCP Hollywood,
-    /// Algorithm 2 with Rx_T = 0.9).
+    /// The names [`DashTransport::parse`] takes.
+    pub const NAMES: [&'static str; 5] = ["tcp", "hollywood", "quic-ss", "quic-gop", "quic-pps"];
+
+    /// `tcp` (standard TCP, Algorithm 1), `hollywood` (TCP Hollywood,
+    /// Algorithm 2 with Rx_T = 0.9), `quic-ss` (one QUIC stream, in
+    /// order: Algorithm 1), `quic-gop` (a stream per response, as HTTP/3)
+    /// or `quic-pps` (a stream per message): Algorithm 2, whose client
+    /// takes a response's messages in any order
+    /// ([`hollywood_apps::dash::dash_quic`]).
     pub fn parse(s: &str) -> Result<DashTransport, String> {
-        match s {
-            "tcp" => Ok(DashTransport {
-                name: "tcp",
-                deployment: Transport::Tcp,
-                client: ClientConfig::algorithm1(),
-            }),
-            "hollywood" => Ok(DashTransport {
-                name: "hollywood",
-                deployment: Transport::Hollywood,
-                client: ClientConfig::algorithm2(),
-            }),
-            _ => Err(format!(
-                "unknown DASH transport {s:?}: use tcp or hollywood"
-            )),
-        }
+        let (name, deployment, client) = match s {
+            "tcp" => (
+                "tcp",
+                GenericTransport::Tcp(Transport::Tcp),
+                ClientConfig::algorithm1(),
+            ),
+            "hollywood" => (
+                "hollywood",
+                GenericTransport::Tcp(Transport::Hollywood),
+                ClientConfig::algorithm2(),
+            ),
+            _ => match hollywood_apps::dash::dash_quic(s) {
+                Some(g) => {
+                    let client = if s == "quic-ss" {
+                        ClientConfig::algorithm1()
+                    } else {
+                        ClientConfig::algorithm2()
+                    };
+                    (g.name(), g, client)
+                }
+                None => {
+                    return Err(format!(
+                        "unknown DASH transport {s:?}: use {}",
+                        Self::NAMES.join(", ")
+                    ))
+                }
+            },
+        };
+        Ok(DashTransport {
+            name,
+            deployment,
+            client,
+        })
     }
 }
 
@@ -87,7 +113,7 @@ impl Session {
             client.rx_threshold = rx;
         }
         DashScenario {
-            transport: t.deployment,
+            transport: t.deployment.clone(),
             client,
             content: self.content.clone(),
             phases: self.phases.clone(),
@@ -271,6 +297,8 @@ mod tests {
         assert_eq!(s.runs, 0);
         assert_eq!(s.errors, vec!["boom".to_string()]);
         assert!(DashTransport::parse("quic").is_err());
+        assert!(DashTransport::parse("quic-dgram").is_err());
+        assert_eq!(DashTransport::parse("quic-gop").unwrap().name, "quic-gop");
     }
 
     #[test]

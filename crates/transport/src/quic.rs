@@ -98,6 +98,11 @@ pub struct QuicConfig {
     pub max_streams: u32,
     /// Messages waiting for a stream or the handshake, at most.
     pub max_backlog: usize,
+    /// Send older streams first (HTTP/3's default order, RFC 9218
+    /// urgency without `incremental`: a response before the ones pipelined
+    /// after it). Off: newer streams first, for live media, where the
+    /// newest frame matters most.
+    pub oldest_first: bool,
     /// Collect the connection's TLS secrets (client side) in
     /// SSLKEYLOGFILE format, so a capture can be decrypted (Wireshark's
     /// `tls.keylog_file`). Off by default: the secrets are the keys.
@@ -206,6 +211,7 @@ impl Default for QuicConfig {
             cc: QuicCc::Cubic,
             max_streams: 1024,
             max_backlog: 4096,
+            oldest_first: false,
             key_log: None,
         }
     }
@@ -907,10 +913,17 @@ impl QuicTransport {
                     }
                 }
                 self.order = self.order.wrapping_add(1);
-                // Newer first; the application's priority class on top.
+                // Newer first (or older first); the application's
+                // priority class on top.
+                let age = (self.order & 0x7F_FFFF) as i32;
+                let rank = if self.cfg.oldest_first {
+                    0x7F_FFFF - age
+                } else {
+                    age
+                };
                 let priority = match self.cfg.mapping {
                     Mapping::SingleStream => 0,
-                    _ => (i32::from(msg.priority) << 23) | (self.order & 0x7F_FFFF) as i32,
+                    _ => (i32::from(msg.priority) << 23) | rank,
                 };
                 let _ = conn.send_stream(id).set_priority(priority);
                 self.streams.insert(

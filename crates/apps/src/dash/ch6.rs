@@ -770,7 +770,7 @@ impl Ch6Scenario {
         let length =
             Duration::from_secs_f64(self.video.frames() as f64 / f64::from(self.video.fps));
         let (mut sim, server, client) = build_path(
-            self.arch.transport(),
+            &crate::generic::GenericTransport::Tcp(self.arch.transport()),
             self.cc,
             &self.phases,
             None,

@@ -23,13 +23,14 @@ pub mod content;
 pub mod http;
 pub mod server;
 
-use crate::messages::Transport;
+use crate::generic::GenericTransport;
 use client::{ClientConfig, ClientReport, DashClient};
 use content::Content;
 use hollywood_sim::{LinkConfig, LossModel, NodeId, SimBuilder, Simulator, TransportHost};
 use hollywood_tcp::{CcAlgorithm, Config, Instant};
+use hollywood_transport::quic::{QuicIdentity, QuicTransport};
 use hollywood_transport::tcp::TcpTransport;
-use hollywood_transport::TransportApp;
+use hollywood_transport::{MessageTransport, TransportApp};
 use hollywood_transport::{Role, TransportStats};
 use server::{DashServer, ServerStats};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -52,9 +53,10 @@ pub struct Phase {
 /// A DASH session over one transport and path.
 #[derive(Debug, Clone)]
 pub struct DashScenario {
-    /// The TCP deployment: the server is its sender side, the client its
-    /// receiver side (`Tcp` or `Hollywood` in seed 001).
-    pub transport: Transport,
+    /// The transport: a TCP deployment (the server is its sender side,
+    /// the client its receiver side; `Tcp` or `Hollywood` in seed 001) or
+    /// a QUIC mapping ([`dash_quic`]).
+    pub transport: GenericTransport,
     /// The client's rules (Algorithm 1 or 2).
     pub client: ClientConfig,
     /// What the server offers.
@@ -120,15 +122,24 @@ impl DashScenario {
                 return Err(format!("loss {}: use 0 to 50 %", p.loss));
             }
         }
-        if !matches!(
-            self.transport,
-            Transport::Tcp
-                | Transport::Hollywood
-                | Transport::HollywoodOoo
-                | Transport::HollywoodIr
-        ) {
+        use crate::messages::Transport;
+        let ok = match &self.transport {
+            GenericTransport::Tcp(t) => matches!(
+                t,
+                Transport::Tcp
+                    | Transport::Hollywood
+                    | Transport::HollywoodOoo
+                    | Transport::HollywoodIr
+            ),
+            GenericTransport::Quic(q) => {
+                use hollywood_transport::quic::Mapping;
+                q.mapping != Mapping::Datagram && !q.quicsilver
+            }
+            GenericTransport::Udp => false,
+        };
+        if !ok {
             return Err(format!(
-                "{} is not a DASH transport here",
+                "{} is not a DASH transport: HTTP needs a reliable one (TCP, TCP Hollywood or a QUIC stream mapping)",
                 self.transport.name()
             ));
         }
@@ -153,7 +164,7 @@ impl DashScenario {
         self.validate()?;
         let name = self.transport.name();
         let (mut sim, server, client) = build_path(
-            self.transport,
+            &self.transport,
             self.cc,
             &self.phases,
             self.queue_bytes,
@@ -206,10 +217,11 @@ impl DashScenario {
 /// the others scheduled): rate, half the RTT and the loss server to
 /// client, half the RTT back, a drop-tail queue of `queue_bytes` (default
 /// one BDP of the first phase, at least 64 KiB); the server is the
-/// deployment's sender side, the client its receiver side. Shared by
-/// seed 001's sessions and chapter 6's ([`ch6`]).
+/// deployment's sender side, the client its receiver side (over QUIC: the
+/// server and client of the connection, `cc` as quinn's controller).
+/// Shared by seed 001's sessions and chapter 6's ([`ch6`]).
 pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
-    transport: Transport,
+    transport: &GenericTransport,
     cc: CcAlgorithm,
     phases: &[Phase],
     queue_bytes: Option<usize>,
@@ -229,32 +241,55 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
     };
     let seed = sim.derive_seed(1);
     let name = transport.name();
-    let server_t = TcpTransport::new(
-        name,
-        transport.sender_config(&base),
-        Role::Server,
-        server_addr,
-        seed ^ 0x5eed,
-    );
-    let client_t = TcpTransport::new(
-        name,
-        transport.receiver_config(&base),
-        Role::Client {
-            remote: server_addr,
-        },
-        client_addr,
-        seed,
-    );
-    let server = sim.add_node(TransportHost::new(
-        server_addr.ip(),
-        Box::new(server_t),
-        server_app,
-    ));
-    let client = sim.add_node(TransportHost::new(
-        client_addr.ip(),
-        Box::new(client_t),
-        client_app,
-    ));
+    let (server_t, client_t): (Box<dyn MessageTransport>, Box<dyn MessageTransport>) =
+        match transport.scenario_fields(cc) {
+            (t, None) => (
+                Box::new(TcpTransport::new(
+                    name,
+                    t.sender_config(&base),
+                    Role::Server,
+                    server_addr,
+                    seed ^ 0x5eed,
+                )),
+                Box::new(TcpTransport::new(
+                    name,
+                    t.receiver_config(&base),
+                    Role::Client {
+                        remote: server_addr,
+                    },
+                    client_addr,
+                    seed,
+                )),
+            ),
+            (_, Some(GenericTransport::Quic(q))) => {
+                let id = QuicIdentity::generate()?;
+                (
+                    Box::new(QuicTransport::new(
+                        q.clone(),
+                        Role::Server,
+                        server_addr,
+                        &id,
+                        seed ^ 0x5eed,
+                    )?),
+                    Box::new(QuicTransport::new(
+                        q,
+                        Role::Client {
+                            remote: server_addr,
+                        },
+                        client_addr,
+                        &id,
+                        seed,
+                    )?),
+                )
+            }
+            (_, Some(_)) => {
+                return Err(format!(
+                    "{name}: HTTP needs a reliable transport (TCP, TCP Hollywood or a QUIC stream mapping)"
+                ))
+            }
+        };
+    let server = sim.add_node(TransportHost::new(server_addr.ip(), server_t, server_app));
+    let client = sim.add_node(TransportHost::new(client_addr.ip(), client_t, client_app));
     let (down, up) = DashScenario::link(&first, queue);
     let (down_id, up_id) = sim
         .connect(server, 0, client, 0, down, up)
@@ -268,6 +303,22 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
             .map_err(|e| e.to_string())?;
     }
     Ok((sim, server, client))
+}
+
+/// A QUIC mapping for HTTP: `quic-ss` (one stream, in order, as HTTP/1.1
+/// over TCP), `quic-gop` (a stream per response, as HTTP/3) or `quic-pps`
+/// (a stream per message, the closest to TCP Hollywood's unordered
+/// delivery); older streams are sent first (HTTP/3's default order), so a
+/// pipelined response never overtakes the one before it. `None` for
+/// other names (the datagram mapping is unreliable; QUICsilver drops
+/// messages by lifetime, and DASH's are reliable).
+pub fn dash_quic(name: &str) -> Option<GenericTransport> {
+    if !matches!(name, "quic-ss" | "quic-gop" | "quic-pps") {
+        return None;
+    }
+    let mut q = hollywood_transport::quic::QuicConfig::named(name)?;
+    q.oldest_first = true;
+    Some(GenericTransport::Quic(q))
 }
 
 /// Offer messages to `t` until it would block: first the one `held`
@@ -294,12 +345,15 @@ pub(crate) fn pump(
     Ok(())
 }
 
-/// Segments a host's TCP transport retransmitted.
+/// Segments a host's TCP transport retransmitted; over QUIC the packets
+/// it declared lost (their frames are sent again in new packets).
 pub(crate) fn retransmitted<A: TransportApp>(h: &TransportHost<A>) -> u64 {
-    h.transport()
-        .as_any()
+    let t = h.transport();
+    t.as_any()
         .downcast_ref::<TcpTransport>()
-        .map_or(0, |t| t.details().retransmitted_segments)
+        .map_or(t.stats().packets_lost, |t| {
+            t.details().retransmitted_segments
+        })
 }
 
 #[cfg(test)]

@@ -31,6 +31,10 @@ struct Response {
     /// Stream offset of the body's first byte.
     start: u64,
     sent: u64,
+    /// Its number: the group (and frame) of its messages, so a QUIC
+    /// mapping per group carries each response on its own stream (as
+    /// HTTP/3 does).
+    index: u64,
 }
 
 /// Server counters.
@@ -57,6 +61,7 @@ pub struct DashServer {
     next_id: u32,
     seq: u32,
     offset: u64,
+    responses: u64,
     stats: ServerStats,
     error: Option<String>,
 }
@@ -68,6 +73,7 @@ impl DashServer {
         DashServer {
             content,
             mpd,
+            responses: 0,
             queue: VecDeque::new(),
             held: None,
             next_id: 0,
@@ -137,7 +143,9 @@ impl DashServer {
             len,
             start: self.offset,
             sent: 0,
+            index: self.responses,
         });
+        self.responses += 1;
         self.offset += len;
     }
 
@@ -150,6 +158,8 @@ impl DashServer {
                 self.next_id = self.next_id.wrapping_add(1);
                 let mut m = OutMessage::new(id, h);
                 m.substream = CONTROL;
+                m.group = Some(r.index);
+                m.frame = Some(r.index);
                 return Some(m);
             }
             if r.sent == r.len {
@@ -174,6 +184,8 @@ impl DashServer {
             self.stats.data_messages += 1;
             let mut m = OutMessage::new(id, payload);
             m.substream = DATA;
+            m.group = Some(r.index);
+            m.frame = Some(r.index);
             return Some(m);
         }
     }

@@ -1,6 +1,7 @@
 use super::client::ClientConfig;
 use super::content::Content;
 use super::*;
+use crate::messages::Transport;
 
 fn scenario(
     t: Transport,
@@ -11,7 +12,7 @@ fn scenario(
     seed: u64,
 ) -> DashScenario {
     DashScenario {
-        transport: t,
+        transport: GenericTransport::Tcp(t),
         client: if t == Transport::Tcp {
             ClientConfig::algorithm1()
         } else {
@@ -120,7 +121,7 @@ fn bad_scenarios_are_refused() {
     let mut s = scenario(Transport::Tcp, 5, 5_000_000, 100, 0.6, 1);
     assert!(s.run().is_err());
     s.phases[0].loss = 0.0;
-    s.transport = Transport::Deadline;
+    s.transport = GenericTransport::Tcp(Transport::Deadline);
     assert!(s.run().is_err());
     let mut s = scenario(Transport::Tcp, 5, 5_000_000, 100, 0.0, 1);
     s.client.rx_threshold = 0.0;
@@ -177,4 +178,36 @@ fn a_whole_segment_player_discards_what_a_message_level_buffer_still_plays() {
             c.n
         );
     }
+}
+
+#[test]
+fn quic_mappings_carry_the_same_session() {
+    // One stream in order (Algorithm 1), a stream per response as HTTP/3
+    // and a stream per message (Algorithm 2), over a lossy path.
+    for (name, pipelined) in [("quic-ss", false), ("quic-gop", true), ("quic-pps", true)] {
+        let mut s = scenario(Transport::Tcp, 30, 5_000_000, 100, 0.01, 2);
+        s.transport = dash_quic(name).unwrap();
+        s.client = if pipelined {
+            ClientConfig::algorithm2()
+        } else {
+            ClientConfig::algorithm1()
+        };
+        let r = s.run().unwrap();
+        consistent(&r);
+        assert_eq!(r.transport, name);
+        let c = &r.client;
+        assert_eq!(c.chunks.len(), 30, "{name}");
+        assert_eq!(c.bytes_missing, 0, "{name}: every message is reliable");
+        assert!(
+            c.avg_bitrate_kbps > 1000.0,
+            "{name}: {}",
+            c.avg_bitrate_kbps
+        );
+        assert_eq!(r.server.requests, 31, "{name}");
+    }
+    assert!(dash_quic("quic-dgram").is_none());
+    assert!(dash_quic("quicsilver").is_none());
+    let mut s = scenario(Transport::Tcp, 5, 5_000_000, 100, 0.0, 1);
+    s.transport = GenericTransport::Udp;
+    assert!(s.run().unwrap_err().contains("reliable"));
 }

@@ -89,6 +89,20 @@ struct Ch6Args {
     /// 0-200 ms) as PNG files into this directory.
     #[arg(long)]
     plot_dir: Option<PathBuf>,
+    /// Also evaluate the per-chunk equations for chunks of this length
+    /// (e.g. 500ms): eqs. 6.1, 6.4, 6.6-6.8, 6.11, 6.12, 6.15, 6.17.
+    #[arg(long)]
+    chunk: Option<String>,
+    /// Session length for eq. 6.1 (thesis: 3 minutes).
+    #[arg(long, default_value = "180s")]
+    session: String,
+    /// Frames per fragment n in eq. 6.15 (progressive download).
+    #[arg(long, default_value_t = 1)]
+    fragment_frames: u32,
+    /// Stall durations, comma-separated, for eq. 6.18's drift from the
+    /// live point (e.g. 0.5s,1.2s).
+    #[arg(long, value_delimiter = ',')]
+    stalls: Vec<String>,
     /// Print JSON: schema, parameters and the rows under `results`.
     #[arg(long)]
     json: bool,
@@ -101,6 +115,41 @@ struct Ch6Row {
     rtt_ms: f64,
     #[serde(flatten)]
     bounds: hollywood_apps::dash_bounds::Bounds,
+    /// With `--chunk`: the per-chunk equations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chunk: Option<ChunkRow>,
+    /// With `--stalls`: eq. 6.18's drift from the live point (s; the same
+    /// in every row).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset_s: Option<f64>,
+}
+
+/// The per-chunk equations of one (rate, RTT), in seconds and bits.
+#[derive(Serialize)]
+struct ChunkRow {
+    /// T_chunk (s).
+    t_chunk: f64,
+    /// Eq. 6.1: requests in the session, the manifest included.
+    n_requests: f64,
+    /// Eq. 6.6: S_chunk (bits).
+    chunk_bits: f64,
+    /// Eq. 6.7: T_download (s).
+    download: f64,
+    /// Eq. 6.8: T_fetch without loss (s).
+    fetch_lossless: f64,
+    /// Eq. 6.11: T_rexmit (s).
+    rexmit: f64,
+    /// Eq. 6.12: T_fetch with one loss (s).
+    fetch_lossy: f64,
+    /// Eq. 6.4 without loss: T_chunk ≥ T_fetch.
+    smooth_lossless: bool,
+    /// Eq. 6.4 with one loss per chunk.
+    smooth_lossy: bool,
+    /// Eq. 6.17: S_iframe (bits).
+    iframe_bits: f64,
+    /// Eq. 6.15: progressive download of the chunk in fragments of
+    /// `--fragment-frames` (s).
+    download_progressive: f64,
 }
 
 fn ch6(a: &Ch6Args) -> Result<(), String> {
@@ -124,20 +173,65 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
     let path = |rtt: f64, enc: f64| {
         DashPath::new(rtt, enc, bottleneck, a.fps, a.mtu).map_err(|e| e.to_string())
     };
+    let chunk = a
+        .chunk
+        .as_deref()
+        .map(|c| duration_ms("chunk", c).map(|v| v / 1e3))
+        .transpose()?;
+    if chunk.is_some_and(|c| c <= 0.0) {
+        return Err("--chunk: use a positive duration".into());
+    }
+    let session = duration_ms("session", &a.session)? / 1e3;
+    if a.fragment_frames == 0 {
+        return Err("--fragment-frames: at least 1".into());
+    }
+    let stalls = a
+        .stalls
+        .iter()
+        .map(|s| duration_ms("stalls", s).map(|v| v / 1e3))
+        .collect::<Result<Vec<f64>, String>>()?;
     let mut rows = Vec::new();
     for &rtt in &rtts {
         for &enc in &encodings {
+            let p = path(rtt, enc)?;
+            let chunk = match chunk {
+                None => None,
+                Some(t) => {
+                    let frames = (t * a.fps).round().max(1.0) as u32;
+                    Some(ChunkRow {
+                        t_chunk: t,
+                        n_requests: hollywood_apps::dash_bounds::n_requests(session, t),
+                        chunk_bits: p.chunk_bits(t),
+                        download: p.download(t),
+                        fetch_lossless: p.fetch_lossless(t),
+                        rexmit: p.rexmit(),
+                        fetch_lossy: p.fetch_lossy(t),
+                        smooth_lossless: p.smooth(t, false),
+                        smooth_lossy: p.smooth(t, true),
+                        iframe_bits: p.iframe_bits(),
+                        download_progressive: p
+                            .download_progressive(frames, a.fragment_frames.min(frames))
+                            .map_err(|e| e.to_string())?,
+                    })
+                }
+            };
             rows.push(Ch6Row {
                 encoding_mbps: enc / 1e6,
                 rtt_ms: rtt * 1e3,
-                bounds: path(rtt, enc)?.bounds(),
+                bounds: p.bounds(),
+                chunk,
+                offset_s: None,
             });
         }
     }
+    let offset = (!stalls.is_empty()).then(|| hollywood_apps::dash_bounds::offset(&stalls));
     if let Some(dir) = &a.plot_dir {
         ch6_plots(dir, &encodings, path)?;
     }
     if a.json {
+        for r in &mut rows {
+            r.offset_s = offset;
+        }
         println!("{}", crate::output::json(&rows)?);
         return Ok(());
     }
@@ -185,6 +279,59 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
     println!("6.16  T_buffer ≥ T_rtt + S_iframe/R_bn + T_rexmit         progressive push over TCP, S_iframe = R_enc/fps (6.17)");
     println!("6.19  T_buffer ≥ T_rtt + S_iframe/R_bn                    progressive over TCP Hollywood (a loss is skipped)");
     println!("infeasible: R_enc ≥ R_bn, no buffer plays smoothly (Hollywood: continuous skipping)");
+    if let Some(t) = chunk {
+        println!();
+        println!(
+            "Chunks of {:.0} ms ({:.1} frames) in a {session} s session; progressive fragments of {} frame(s)",
+            t * 1e3,
+            t * a.fps,
+            a.fragment_frames
+        );
+        println!();
+        println!(
+            "{:>8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>9} {:>10} {:>8} {:>8} {:>11}",
+            "enc Mb/s",
+            "RTT ms",
+            "6.1 reqs",
+            "6.6 kB",
+            "6.7 dl ms",
+            "6.8 fetch",
+            "6.11 rex",
+            "6.12 lossy",
+            "6.4 ok",
+            "+loss ok",
+            "6.15 prog ms"
+        );
+        for r in &rows {
+            let Some(c) = &r.chunk else { continue };
+            println!(
+                "{:>8} {:>7} {:>9} {:>9.1} {:>10.1} {:>10.1} {:>9.1} {:>10.1} {:>8} {:>8} {:>11.1}",
+                r.encoding_mbps,
+                r.rtt_ms,
+                c.n_requests,
+                c.chunk_bits / 8e3,
+                c.download * 1e3,
+                c.fetch_lossless * 1e3,
+                c.rexmit * 1e3,
+                c.fetch_lossy * 1e3,
+                if c.smooth_lossless { "yes" } else { "no" },
+                if c.smooth_lossy { "yes" } else { "no" },
+                c.download_progressive * 1e3
+            );
+        }
+        println!();
+        println!("6.1 N = T_session/T_chunk + 1; 6.6 S_chunk = R_enc·T_chunk; 6.7 T_download = S_chunk/R_bn;");
+        println!("6.8 T_fetch = T_rtt + T_download; 6.11 T_rexmit = T_rtt + 3·T_mtu; 6.12 T_fetch + T_rexmit;");
+        println!("6.4 smooth when T_chunk ≥ T_fetch; 6.15 S_iframe/R_bn + Σ S_pframe·n/R_bn (6.17: all frames R_enc/fps)");
+    }
+    if let Some(o) = offset {
+        println!();
+        println!(
+            "6.18 T_offset = Σ T_stall = {:.3} s after {} stalls (drift from the live point; 0 over TCP Hollywood, which skips)",
+            o,
+            stalls.len()
+        );
+    }
     Ok(())
 }
 

@@ -20,7 +20,10 @@ use std::time::Duration;
 /// Arguments of `hollywood dash`.
 #[derive(Args, Debug)]
 pub struct DashArgs {
-    /// Transports, comma-separated: tcp (Algorithm 1), hollywood (Algorithm 2).
+    /// Transports, comma-separated: tcp (Algorithm 1), hollywood (Algorithm
+    /// 2), quic-ss (one QUIC stream; Algorithm 1), quic-gop (a stream per
+    /// response, as HTTP/3) and quic-pps (a stream per message), both
+    /// Algorithm 2.
     #[arg(long, default_value = "tcp,hollywood")]
     transport: String,
     /// Architecture (thesis ch. 6): request-response is seed 001's HTTP/1.1.
