@@ -57,6 +57,11 @@ impl SendBuffer {
         self.data.len()
     }
 
+    /// The most it can hold.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Free space.
     pub(crate) fn free(&self) -> usize {
         self.capacity.saturating_sub(self.data.len())

@@ -581,6 +581,9 @@ impl MessageTransport for TcpTransport {
             Err(SendMessageError::WouldBlock) => return Err(SendError::WouldBlock),
             Err(SendMessageError::Meta(e)) => return Err(SendError::Invalid(e.to_string())),
             Err(SendMessageError::State(_)) => return Err(SendError::NotConnected),
+            Err(SendMessageError::TooLarge { .. }) => {
+                return Err(SendError::TooLarge(msg.payload.len()))
+            }
         }
         self.stats.messages_sent += 1;
         if msg.substream != 0 {

@@ -152,10 +152,11 @@ fn a_full_send_buffer_refuses_without_leaving_a_gap() {
     let mut p = Pair::new(Box::new(a), Box::new(b), Duration::from_millis(10));
     connect(&mut p);
     let limit = Instant::ZERO + Duration::from_secs(30);
+    // Larger than the whole buffer: never, not "not now" (it would wait
+    // for a Writable that cannot come).
     assert_eq!(
         p.a.send(p.now, OutMessage::new(0, vec![7; 100 * 1024])),
-        Err(SendError::WouldBlock),
-        "larger than the whole buffer: no room now"
+        Err(SendError::TooLarge(100 * 1024))
     );
     let mut next = 0u32;
     let mut refused = 0;

@@ -1522,6 +1522,11 @@ impl Driver {
                         // Checked by `MessageFramer` before the id was
                         // assigned; the engine's rules are the same.
                         Err(SendMessageError::Meta(_)) => Err(hollywood_tcp::Error::InvalidState),
+                        // The framer's limit is below any send buffer the
+                        // stack configures; a smaller one cannot take it.
+                        Err(SendMessageError::TooLarge { .. }) => {
+                            Err(hollywood_tcp::Error::InvalidState)
+                        }
                     }
                 }
             };

@@ -393,6 +393,16 @@ impl TransportApp for FrameServer {
             _ => {}
         }
     }
+
+    fn on_timeout(&mut self, now: Instant, t: &mut dyn MessageTransport) {
+        // The frame held back for room passed its deadline: drop it and
+        // offer the next ones (smaller ones may fit now).
+        self.flush(now, t);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.held.as_ref().and(self.held_deadline)
+    }
 }
 
 /// What the client measured.

@@ -96,7 +96,9 @@ struct Ch6Args {
     /// Session length for eq. 6.1 (thesis: 3 minutes).
     #[arg(long, default_value = "180s")]
     session: String,
-    /// Frames per fragment n in eq. 6.15 (progressive download).
+    /// Frames per fragment n in eq. 6.15 (progressive download). With
+    /// eq. 6.17's frames all of one size, n cancels out: the download is
+    /// the chunk's frames at the bottleneck rate whatever n is.
     #[arg(long, default_value_t = 1)]
     fragment_frames: u32,
     /// Stall durations, comma-separated, for eq. 6.18's drift from the
@@ -320,7 +322,7 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
             );
         }
         println!();
-        println!("6.1 N = T_session/T_chunk + 1; 6.6 S_chunk = R_enc·T_chunk; 6.7 T_download = S_chunk/R_bn;");
+        println!("6.1 N = ⌈T_session/T_chunk⌉ + 1; 6.6 S_chunk = R_enc·T_chunk; 6.7 T_download = S_chunk/R_bn;");
         println!("6.8 T_fetch = T_rtt + T_download; 6.11 T_rexmit = T_rtt + 3·T_mtu; 6.12 T_fetch + T_rexmit;");
         println!("6.4 smooth when T_chunk ≥ T_fetch; 6.15 S_iframe/R_bn + Σ S_pframe·n/R_bn (6.17: all frames R_enc/fps)");
     }

@@ -391,7 +391,7 @@ enum AckPhase {
 /// (Kathleen Nichols' algorithm, as the draft's `UpdateWindowedMaxFilter`
 /// suggests). Used for `BBR.extra_acked` (§4.5.9).
 #[derive(Debug, Clone, Copy, Default)]
-struct WindowedMax {
+pub(crate) struct WindowedMax {
     /// `(time, value)` of the best, 2nd and 3rd best samples.
     s: [(u64, u64); 3],
 }
@@ -401,8 +401,13 @@ impl WindowedMax {
         self.s = [(t, v); 3];
     }
 
+    /// The maximum of the window (0 before any sample).
+    pub(crate) fn get(&self) -> u64 {
+        self.s[0].1
+    }
+
     /// Add sample `v` at time `t` to a window of length `win`.
-    fn update(&mut self, t: u64, v: u64, win: u64) -> u64 {
+    pub(crate) fn update(&mut self, t: u64, v: u64, win: u64) -> u64 {
         let sample = (t, v);
         if v >= self.s[0].1 || t.saturating_sub(self.s[2].0) > win {
             // A new maximum, or nothing left in the window.

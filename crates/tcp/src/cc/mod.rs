@@ -32,7 +32,7 @@
 //! - Slow start is `cwnd < ssthresh` (RFC 5681 §3.1 leaves `==` to the
 //!   implementation; Linux uses `<`).
 
-mod bbr;
+pub(crate) mod bbr;
 mod cubic;
 mod hystart;
 mod new_reno;

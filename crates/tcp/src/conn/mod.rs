@@ -425,10 +425,12 @@ pub struct Connection {
     rtt: RttEstimator,
     /// Delivery-rate estimation (draft-ietf-ccwg-bbr-01 §4.5.2).
     rate: crate::delivery::RateEstimator,
-    /// The highest delivery rate (bytes/s) sampled lately and when: how
-    /// fast a queued message's bytes can be expected to leave (the
-    /// Hollywood liveness test, thesis §4.2). 0: no sample yet.
-    delivery_bw: (f64, Instant),
+    /// The highest delivery rate (bytes/s) of the last ten or so round
+    /// trips, sampled while the sender had data to send (Nichols' windowed
+    /// maximum, as BBR's): how fast a queued message's bytes can be
+    /// expected to leave (the Hollywood liveness test, thesis §4.2). 0: no
+    /// sample yet.
+    delivery_bw: crate::cc::bbr::WindowedMax,
     /// Pacing (`crate::pacing`).
     pacer: crate::pacing::Pacer,
     /// The pacer held a data segment back until this time.
@@ -562,6 +564,14 @@ pub enum SendMessageError {
     Meta(MetaError),
     /// The connection cannot send (closed, closing, reset).
     State(Error),
+    /// The framed message is longer than the whole send buffer
+    /// (`Config::send_buffer`): it could never be queued.
+    TooLarge {
+        /// The frame's length.
+        len: usize,
+        /// The send buffer's size.
+        capacity: usize,
+    },
 }
 
 impl core::fmt::Display for SendMessageError {
@@ -570,6 +580,10 @@ impl core::fmt::Display for SendMessageError {
             SendMessageError::WouldBlock => f.write_str("send buffer full"),
             SendMessageError::Meta(e) => write!(f, "bad message metadata: {e}"),
             SendMessageError::State(e) => write!(f, "cannot send: {e}"),
+            SendMessageError::TooLarge { len, capacity } => write!(
+                f,
+                "a {len}-byte message does not fit a {capacity}-byte send buffer"
+            ),
         }
     }
 }
@@ -685,7 +699,7 @@ impl Connection {
             rtt,
             recent_rtt: crate::rtt::WindowedMin::new(),
             rate: crate::delivery::RateEstimator::default(),
-            delivery_bw: (0.0, Instant::ZERO),
+            delivery_bw: crate::cc::bbr::WindowedMax::default(),
             pacer: crate::pacing::Pacer::default(),
             pacing_at: None,
             timed: None,
@@ -797,8 +811,7 @@ impl Connection {
     pub fn srtt(&self) -> Option<Duration> {
         self.rtt.srtt()
     }
-    /// The lowest RTT measured (Linux's `tcp_min_rtt`), windowed as for
-    /// RACK.
+    /// The lowest RTT measured on the connection (all-time minimum).
     pub fn min_rtt(&self) -> Option<Duration> {
         self.rtt.min_rtt()
     }
@@ -948,17 +961,7 @@ impl Connection {
     /// buffer has room for and returns the count; each call is one record.
     /// Before ESTABLISHED the data waits for the handshake.
     pub fn send(&mut self, data: &[u8]) -> Result<usize, Error> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        match self.state {
-            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
-            State::Closed => return Err(Error::Closed),
-            _ => return Err(Error::InvalidState),
-        }
-        if self.fin_queued {
-            return Err(Error::InvalidState);
-        }
+        self.sendable()?;
         if self.messages.queued_messages() > 0 {
             // Bytes written now would overtake the queued messages.
             self.want_writable(1);
@@ -1032,10 +1035,23 @@ impl Connection {
         frame: &[u8],
         meta: MessageMeta,
     ) -> Result<(), SendMessageError> {
-        if !self.config.hollywood.inconsistent_retransmissions {
-            if frame.is_empty() {
-                return Err(SendMessageError::Meta(MetaError::Empty));
-            }
+        let ir = self.config.hollywood.inconsistent_retransmissions;
+        if ir {
+            self.messages
+                .check(&meta, frame.len())
+                .map_err(SendMessageError::Meta)?;
+        } else if frame.is_empty() {
+            return Err(SendMessageError::Meta(MetaError::Empty));
+        }
+        // Why it cannot be sent at all goes before "not now".
+        self.sendable().map_err(SendMessageError::State)?;
+        if frame.len() > self.snd_buf.capacity() {
+            return Err(SendMessageError::TooLarge {
+                len: frame.len(),
+                capacity: self.snd_buf.capacity(),
+            });
+        }
+        if !ir {
             if self.snd_buf.free() < frame.len() {
                 self.want_writable(frame.len());
                 return Err(SendMessageError::WouldBlock);
@@ -1045,20 +1061,6 @@ impl Connection {
                 Ok(_) | Err(Error::WouldBlock) => Err(SendMessageError::WouldBlock),
                 Err(e) => Err(SendMessageError::State(e)),
             };
-        }
-        self.messages
-            .check(&meta, frame.len())
-            .map_err(SendMessageError::Meta)?;
-        if let Some(e) = self.error {
-            return Err(SendMessageError::State(e));
-        }
-        match self.state {
-            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
-            State::Closed => return Err(SendMessageError::State(Error::Closed)),
-            _ => return Err(SendMessageError::State(Error::InvalidState)),
-        }
-        if self.fin_queued {
-            return Err(SendMessageError::State(Error::InvalidState));
         }
         if self.send_free() < frame.len() {
             self.want_writable(frame.len());
@@ -1084,19 +1086,24 @@ impl Connection {
         let owd = self.one_way_delay();
         let before = self.messages.queued_bytes();
         // A message is live if its last byte can arrive in time: one-way
-        // delay plus the time its bytes after the first segment take to
-        // leave (paced or clocked out by ACKs) at the delivery rate, or
+        // delay plus the time its bytes beyond what goes at once take to
+        // be clocked out by ACKs (or paced) at the delivery rate, or
         // cwnd/SRTT before there is one (a thin stream's delivery rate is
-        // its own rate, not the path's).
-        let now_room = self.neg.smss;
+        // its own rate, not the path's). What goes at once: one segment
+        // when paced, else what the windows allow.
+        let now_room = if self.pacing_rate().is_some() {
+            self.neg.smss
+        } else {
+            let usable_now = (self.snd_una + self.snd_wnd).diff(self.snd_nxt).max(0) as usize;
+            avail.min(usable_now).max(self.neg.smss)
+        };
         let window_rate = match self.rtt.srtt() {
             Some(srtt) if !srtt.is_zero() => self.cc.cwnd() as f64 / srtt.as_secs_f64(),
             _ => 0.0,
         };
-        let rate = if self.delivery_bw.0 > 0.0 {
-            self.delivery_bw.0
-        } else {
-            window_rate
+        let rate = match self.delivery_bw.get() {
+            0 => window_rate,
+            bw => bw as f64,
         };
         let ns_per_byte = if rate > 0.0 { 1e9 / rate } else { 0.0 };
         if let Some(len) = self
@@ -1139,17 +1146,31 @@ impl Connection {
     /// buffer now. If it cannot, `Event::Writable` is asked for, to fire
     /// once `len` bytes are free, and the caller can skip framing a message
     /// that would only get `WouldBlock`. `true` when the connection cannot
-    /// take messages at all: `send_message` reports why.
+    /// take messages at all or the frame can never fit: `send_message`
+    /// reports why.
     pub fn poll_send_room(&mut self, len: usize) -> bool {
-        let open = matches!(
-            self.state,
-            State::SynSent | State::SynReceived | State::Established | State::CloseWait
-        );
-        if self.error.is_some() || !open || self.fin_queued || self.send_free() >= len {
+        if self.sendable().is_err() || len > self.snd_buf.capacity() || self.send_free() >= len {
             return true;
         }
         self.want_writable(len);
         false
+    }
+
+    /// Whether the connection can take data now, or why not (RFC 9293
+    /// §3.10.2 SEND in each state; after our FIN nothing more).
+    fn sendable(&self) -> Result<(), Error> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        match self.state {
+            State::SynSent | State::SynReceived | State::Established | State::CloseWait => {}
+            State::Closed => return Err(Error::Closed),
+            _ => return Err(Error::InvalidState),
+        }
+        if self.fin_queued {
+            return Err(Error::InvalidState);
+        }
+        Ok(())
     }
 
     /// Length of the next record new data would come from: the unsent part

@@ -139,13 +139,16 @@ impl Connection {
             // A windowed maximum (about ten round trips) of the delivery
             // rate of the times the sender had data to send.
             let r = rs.delivery_rate();
-            let (bw, at) = self.delivery_bw;
             let window = self
                 .rtt
                 .srtt()
                 .map_or(core::time::Duration::from_secs(1), |s| s * 10);
-            if r > 0.0 && !rs.is_app_limited && (r >= bw || now - at > window) {
-                self.delivery_bw = (r, now);
+            if r >= 1.0 && !rs.is_app_limited {
+                self.delivery_bw.update(
+                    now.as_nanos(),
+                    r as u64,
+                    u64::try_from(window.as_nanos()).unwrap_or(u64::MAX),
+                );
             }
         }
         let ev = crate::cc::DeliveryEvent {

@@ -145,6 +145,22 @@ fn writable_waits_until_the_refused_message_fits() {
     assert!(super::has_event(&p.a_events, ha, crate::Event::Writable));
     let now = p.now;
     assert_eq!(p.ca(ha).send_message(now, &[7u8; 9_000], meta(2)), Ok(()));
+    // Larger than the whole buffer: refused for good, not "not now".
+    assert_eq!(
+        p.ca(ha).send_message(now, &[7u8; 10_001], meta(3)),
+        Err(crate::SendMessageError::TooLarge {
+            len: 10_001,
+            capacity: 10_000
+        })
+    );
+    assert!(p.ca(ha).poll_send_room(10_001));
+    // After close, a full buffer says why it cannot send, not WouldBlock.
+    p.ca(ha).close();
+    assert!(matches!(
+        p.ca(ha).send_message(now, &[7u8; 5_000], meta(3)),
+        Err(crate::SendMessageError::State(_))
+    ));
+    assert!(p.ca(ha).poll_send_room(5_000));
 }
 
 #[test]
