@@ -298,10 +298,7 @@ impl FrameServer {
             };
             let iframe_lost = f > 0 && matches!(self.iframe, Some((ic, None)) if ic == c);
             let Some(lifetime) = lifetime.filter(|_| !iframe_lost) else {
-                if f == 0 {
-                    self.iframe = Some((c, None));
-                }
-                self.dropped_frames += 1;
+                self.drop_frame(c, f);
                 continue;
             };
             let size = self.video.size(c, f).expect("queued frames exist") as usize;
@@ -325,6 +322,15 @@ impl FrameServer {
         }
     }
 
+    /// Frame `f` of chunk `c` is not sent; an I-frame takes its P-frames
+    /// with it.
+    fn drop_frame(&mut self, c: usize, f: usize) {
+        if f == 0 {
+            self.iframe = Some((c, None));
+        }
+        self.dropped_frames += 1;
+    }
+
     fn flush(&mut self, now: Instant, t: &mut dyn MessageTransport) {
         let mut held = self.held.take();
         if let Some(m) = &mut held {
@@ -333,11 +339,10 @@ impl FrameServer {
                 Some(d) if d <= now => {
                     // Too late now: drop it (its id was never sent, so the
                     // next message takes it).
-                    if m.frame.is_some_and(|k| k % 65536 == 0) {
-                        self.iframe = m.group.map(|c| (c as usize, None));
+                    if let (Some(c), Some(k)) = (m.group, m.frame) {
+                        self.drop_frame(c as usize, (k % 65536) as usize);
                     }
                     self.next_id = m.id;
-                    self.dropped_frames += 1;
                     held = None;
                 }
                 Some(d) => m.lifetime = Some(d - now),
@@ -533,12 +538,10 @@ impl FrameClient {
     /// What it measured by `now`, a stall still going on counted up to
     /// `now` (for a session cut short).
     pub fn report_at(&self, now: Instant) -> FrameReport {
-        let mut r = self.report.clone();
+        let mut r = self.report();
         if let Play::Stalled { since, .. } = self.play {
             r.total_stall_s += (self.secs(now) - since).max(0.0);
         }
-        r.delayed_frame_s = r.delayed_frames as f64 / self.fps;
-        r.skip_s = r.skipped_frames as f64 / self.fps;
         r
     }
 
