@@ -205,3 +205,107 @@ fn dash_ch6_reports_stalls_delays_and_skips_per_architecture() {
     let out = hollywood(&["dash-ch6", "--arch", "quic"]);
     assert!(!out.status.success());
 }
+
+fn have_tshark() -> bool {
+    std::process::Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `tshark` with our dissector on `pcap`, printing `fields`.
+fn tshark_fields(pcap: &std::path::Path, filter: &str, fields: &[&str]) -> String {
+    let lua = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tools/wireshark/hollywood.lua"
+    );
+    let mut cmd = std::process::Command::new("tshark");
+    cmd.args(["-X", &format!("lua_script:{lua}")])
+        .args(["-d", "tcp.port==80,hollywood", "-r"])
+        .arg(pcap)
+        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"]);
+    if !filter.is_empty() {
+        cmd.args(["-Y", filter]);
+    }
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("Lua: Error"), "the dissector failed: {err}");
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byte() {
+    if !have_tshark() {
+        eprintln!("dash::wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byte: SKIPPED, no tshark (apt-get install tshark; scripts/test.sh does it as root)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hollywood-h2pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("hollywood.pcap");
+    let out = hollywood(&[
+        "dash-ch6",
+        "--arch",
+        "hollywood",
+        "--encoding",
+        "12mbit",
+        "--rtt",
+        "25ms",
+        "--loss",
+        "0",
+        "--duration",
+        "3s",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every message's CRC holds; each of the 180 frames is pushed once, a
+    // PUSH_PROMISE per frame with its path, then HEADERS and DATA.
+    let crc: Vec<String> = tshark_fields(&pcap, "hollywood.crc_ok", &["hollywood.crc_ok"])
+        .lines()
+        .flat_map(|l| l.split('|').map(str::to_string).collect::<Vec<_>>())
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert!(crc.len() > 180, "{} messages", crc.len());
+    assert!(crc.iter().all(|c| c == "1" || c == "True"), "{crc:?}");
+    let promised = tshark_fields(&pcap, "http2.type == 5", &["http2.header.value"]);
+    let mut paths: Vec<&str> = promised
+        .lines()
+        .flat_map(|l| l.split('|'))
+        .filter(|v| v.starts_with("/chunk/"))
+        .collect();
+    paths.sort_unstable();
+    paths.dedup();
+    assert_eq!(paths.len(), 180, "{paths:?}");
+    assert!(paths.contains(&"/chunk/2/frame/59"));
+    let requests = tshark_fields(
+        &pcap,
+        "http2.type == 1 && http2.header.value == \"GET\"",
+        &["http2.header.value"],
+    );
+    assert!(requests.contains("/chunk/0"), "{requests}");
+    // One changed byte (a frame's path inside its PUSH_PROMISE): that
+    // message's CRC32C fails, and the dissector says so.
+    let mut bytes = std::fs::read(&pcap).unwrap();
+    let at = bytes
+        .windows(16)
+        .position(|w| w == b"/chunk/1/frame/3")
+        .expect("the path is in the capture");
+    bytes[at + 15] = b'4';
+    let bad = dir.join("changed.pcap");
+    std::fs::write(&bad, &bytes).unwrap();
+    let crc = tshark_fields(&bad, "hollywood.crc_ok == 0", &["frame.number"]);
+    assert_eq!(crc.lines().count(), 1, "{crc}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

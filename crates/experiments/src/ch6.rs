@@ -247,6 +247,7 @@ impl Adapter for Ch6 {
             cc: p.cc,
             seed,
             lifetimes: p.lifetimes,
+            pcap: None,
         }
         .run()?;
         let r = &run.report;

@@ -120,6 +120,7 @@ impl Session {
             queue_bytes: self.queue_bytes,
             cc: self.cc,
             seed,
+            pcap: None,
         }
     }
 }

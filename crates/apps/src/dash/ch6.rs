@@ -22,11 +22,12 @@
 //! played after their original time, × 1/fps; the final offset of eq. 6.18
 //! is the total stall), skip duration.
 //!
-//! Like the thesis's own simulator ("mimics HTTP/2's behaviour"), the
-//! wire carries HTTP/1.1 requests (`httparse`) and, per frame, one message
-//! standing for the HTTP/2 PUSH_PROMISE + HEADERS + DATA of that frame:
-//! an 8-byte header (chunk u32, frame u16, frames in the chunk u16, big
-//! endian) and the frame's bytes; no HTTP/2 framing or HPACK is sent.
+//! The wire is HTTP/2 ([`h2`], docs/DASH.md "HTTP/2 on the wire"): the
+//! client's preface and SETTINGS (push enabled for the progressive
+//! architectures), one HEADERS frame per request; per pushed frame one
+//! message holding its PUSH_PROMISE, HEADERS and DATA; per
+//! request-response chunk HEADERS and DATA on the request stream. Header
+//! blocks are stateless, so each message decodes alone in any order.
 //!
 //! Frame sizes (ours; the thesis encoded Big Buck Bunny): a chunk of F
 //! frames carries `R_encoding × F / fps` bytes times a per-chunk
@@ -34,6 +35,7 @@
 //! times the size of each of its F − 1 P-frames (the average bit-rate
 //! kept, the thesis's Fig. 6.3 policy).
 
+use super::h2;
 use super::http::{self, CONTROL, DATA};
 use super::{build_path, retransmitted, Phase};
 use crate::messages::Transport;
@@ -41,11 +43,8 @@ use hollywood_sim::TransportHost;
 use hollywood_tcp::{CcAlgorithm, Instant};
 use hollywood_transport::{MessageTransport, OutMessage, TransportApp, TransportEvent};
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
-
-/// Frame header bytes.
-pub const FRAME_HEADER: usize = 8;
 
 /// The three architectures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -152,10 +151,10 @@ impl FrameVideo {
             sizes.push(row);
         }
         let largest = sizes.iter().flatten().copied().max().unwrap_or(0) as usize;
-        if largest + FRAME_HEADER > hollywood_transport::MAX_MESSAGE {
+        if largest + message_overhead(largest) > hollywood_transport::MAX_MESSAGE {
             return Err(format!(
-                "a frame of {largest} bytes does not fit in one message (at most {} bytes): lower the I-frame ratio or the rate",
-                hollywood_transport::MAX_MESSAGE - FRAME_HEADER
+                "a frame of {largest} bytes and its HTTP/2 framing do not fit in one message (at most {} bytes): lower the I-frame ratio or the rate",
+                hollywood_transport::MAX_MESSAGE
             ));
         }
         Ok(FrameVideo {
@@ -163,6 +162,20 @@ impl FrameVideo {
             chunk_frames,
             sizes,
         })
+    }
+
+    /// Bytes of chunk `c` (0 past the end).
+    pub fn chunk_bytes(&self, c: usize) -> usize {
+        self.sizes
+            .get(c)
+            .map_or(0, |r| r.iter().map(|&b| b as usize).sum())
+    }
+
+    /// Where frame `f` starts in chunk `c`'s bytes.
+    pub fn offset(&self, c: usize, f: usize) -> usize {
+        self.sizes
+            .get(c)
+            .map_or(0, |r| r.iter().take(f).map(|&b| b as usize).sum())
     }
 
     /// Chunks.
@@ -192,63 +205,112 @@ impl FrameVideo {
     }
 }
 
-fn frame_message(c: u32, f: u16, n: u16, size: usize) -> Vec<u8> {
-    let mut m = Vec::with_capacity(FRAME_HEADER + size);
-    m.extend_from_slice(&c.to_be_bytes());
-    m.extend_from_slice(&f.to_be_bytes());
-    m.extend_from_slice(&n.to_be_bytes());
-    // The frame's bytes: a pattern of its position, checkable.
-    let period = frame_pattern(c, f);
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(period.len());
-        m.extend_from_slice(&period[..n]);
-        left -= n;
-    }
-    m
+/// Bytes a frame's message carries besides the frame, at most: the
+/// PUSH_PROMISE and HEADERS frames with their header blocks (under 128
+/// bytes each) and a 9-byte header per DATA frame.
+pub fn message_overhead(size: usize) -> usize {
+    256 + h2::FRAME_HEADER * size.div_ceil(h2::MAX_FRAME).max(1)
 }
 
-/// One 256-byte period of frame `f` of chunk `c`'s bytes: byte `i` of the
-/// frame is `i ^ f ^ c` (low bytes).
-fn frame_pattern(c: u32, f: u16) -> [u8; 256] {
-    let key = (f as u8) ^ (c as u8);
+/// The HTTP authority the client asks.
+const AUTHORITY: &[u8] = b"hollywood";
+
+/// The pattern of a resource's bytes: frame `f` of chunk `c` (pushed), or
+/// all of chunk `c` (`f = None`, request-response).
+fn pattern_key(c: usize, f: Option<usize>) -> u8 {
+    match f {
+        Some(f) => (f as u8) ^ (c as u8),
+        None => (c as u8) ^ 0xa5,
+    }
+}
+
+/// Two periods of a resource's bytes: byte `i` is `i ^ key` (low bytes).
+fn pattern(key: u8) -> [u8; 512] {
     std::array::from_fn(|i| (i as u8) ^ key)
 }
 
-/// Whether `body` is frame `f` of chunk `c`'s pattern, compared a period
-/// at a time.
-fn frame_intact(c: u32, f: u16, body: &[u8]) -> bool {
-    let period = frame_pattern(c, f);
-    body.chunks(period.len()).all(|b| b == &period[..b.len()])
-}
-
-fn parse_frame(m: &[u8]) -> Result<(u32, u16, u16, &[u8]), String> {
-    if m.len() < FRAME_HEADER {
-        return Err(format!("frame message of {} bytes", m.len()));
+/// Append bytes `offset .. offset + len` of the resource `key`.
+fn fill_pattern(out: &mut Vec<u8>, key: u8, offset: usize, len: usize) {
+    let p = pattern(key);
+    let (mut at, end) = (offset, offset + len);
+    while at < end {
+        let s = at % 256;
+        let n = (end - at).min(256);
+        out.extend_from_slice(&p[s..s + n]);
+        at += n;
     }
-    let c = u32::from_be_bytes(m[..4].try_into().expect("4"));
-    let f = u16::from_be_bytes(m[4..6].try_into().expect("2"));
-    let n = u16::from_be_bytes(m[6..8].try_into().expect("2"));
-    Ok((c, f, n, &m[FRAME_HEADER..]))
 }
 
-/// The server: on `GET /chunk/<c>`, every frame of chunk `c` as a message,
-/// in order; reliable, or (with [`FrameServer::with_lifetimes`]) each
-/// frame with the lifetime of its playout deadline and P-frames depending
-/// on their chunk's I-frame (thesis §4.2, Table 7.2).
+/// Whether `bytes`, found at `offset` of the resource `key`, are its
+/// bytes there (compared 256 at a time).
+fn pattern_intact(key: u8, offset: usize, bytes: &[u8]) -> bool {
+    let p = pattern(key);
+    let s = offset % 256;
+    bytes.chunks(256).all(|b| b == &p[s..s + b.len()])
+}
+
+/// `/chunk/<c>/frame/<f>`, the path of a pushed frame.
+fn frame_path(c: usize, f: usize) -> String {
+    format!("/chunk/{c}/frame/{f}")
+}
+
+fn parse_frame_path(p: &str) -> Option<(usize, usize)> {
+    let (c, f) = p.strip_prefix("/chunk/")?.split_once("/frame/")?;
+    Some((c.parse().ok()?, f.parse().ok()?))
+}
+
+/// What the server has to send.
+#[derive(Debug, Clone)]
+enum Item {
+    /// Connection-level frames (SETTINGS, their acknowledgement).
+    Control(Vec<u8>),
+    /// Frame `f` of chunk `c`, due by `deadline`: pushed on a stream of
+    /// its own, or the next part of the response on `stream`.
+    Frame {
+        c: usize,
+        f: usize,
+        deadline: Option<Instant>,
+        stream: u32,
+    },
+    /// The response that ends request stream `stream` once every frame of
+    /// its chunk was pushed.
+    End { stream: u32 },
+}
+
+/// The server: HTTP/2 on the message transport (RFC 9113; [`h2`]). On
+/// `GET /chunk/<c>` it either pushes every frame of chunk `c` as its own
+/// resource (`/chunk/<c>/frame/<f>`), one message per frame holding its
+/// PUSH_PROMISE, HEADERS and DATA, then ends the request with a 204 — or,
+/// if the client disabled push (`SETTINGS_ENABLE_PUSH = 0`), answers with
+/// the whole chunk, one message per frame's bytes. Frames are reliable,
+/// or (with [`FrameServer::with_lifetimes`]) each has the lifetime of its
+/// playout deadline and P-frames depend on their chunk's I-frame (thesis
+/// §4.2, Table 7.2). It keeps to the client's connection flow-control
+/// window (RFC 9113 §6.9).
 #[derive(Debug)]
 pub struct FrameServer {
     video: std::sync::Arc<FrameVideo>,
-    /// (chunk, frame, playout deadline).
-    queue: VecDeque<(usize, usize, Option<Instant>)>,
+    queue: VecDeque<Item>,
     held: Option<OutMessage>,
     /// The held message's deadline.
     held_deadline: Option<Instant>,
+    /// DATA bytes of the held message (charged to the window).
+    held_data: usize,
     /// The last chunk whose I-frame was taken: (chunk, its message id, or
     /// `None` if it was dropped).
     iframe: Option<(usize, Option<u32>)>,
     lifetimes: bool,
     next_id: u32,
+    /// The client's connection preface arrived.
+    preface: bool,
+    /// SETTINGS_ENABLE_PUSH (initially 1, RFC 9113 §6.5.2).
+    push: bool,
+    /// The client's SETTINGS_INITIAL_WINDOW_SIZE.
+    stream_window: u32,
+    /// The connection's send window.
+    conn_window: i64,
+    last_request_stream: u32,
+    next_promised: u32,
     requests: u64,
     refused: u64,
     /// Frames dropped before sending: past their deadline, or their
@@ -265,9 +327,16 @@ impl FrameServer {
             queue: VecDeque::new(),
             held: None,
             held_deadline: None,
+            held_data: 0,
             iframe: None,
             lifetimes: false,
             next_id: 0,
+            preface: false,
+            push: true,
+            stream_window: h2::INITIAL_WINDOW,
+            conn_window: i64::from(h2::INITIAL_WINDOW),
+            last_request_stream: 0,
+            next_promised: 2,
             requests: 0,
             refused: 0,
             dropped_frames: 0,
@@ -288,9 +357,37 @@ impl FrameServer {
         self
     }
 
+    /// Requests refused (malformed, or for chunks that do not exist).
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    fn message(&mut self, substream: u16, bytes: Vec<u8>) -> OutMessage {
+        let mut m = OutMessage::new(self.next_id, bytes);
+        m.substream = substream;
+        self.next_id = self.next_id.wrapping_add(1);
+        m
+    }
+
     fn next_frame(&mut self, now: Instant) -> Option<OutMessage> {
         loop {
-            let (c, f, deadline) = self.queue.pop_front()?;
+            let item = self.queue.pop_front()?;
+            self.held_deadline = None;
+            self.held_data = 0;
+            let (c, f, deadline, stream) = match item {
+                Item::Control(b) => return Some(self.message(CONTROL, b)),
+                Item::End { stream } => {
+                    let mut b = Vec::new();
+                    h2::write_headers(&mut b, stream, &[(b":status", b"204")], true);
+                    return Some(self.message(CONTROL, b));
+                }
+                Item::Frame {
+                    c,
+                    f,
+                    deadline,
+                    stream,
+                } => (c, f, deadline, stream),
+            };
             let lifetime = match deadline {
                 Some(d) if d <= now => None,
                 Some(d) => Some(Some(d - now)),
@@ -302,9 +399,65 @@ impl FrameServer {
                 continue;
             };
             let size = self.video.size(c, f).expect("queued frames exist") as usize;
-            let n = self.video.frames_in(c) as u16;
-            let mut m = OutMessage::new(self.next_id, frame_message(c as u32, f as u16, n, size));
-            m.substream = DATA;
+            if size as i64 > self.conn_window {
+                // RFC 9113 §6.9: wait for the client's WINDOW_UPDATE.
+                self.queue.push_front(item);
+                return None;
+            }
+            self.conn_window -= size as i64;
+            let mut b = Vec::with_capacity(size + message_overhead(size));
+            if self.push {
+                let promised = self.next_promised;
+                self.next_promised += 2;
+                let path = frame_path(c, f);
+                h2::write_push_promise(
+                    &mut b,
+                    stream,
+                    promised,
+                    &[
+                        (b":method", b"GET"),
+                        (b":scheme", b"http"),
+                        (b":authority", AUTHORITY),
+                        (b":path", path.as_bytes()),
+                    ],
+                );
+                let len = size.to_string();
+                h2::write_headers(
+                    &mut b,
+                    promised,
+                    &[
+                        (b":status", b"200"),
+                        (b"content-type", b"video/mp4"),
+                        (b"content-length", len.as_bytes()),
+                    ],
+                    false,
+                );
+                let key = pattern_key(c, Some(f));
+                h2::write_data_with(&mut b, promised, size, true, |out, at, n| {
+                    fill_pattern(out, key, at, n)
+                });
+            } else {
+                if f == 0 {
+                    let len = self.video.chunk_bytes(c).to_string();
+                    h2::write_headers(
+                        &mut b,
+                        stream,
+                        &[
+                            (b":status", b"200"),
+                            (b"content-type", b"video/mp4"),
+                            (b"content-length", len.as_bytes()),
+                        ],
+                        false,
+                    );
+                }
+                let offset = self.video.offset(c, f);
+                let key = pattern_key(c, None);
+                let last = f + 1 == self.video.frames_in(c);
+                h2::write_data_with(&mut b, stream, size, last, |out, at, n| {
+                    fill_pattern(out, key, offset + at, n)
+                });
+            }
+            let mut m = self.message(DATA, b);
             m.frame = Some(c as u64 * 65536 + f as u64);
             m.group = Some(c as u64);
             m.lifetime = lifetime;
@@ -316,8 +469,8 @@ impl FrameServer {
                     _ => None,
                 };
             }
-            self.next_id = self.next_id.wrapping_add(1);
             self.held_deadline = deadline;
+            self.held_data = size;
             return Some(m);
         }
     }
@@ -338,10 +491,12 @@ impl FrameServer {
             match self.held_deadline {
                 Some(d) if d <= now => {
                     // Too late now: drop it (its id was never sent, so the
-                    // next message takes it).
+                    // next message takes it; its promised stream id stays
+                    // unused, which RFC 9113 §5.1.1 allows).
                     if let (Some(c), Some(k)) = (m.group, m.frame) {
                         self.drop_frame(c as usize, (k % 65536) as usize);
                     }
+                    self.conn_window += self.held_data as i64;
                     self.next_id = m.id;
                     held = None;
                 }
@@ -356,42 +511,160 @@ impl FrameServer {
             self.queue.clear();
         }
     }
+
+    /// The client's bytes: its preface, SETTINGS, WINDOW_UPDATEs and
+    /// requests. `Err`: a connection error (the client is not ours).
+    fn on_client_bytes(
+        &mut self,
+        now: Instant,
+        t: &dyn MessageTransport,
+        mut buf: &[u8],
+    ) -> Result<(), String> {
+        if !self.preface {
+            buf = buf
+                .strip_prefix(h2::PREFACE)
+                .ok_or("the first message is not an HTTP/2 connection preface")?;
+            self.preface = true;
+            // Our SETTINGS: stateless header blocks ([`h2`]).
+            let mut b = Vec::new();
+            h2::write_settings(&mut b, &[(h2::setting::HEADER_TABLE_SIZE, 0)]);
+            self.queue.push_front(Item::Control(b));
+        }
+        for fr in h2::frames(buf) {
+            let fr = fr?;
+            match fr.kind {
+                h2::kind::SETTINGS if fr.flags & h2::flag::ACK == 0 => {
+                    for (id, v) in h2::settings(&fr)? {
+                        match id {
+                            h2::setting::ENABLE_PUSH if v <= 1 => self.push = v == 1,
+                            h2::setting::ENABLE_PUSH => {
+                                return Err(format!("SETTINGS_ENABLE_PUSH {v}"))
+                            }
+                            h2::setting::INITIAL_WINDOW_SIZE if v <= h2::MAX_WINDOW => {
+                                self.stream_window = v
+                            }
+                            h2::setting::INITIAL_WINDOW_SIZE => {
+                                return Err(format!("SETTINGS_INITIAL_WINDOW_SIZE {v}"))
+                            }
+                            _ => {}
+                        }
+                    }
+                    let mut b = Vec::new();
+                    h2::write_settings_ack(&mut b);
+                    self.queue.push_back(Item::Control(b));
+                }
+                h2::kind::WINDOW_UPDATE if fr.stream == 0 => {
+                    self.conn_window += i64::from(h2::window_increment(&fr)?);
+                    if self.conn_window > i64::from(h2::MAX_WINDOW) {
+                        return Err("FLOW_CONTROL_ERROR: window above 2^31 - 1".into());
+                    }
+                }
+                h2::kind::HEADERS => self.on_request(now, t, fr.stream, &fr)?,
+                h2::kind::GOAWAY => return Err("the client sent GOAWAY".into()),
+                // Stream WINDOW_UPDATE (no response exceeds the initial
+                // stream window: checked per request), PING, PRIORITY,
+                // unknown types (ignored, RFC 9113 §4.1).
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn on_request(
+        &mut self,
+        now: Instant,
+        t: &dyn MessageTransport,
+        stream: u32,
+        fr: &h2::Frame<'_>,
+    ) -> Result<(), String> {
+        if stream.is_multiple_of(2) || stream <= self.last_request_stream {
+            return Err(format!("request on stream {stream}"));
+        }
+        self.last_request_stream = stream;
+        let (block, _) = h2::header_block(fr)?;
+        let fields = h2::decode_block(block)?;
+        let playout_name = http::PLAYOUT_IN.to_ascii_lowercase();
+        let request = (h2::field(&fields, ":method") == Some("GET"))
+            .then(|| {
+                h2::field(&fields, ":path")?
+                    .strip_prefix("/chunk/")?
+                    .parse::<usize>()
+                    .ok()
+            })
+            .flatten()
+            .filter(|&c| c < self.video.chunks());
+        let Some(c) = request else {
+            self.refused += 1;
+            let mut b = Vec::new();
+            h2::write_headers(&mut b, stream, &[(b":status", b"404")], true);
+            self.queue.push_back(Item::Control(b));
+            return Ok(());
+        };
+        let playout = match h2::field(&fields, &playout_name) {
+            None => None,
+            Some(v) => Some(Duration::from_millis(
+                v.parse().map_err(|_| format!("{playout_name}: {v:?}"))?,
+            )),
+        };
+        let largest = if self.push {
+            (0..self.video.frames_in(c))
+                .map(|f| self.video.size(c, f).unwrap_or(0) as usize)
+                .max()
+                .unwrap_or(0)
+        } else {
+            self.video.chunk_bytes(c)
+        };
+        if largest > self.stream_window as usize {
+            return Err(format!(
+                "a response of {largest} bytes exceeds the client's stream window of {}",
+                self.stream_window
+            ));
+        }
+        if self.queue.len() >= 1 << 20 {
+            return Err("more than 2^20 frames queued".into());
+        }
+        self.requests += 1;
+        let fps = f64::from(self.video.fps);
+        // The request travelled about half the RTT, and a frame is due a
+        // frame interval before it is shown (the decoder's time; the
+        // thesis counts none, RESULTS.md 1(a)).
+        let owd = t.min_rtt().map_or(Duration::ZERO, |r| r / 2);
+        let guard = Duration::from_secs_f64(1.0 / fps);
+        let start = playout
+            .filter(|_| self.lifetimes)
+            .map(|d| now + d.saturating_sub(owd + guard));
+        self.queue.extend((0..self.video.frames_in(c)).map(|f| {
+            let deadline = start.map(|s| s + Duration::from_secs_f64(f as f64 / fps));
+            Item::Frame {
+                c,
+                f,
+                deadline,
+                stream,
+            }
+        }));
+        if self.push {
+            self.queue.push_back(Item::End { stream });
+        }
+        Ok(())
+    }
 }
 
 impl TransportApp for FrameServer {
     fn on_start(&mut self, _now: Instant, _t: &mut dyn MessageTransport) {}
 
     fn on_event(&mut self, now: Instant, t: &mut dyn MessageTransport, ev: TransportEvent) {
+        if self.error.is_some() {
+            return;
+        }
         match ev {
-            TransportEvent::Message(m) if m.substream == CONTROL => {
-                let request = http::parse_request_head(&m.payload)
-                    .ok()
-                    .and_then(|(p, playout)| {
-                        let c = p.strip_prefix("/chunk/")?.parse::<usize>().ok()?;
-                        (c < self.video.chunks()).then_some((c, playout))
-                    });
-                match request {
-                    Some((c, playout)) if self.queue.len() < 1 << 20 => {
-                        self.requests += 1;
-                        let fps = f64::from(self.video.fps);
-                        // The request travelled about half the RTT, and a
-                        // frame is due a frame interval before it is shown
-                        // (the decoder's time; the thesis counts none,
-                        // RESULTS.md 1(a)).
-                        let owd = t.min_rtt().map_or(Duration::ZERO, |r| r / 2);
-                        let guard = Duration::from_secs_f64(1.0 / fps);
-                        let start = playout
-                            .filter(|_| self.lifetimes)
-                            .map(|d| now + d.saturating_sub(owd + guard));
-                        self.queue.extend((0..self.video.frames_in(c)).map(|f| {
-                            let due = start.map(|s| s + Duration::from_secs_f64(f as f64 / fps));
-                            (c, f, due)
-                        }));
-                        self.flush(now, t);
-                    }
-                    _ => self.refused += 1,
+            TransportEvent::Message(m) => match self.on_client_bytes(now, t, &m.payload) {
+                Ok(()) => self.flush(now, t),
+                Err(e) => {
+                    self.error = Some(format!("HTTP/2: {e}"));
+                    self.queue.clear();
+                    t.close(now);
                 }
-            }
+            },
             TransportEvent::Writable => self.flush(now, t),
             TransportEvent::PeerClosed => t.close(now),
             TransportEvent::Failed(e) => self.error = Some(e),
@@ -480,6 +753,28 @@ pub struct FrameClient {
     next_id: u32,
     outbox: VecDeque<OutMessage>,
     held: Option<OutMessage>,
+    /// The preface went out (with the first request).
+    preface_sent: bool,
+    next_stream: u32,
+    /// Open streams: requests and pushed frames.
+    streams: HashMap<u32, Incoming>,
+    /// DATA bytes received since the last connection WINDOW_UPDATE.
+    unacked: u64,
+}
+
+/// A stream the client receives on.
+#[derive(Debug, Clone, Copy)]
+struct Incoming {
+    /// Chunk.
+    c: usize,
+    /// The pushed frame, or `None` for the request stream of the chunk.
+    f: Option<usize>,
+    /// content-length.
+    len: Option<usize>,
+    /// DATA bytes so far.
+    got: usize,
+    /// A byte was wrong.
+    bad: bool,
 }
 
 impl FrameClient {
@@ -519,6 +814,10 @@ impl FrameClient {
             next_id: 0,
             outbox: VecDeque::new(),
             held: None,
+            preface_sent: false,
+            next_stream: 1,
+            streams: HashMap::new(),
+            unacked: 0,
         }
     }
 
@@ -562,8 +861,55 @@ impl FrameClient {
             return;
         }
         self.requested = c + 1;
+        let mut b = Vec::new();
+        if !self.preface_sent {
+            // RFC 9113 §3.4: the preface, our SETTINGS (push only when
+            // progressive; stateless header blocks; the largest stream
+            // window) and the largest connection window.
+            self.preface_sent = true;
+            b.extend_from_slice(h2::PREFACE);
+            let push = u32::from(self.arch != Arch::RequestResponse);
+            h2::write_settings(
+                &mut b,
+                &[
+                    (h2::setting::HEADER_TABLE_SIZE, 0),
+                    (h2::setting::ENABLE_PUSH, push),
+                    (h2::setting::INITIAL_WINDOW_SIZE, h2::MAX_WINDOW),
+                ],
+            );
+            h2::write_window_update(&mut b, 0, h2::MAX_WINDOW - h2::INITIAL_WINDOW);
+        }
+        let stream = self.next_stream;
+        self.next_stream += 2;
         let path = format!("/chunk/{c}");
-        let mut m = OutMessage::new(self.next_id, http::request_playing_in(&path, playout_in));
+        let playout = playout_in.map(|d| d.as_millis().to_string());
+        let playout_name = http::PLAYOUT_IN.to_ascii_lowercase();
+        let mut fields: Vec<(&[u8], &[u8])> = vec![
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":authority", AUTHORITY),
+            (b":path", path.as_bytes()),
+        ];
+        if let Some(p) = &playout {
+            fields.push((playout_name.as_bytes(), p.as_bytes()));
+        }
+        h2::write_headers(&mut b, stream, &fields, true);
+        self.streams.insert(
+            stream,
+            Incoming {
+                c,
+                f: None,
+                len: None,
+                got: 0,
+                bad: false,
+            },
+        );
+        self.send(now, t, b);
+    }
+
+    /// Send `bytes` on the control sub-stream.
+    fn send(&mut self, now: Instant, t: &mut dyn MessageTransport, bytes: Vec<u8>) {
+        let mut m = OutMessage::new(self.next_id, bytes);
         self.next_id = self.next_id.wrapping_add(1);
         m.substream = CONTROL;
         self.outbox.push_back(m);
@@ -651,6 +997,154 @@ impl FrameClient {
     }
 }
 
+impl FrameClient {
+    /// The server's HTTP/2 frames of one message. Over TCP Hollywood a
+    /// message may arrive out of order or never, so each one stands alone:
+    /// a pushed frame's message holds its PUSH_PROMISE, HEADERS and all
+    /// its DATA, and header blocks need no earlier block ([`h2`]). A
+    /// PUSH_PROMISE is accepted on a request stream that has already
+    /// ended — with unordered delivery the 204 that ends it can overtake
+    /// the pushes (RFC 9113 §6.6 would make that an error over TCP).
+    fn on_server_bytes(
+        &mut self,
+        now: Instant,
+        t: &mut dyn MessageTransport,
+        buf: &[u8],
+    ) -> Result<(), String> {
+        for fr in h2::frames(buf) {
+            let fr = fr?;
+            match fr.kind {
+                h2::kind::SETTINGS if fr.flags & h2::flag::ACK == 0 => {
+                    h2::settings(&fr)?;
+                    let mut b = Vec::new();
+                    h2::write_settings_ack(&mut b);
+                    self.send(now, t, b);
+                }
+                h2::kind::PUSH_PROMISE => {
+                    if self.arch == Arch::RequestResponse {
+                        return Err("a PUSH_PROMISE with push disabled".into());
+                    }
+                    let (block, promised) = h2::header_block(&fr)?;
+                    let promised = promised.expect("PUSH_PROMISE");
+                    let fields = h2::decode_block(block)?;
+                    let (c, f) = h2::field(&fields, ":path")
+                        .and_then(parse_frame_path)
+                        .filter(|&(c, f)| c < self.chunks && f < self.chunk_len[c] as usize)
+                        .ok_or_else(|| format!("a push of {:?}", h2::field(&fields, ":path")))?;
+                    if promised % 2 == 1 || self.streams.len() >= 1 << 16 {
+                        return Err(format!("promised stream {promised}"));
+                    }
+                    self.streams.insert(
+                        promised,
+                        Incoming {
+                            c,
+                            f: Some(f),
+                            len: None,
+                            got: 0,
+                            bad: false,
+                        },
+                    );
+                }
+                h2::kind::HEADERS => {
+                    let (block, _) = h2::header_block(&fr)?;
+                    let fields = h2::decode_block(block)?;
+                    let s = self
+                        .streams
+                        .get_mut(&fr.stream)
+                        .ok_or_else(|| format!("HEADERS on stream {}", fr.stream))?;
+                    let status = h2::field(&fields, ":status");
+                    let request_of_push = s.f.is_none() && self.arch != Arch::RequestResponse;
+                    match status {
+                        Some("204") if request_of_push => {}
+                        Some("200") if !request_of_push => {
+                            let len = h2::field(&fields, "content-length")
+                                .and_then(|v| v.parse().ok())
+                                .ok_or("a response without its content-length")?;
+                            s.len = Some(len);
+                        }
+                        _ => return Err(format!("status {status:?} on stream {}", fr.stream)),
+                    }
+                    if fr.flags & h2::flag::END_STREAM != 0 {
+                        self.finish(now, t, fr.stream);
+                    }
+                }
+                h2::kind::DATA => {
+                    let d = h2::data(&fr)?;
+                    self.unacked += fr.payload.len() as u64;
+                    let s = self
+                        .streams
+                        .get_mut(&fr.stream)
+                        .filter(|s| s.len.is_some())
+                        .ok_or_else(|| format!("DATA on stream {}", fr.stream))?;
+                    if !pattern_intact(pattern_key(s.c, s.f), s.got, d) {
+                        s.bad = true;
+                    }
+                    s.got += d.len();
+                    if fr.flags & h2::flag::END_STREAM != 0 {
+                        self.finish(now, t, fr.stream);
+                    }
+                }
+                h2::kind::GOAWAY => return Err("the server sent GOAWAY".into()),
+                h2::kind::RST_STREAM => return Err(format!("RST_STREAM on {}", fr.stream)),
+                _ => {}
+            }
+        }
+        if self.unacked >= 1 << 30 {
+            // Give the connection window back (RFC 9113 §6.9).
+            let mut b = Vec::new();
+            h2::write_window_update(&mut b, 0, self.unacked as u32);
+            self.unacked = 0;
+            self.send(now, t, b);
+        }
+        Ok(())
+    }
+
+    /// Stream `stream` ended: a frame, or (request-response) a chunk,
+    /// arrived whole, or its bytes were wrong.
+    fn finish(&mut self, now: Instant, t: &mut dyn MessageTransport, stream: u32) {
+        let Some(s) = self.streams.remove(&stream) else {
+            return;
+        };
+        let whole = !s.bad && s.len == Some(s.got);
+        match s.f {
+            None if self.arch != Arch::RequestResponse => {}
+            None => {
+                if !whole {
+                    self.report.corrupt_frames += u64::from(self.chunk_len[s.c]);
+                    return;
+                }
+                for f in 0..self.chunk_len[s.c] as usize {
+                    self.arrived(s.c, f);
+                }
+                self.advance(now, t);
+            }
+            Some(f) => {
+                if !whole {
+                    self.report.corrupt_frames += 1;
+                    return;
+                }
+                self.arrived(s.c, f);
+                self.advance(now, t);
+            }
+        }
+    }
+
+    /// Frame `f` of chunk `c` is in.
+    fn arrived(&mut self, c: usize, f: usize) {
+        let k = c as u64 * self.chunk_frames + f as u64;
+        if self.have[k as usize] {
+            return;
+        }
+        // Already skipped: discarded (Hollywood).
+        let passed = matches!(self.play, Play::Playing { next, .. } | Play::Stalled { next, .. } if next > k);
+        if passed {
+            self.report.late_frames += 1;
+        }
+        self.have[k as usize] = true;
+        self.per_chunk[c] += 1;
+    }
+}
+
 impl TransportApp for FrameClient {
     fn on_start(&mut self, now: Instant, _t: &mut dyn MessageTransport) {
         self.t0 = Some(now);
@@ -666,37 +1160,10 @@ impl TransportApp for FrameClient {
                 // one chunk; progressive asks for chunk 1 when 0 starts).
                 self.request(now, t, 0, None);
             }
-            TransportEvent::Message(m) if m.substream == DATA => match parse_frame(&m.payload) {
-                Ok((c, f, n, body)) => {
-                    let (c, f) = (c as usize, f as usize);
-                    if c >= self.chunks
-                        || f >= self.chunk_len[c] as usize
-                        || usize::from(n) != self.chunk_len[c] as usize
-                    {
-                        self.report.error = Some(format!("frame {f} of chunk {c} does not exist"));
-                        return;
-                    }
-                    if !frame_intact(c as u32, f as u16, body) {
-                        self.report.corrupt_frames += 1;
-                        return;
-                    }
-                    let k = c as u64 * self.chunk_frames + f as u64;
-                    if self.have[k as usize] {
-                        return;
-                    }
-                    // Already skipped: discarded (Hollywood).
-                    let passed = matches!(self.play, Play::Playing { next, .. } | Play::Stalled { next, .. } if next > k);
-                    if passed {
-                        self.report.late_frames += 1;
-                    }
-                    self.have[k as usize] = true;
-                    self.per_chunk[c] += 1;
-                    self.advance(now, t);
-                }
-                Err(e) => self.report.error = Some(e),
-            },
             TransportEvent::Message(m) => {
-                self.report.error = Some(format!("a message on sub-stream {}", m.substream));
+                if let Err(e) = self.on_server_bytes(now, t, &m.payload) {
+                    self.report.error = Some(format!("HTTP/2: {e}"));
+                }
             }
             TransportEvent::PeerClosed | TransportEvent::Closed => {
                 self.report.error = Some("the server closed the connection".into());
@@ -744,6 +1211,8 @@ pub struct Ch6Scenario {
     /// deadline ([`FrameServer::with_lifetimes`]); else every frame is
     /// reliable.
     pub lifetimes: bool,
+    /// Write every packet (both directions, at link ingress) here.
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 /// What a session measured.
@@ -792,6 +1261,10 @@ impl Ch6Scenario {
                 .with_lifetimes(self.lifetimes && self.arch == Arch::Hollywood),
             FrameClient::new(self.arch, &self.video, self.buffer_frames),
         )?;
+        if let Some(p) = &self.pcap {
+            sim.capture_pcap_file(p, hollywood_sim::CaptureFilter::default())
+                .map_err(|e| format!("cannot write pcap {}: {e}", p.display()))?;
+        }
         let limit = Instant::ZERO + length * 3 + Duration::from_secs(600);
         while sim.now() < limit {
             sim.run_for(Duration::from_secs(1))
@@ -806,6 +1279,7 @@ impl Ch6Scenario {
             }
         }
         let now = sim.now();
+        sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
         let s = sim
             .node_mut::<TransportHost<FrameServer>>(server)
             .expect("server");
@@ -897,6 +1371,7 @@ mod tests {
             cc: CcAlgorithm::Cubic,
             seed: 1,
             lifetimes,
+            pcap: None,
         }
         .run()
         .unwrap()
@@ -917,19 +1392,37 @@ mod tests {
     }
 
     #[test]
-    fn frame_bytes_round_trip_and_a_changed_byte_shows() {
-        for size in [0, 1, 255, 256, 257, 70_000] {
-            let m = frame_message(300, 7, 60, size);
-            let (c, f, n, body) = parse_frame(&m).unwrap();
-            assert_eq!((c, f, n, body.len()), (300, 7, 60, size));
-            assert!(frame_intact(c, f, body));
-            assert!(body.len() < 2 || !frame_intact(c, f + 1, body));
+    fn resource_bytes_check_at_any_offset_and_a_changed_byte_shows() {
+        for (offset, size) in [
+            (0, 0),
+            (0, 1),
+            (3, 255),
+            (0, 256),
+            (255, 257),
+            (1000, 70_000),
+        ] {
+            let key = pattern_key(300, Some(7));
+            let mut body = Vec::new();
+            fill_pattern(&mut body, key, offset, size);
+            assert_eq!(body.len(), size);
+            assert!(pattern_intact(key, offset, &body));
+            assert!(size < 2 || !pattern_intact(pattern_key(300, Some(8)), offset, &body));
+            assert!(size < 2 || !pattern_intact(key, offset + 1, &body));
             if size > 0 {
-                let mut bad = body.to_vec();
+                let mut bad = body.clone();
                 bad[size - 1] ^= 1;
-                assert!(!frame_intact(c, f, &bad));
+                assert!(!pattern_intact(key, offset, &bad));
             }
+            // Bytes written in pieces are the bytes written at once.
+            let mut pieces = Vec::new();
+            let half = size / 2;
+            fill_pattern(&mut pieces, key, offset, half);
+            fill_pattern(&mut pieces, key, offset + half, size - half);
+            assert_eq!(pieces, body);
         }
+        assert_eq!(parse_frame_path(&frame_path(12, 59)), Some((12, 59)));
+        assert_eq!(parse_frame_path("/chunk/1"), None);
+        assert_eq!(parse_frame_path("/chunk/x/frame/1"), None);
     }
 
     #[test]
@@ -1019,5 +1512,175 @@ mod tests {
         let a = run_with(Arch::Push, 7_500_000, 60, 6, 100, 0.002, 10, true);
         let b = run_with(Arch::Push, 7_500_000, 60, 6, 100, 0.002, 10, false);
         assert_eq!(a.report, b.report);
+    }
+
+    mod hostile {
+        //! Each end against a peer that breaks HTTP/2's rules: an error
+        //! that ends the session, never a panic or a frame played wrong.
+        use super::*;
+        use crate::dash::tests::{msg, Sink};
+
+        fn video() -> Arc<FrameVideo> {
+            Arc::new(
+                FrameVideo::new(3_000_000, 60, 60, Duration::from_secs(3), 5.0, 0.1, 1).unwrap(),
+            )
+        }
+
+        fn preface(window: bool, push: bool) -> Vec<u8> {
+            let mut b = h2::PREFACE.to_vec();
+            h2::write_settings(
+                &mut b,
+                &[
+                    (h2::setting::ENABLE_PUSH, u32::from(push)),
+                    (h2::setting::INITIAL_WINDOW_SIZE, h2::MAX_WINDOW),
+                ],
+            );
+            if window {
+                h2::write_window_update(&mut b, 0, h2::MAX_WINDOW - h2::INITIAL_WINDOW);
+            }
+            b
+        }
+
+        fn get(b: &mut Vec<u8>, stream: u32, path: &str) {
+            h2::write_headers(
+                b,
+                stream,
+                &[(b":method", b"GET"), (b":path", path.as_bytes())],
+                true,
+            );
+        }
+
+        fn serve(bytes: Vec<u8>) -> (FrameServer, Sink) {
+            let mut s = FrameServer::new(video());
+            let mut t = Sink::default();
+            s.on_event(Instant::ZERO, &mut t, msg(CONTROL, bytes));
+            (s, t)
+        }
+
+        /// DATA bytes the server sent.
+        fn data_sent(t: &Sink) -> usize {
+            t.0.iter()
+                .flat_map(|m| {
+                    h2::frames(&m.payload)
+                        .map(Result::unwrap)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|f| f.kind == h2::kind::DATA)
+                .map(|f| f.payload.len())
+                .sum()
+        }
+
+        #[test]
+        fn the_server_refuses_what_is_not_http2_and_keeps_to_the_window() {
+            // No preface.
+            let (s, t) = serve(b"GET /chunk/0 HTTP/1.1\r\n\r\n".to_vec());
+            assert!(
+                s.error.as_deref().unwrap().contains("preface"),
+                "{:?}",
+                s.error
+            );
+            assert!(t.0.is_empty());
+            // A request on an even (server) stream.
+            let mut b = preface(true, true);
+            get(&mut b, 2, "/chunk/0");
+            assert!(serve(b).0.error.unwrap().contains("stream 2"));
+            // A window pushed past 2^31 - 1.
+            let mut b = preface(true, true);
+            h2::write_window_update(&mut b, 0, 1);
+            assert!(serve(b).0.error.unwrap().contains("FLOW_CONTROL"));
+            // A chunk that does not exist: 404, the connection goes on.
+            let mut b = preface(true, true);
+            get(&mut b, 1, "/chunk/99");
+            let (s, t) = serve(b);
+            assert_eq!((s.error.clone(), s.refused()), (None, 1));
+            let statuses: Vec<String> =
+                t.0.iter()
+                    .flat_map(|m| {
+                        h2::frames(&m.payload)
+                            .map(Result::unwrap)
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|f| f.kind == h2::kind::HEADERS && f.stream == 1)
+                    .map(|f| {
+                        let h = h2::decode_block(h2::header_block(&f).unwrap().0).unwrap();
+                        h2::field(&h, ":status").unwrap().to_string()
+                    })
+                    .collect();
+            assert_eq!(statuses, ["404"]);
+            // Without the client's WINDOW_UPDATE the server sends at most
+            // the initial 65 535 bytes of DATA (whole frames: a frame
+            // waits until the window holds all of it), and the rest once
+            // the window opens.
+            let mut b = preface(false, true);
+            get(&mut b, 1, "/chunk/0");
+            let (mut s, mut t) = serve(b);
+            let first = data_sent(&t);
+            assert!(first > 0 && first <= 65_535, "{first}");
+            let mut w = Vec::new();
+            h2::write_window_update(&mut w, 0, 10_000_000);
+            s.on_event(Instant::ZERO, &mut t, msg(CONTROL, w));
+            assert_eq!(data_sent(&t), s.video.chunk_bytes(0));
+            assert_eq!(s.error, None);
+        }
+
+        #[test]
+        fn the_client_refuses_broken_responses_and_counts_a_changed_byte() {
+            let v = video();
+            let fresh = || {
+                let mut c = FrameClient::new(Arch::Push, &v, 10);
+                let mut t = Sink::default();
+                c.on_start(Instant::ZERO, &mut t);
+                c.on_event(Instant::ZERO, &mut t, TransportEvent::Connected);
+                (c, t)
+            };
+            // The client's first message is a preface and GET /chunk/0.
+            let (_, t) = fresh();
+            let first = &t.0[0].payload;
+            assert!(first.starts_with(h2::PREFACE));
+            // A frame pushed by our server, whole and changed.
+            let mut b = preface(true, true);
+            get(&mut b, 1, "/chunk/0");
+            let (_, st) = serve(b);
+            let frame =
+                st.0.iter()
+                    .find(|m| m.substream == DATA)
+                    .unwrap()
+                    .payload
+                    .clone();
+            let (mut c, mut t) = fresh();
+            c.on_event(Instant::ZERO, &mut t, msg(DATA, frame.clone()));
+            assert_eq!(c.report.error, None);
+            assert!(c.have[0]);
+            let (mut c, mut t) = fresh();
+            let mut bad = frame.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            c.on_event(Instant::ZERO, &mut t, msg(DATA, bad));
+            assert_eq!((c.report.corrupt_frames, c.have[0]), (1, false));
+            // Not HTTP/2, DATA on a stream never opened, a push of a frame
+            // that does not exist: errors.
+            for bytes in [
+                b"HTTP/1.1 200 OK\r\n\r\n".to_vec(),
+                {
+                    let mut b = Vec::new();
+                    h2::write_data(&mut b, 7, b"x", true);
+                    b
+                },
+                {
+                    let mut b = Vec::new();
+                    h2::write_push_promise(&mut b, 1, 2, &[(b":path", b"/chunk/0/frame/60")]);
+                    b
+                },
+            ] {
+                let (mut c, mut t) = fresh();
+                c.on_event(Instant::ZERO, &mut t, msg(DATA, bytes));
+                assert!(c.report.error.is_some());
+                assert!(!c.have.iter().any(|&h| h));
+            }
+            // A request-response client refuses pushes (it disabled them).
+            let mut c = FrameClient::new(Arch::RequestResponse, &v, 10);
+            let mut t = Sink::default();
+            c.on_event(Instant::ZERO, &mut t, msg(DATA, frame));
+            assert!(c.report.error.unwrap().contains("push disabled"));
+        }
     }
 }

@@ -801,50 +801,7 @@ mod hostile {
     //! memory.
     use super::*;
     use crate::dash::content::Content;
-    use hollywood_transport::{InMessage, SendError, TransportStats};
-
-    /// A transport that takes every message and delivers nothing.
-    #[derive(Default)]
-    struct Sink(Vec<OutMessage>);
-
-    impl MessageTransport for Sink {
-        fn name(&self) -> &'static str {
-            "sink"
-        }
-        fn start(&mut self, _now: Instant) {}
-        fn handle_packet(&mut self, _now: Instant, _packet: &[u8]) {}
-        fn handle_timeout(&mut self, _now: Instant) {}
-        fn poll_transmit(&mut self, _now: Instant) -> Option<Vec<u8>> {
-            None
-        }
-        fn poll_timeout(&self) -> Option<Instant> {
-            None
-        }
-        fn send(&mut self, _now: Instant, msg: OutMessage) -> Result<(), SendError> {
-            self.0.push(msg);
-            Ok(())
-        }
-        fn poll_event(&mut self) -> Option<TransportEvent> {
-            None
-        }
-        fn close(&mut self, _now: Instant) {}
-        fn stats(&self) -> TransportStats {
-            TransportStats::default()
-        }
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
-        }
-    }
-
-    fn msg(substream: u16, payload: Vec<u8>) -> TransportEvent {
-        TransportEvent::Message(InMessage {
-            id: 0,
-            substream,
-            payload,
-            arrival: Instant::ZERO,
-            received: Instant::ZERO,
-        })
-    }
+    use crate::dash::tests::{msg, Sink};
 
     fn head(location: &str, offset: u64, length: u64) -> TransportEvent {
         let h = ResponseHead {

@@ -20,6 +20,7 @@ pub mod abr;
 pub mod ch6;
 pub mod client;
 pub mod content;
+pub mod h2;
 pub mod http;
 pub mod server;
 
@@ -71,6 +72,8 @@ pub struct DashScenario {
     pub cc: CcAlgorithm,
     /// Seed of the path's randomness and the transports.
     pub seed: u64,
+    /// Write every packet (both directions, at link ingress) here.
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 /// What a session measured.
@@ -172,6 +175,10 @@ impl DashScenario {
             DashServer::new(self.content.clone()),
             DashClient::new(self.client, &self.content.manifest_path()),
         )?;
+        if let Some(p) = &self.pcap {
+            sim.capture_pcap_file(p, hollywood_sim::CaptureFilter::default())
+                .map_err(|e| format!("cannot write pcap {}: {e}", p.display()))?;
+        }
         let limit = Instant::ZERO + self.content.duration() * 3 + Duration::from_secs(600);
         while sim.now() < limit {
             sim.run_for(Duration::from_secs(1))
@@ -190,6 +197,7 @@ impl DashScenario {
             }
         }
         let now = sim.now();
+        sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
         let s = sim.node_mut::<ServerHost>(server).expect("server");
         let server_stats = s.app().stats();
         let server_transport = s.transport().stats();

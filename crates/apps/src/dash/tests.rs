@@ -2,6 +2,53 @@ use super::client::ClientConfig;
 use super::content::Content;
 use super::*;
 use crate::messages::Transport;
+use hollywood_tcp::Instant;
+use hollywood_transport::{
+    InMessage, MessageTransport, OutMessage, SendError, TransportEvent, TransportStats,
+};
+
+/// A transport that takes every message and delivers nothing.
+#[derive(Default)]
+pub(crate) struct Sink(pub Vec<OutMessage>);
+
+impl MessageTransport for Sink {
+    fn name(&self) -> &'static str {
+        "sink"
+    }
+    fn start(&mut self, _now: Instant) {}
+    fn handle_packet(&mut self, _now: Instant, _packet: &[u8]) {}
+    fn handle_timeout(&mut self, _now: Instant) {}
+    fn poll_transmit(&mut self, _now: Instant) -> Option<Vec<u8>> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn send(&mut self, _now: Instant, msg: OutMessage) -> Result<(), SendError> {
+        self.0.push(msg);
+        Ok(())
+    }
+    fn poll_event(&mut self) -> Option<TransportEvent> {
+        None
+    }
+    fn close(&mut self, _now: Instant) {}
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+pub(crate) fn msg(substream: u16, payload: Vec<u8>) -> TransportEvent {
+    TransportEvent::Message(InMessage {
+        id: 0,
+        substream,
+        payload,
+        arrival: Instant::ZERO,
+        received: Instant::ZERO,
+    })
+}
 
 fn scenario(
     t: Transport,
@@ -28,6 +75,7 @@ fn scenario(
         queue_bytes: None,
         cc: CcAlgorithm::Cubic,
         seed,
+        pcap: None,
     }
 }
 

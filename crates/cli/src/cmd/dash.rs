@@ -87,6 +87,12 @@ pub struct DashArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Write the session's packets (both directions) to this pcap file;
+    /// one transport and one seed only. `tshark -X
+    /// lua_script:tools/wireshark/hollywood.lua -d tcp.port==80,hollywood
+    /// -r FILE` dissects the HTTP/1.1 inside (docs/DASH.md).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -172,7 +178,17 @@ pub fn run(a: DashArgs) -> Result<(), String> {
         .checked_add(a.seeds)
         .ok_or("--seed + --seeds overflows")?;
     let seeds: Vec<u64> = (a.seed..last).collect();
-    let runs = run_all(&session, &transports, &seeds, &|| {});
+    let runs = match &a.pcap {
+        Some(p) if transports.len() == 1 && seeds.len() == 1 => {
+            let mut s = session.scenario(&transports[0], a.seed);
+            s.pcap = Some(p.clone());
+            vec![vec![s.run()]]
+        }
+        Some(_) => {
+            return Err("--pcap captures one session: give one --transport and --seeds 1".into())
+        }
+        None => run_all(&session, &transports, &seeds, &|| {}),
+    };
     let summaries: Vec<TransportSummary> = transports
         .iter()
         .zip(&runs)

@@ -62,6 +62,12 @@ pub struct Ch6Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Write the session's packets (both directions) to this pcap file;
+    /// only for a single session (one architecture, encoding, RTT and
+    /// seed). `tshark -X lua_script:tools/wireshark/hollywood.lua -r FILE`
+    /// dissects the HTTP/2 inside (docs/DASH.md).
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -148,10 +154,17 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
                         cc: a.cc,
                         seed,
                         lifetimes: !a.reliable,
+                        pcap: a.pcap.clone(),
                     });
                 }
             }
         }
+    }
+    if a.pcap.is_some() && scenarios.len() != 1 {
+        return Err(format!(
+            "--pcap captures one session; this asks for {} (give one --arch, --encoding and --rtt, and --seeds 1)",
+            scenarios.len()
+        ));
     }
     let results = run_ch6(&scenarios, &|| {});
     let rows: Vec<Row> = keys
