@@ -45,6 +45,8 @@ enum Command {
     DashCh6(cmd::dash_ch6::Ch6Args),
     /// Encode a source with ffmpeg into seed 001's DASH ladder (MPEG-TS chunks, MPD) for `dash --video DIR`.
     DashLadder(cmd::dash_video::LadderArgs),
+    /// Encode thesis ch. 6's fixed-rate videos (7.5/12/24/53 Mb/s, 60 fps) with ffmpeg and record every frame's size for `dash-ch6 --video DIR`.
+    DashCh6Video(cmd::dash_video::Ch6VideoArgs),
     /// Reproduce a thesis chapter's experiments (plots, tables, README).
     #[command(subcommand)]
     Repro(cmd::repro::ReproCommand),
@@ -108,6 +110,7 @@ fn main() -> ExitCode {
         Command::Dash(args) => cmd::dash::run(args),
         Command::DashCh6(args) => cmd::dash_ch6::run(args),
         Command::DashLadder(args) => cmd::dash_video::ladder(args),
+        Command::DashCh6Video(args) => cmd::dash_video::ch6_video(args),
         Command::Repro(c) => cmd::repro::run(c),
         Command::Report(a) => cmd::repro::report(a),
         Command::Netem(c) => cmd::netem::run(c),

@@ -309,3 +309,87 @@ fn wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byt
     assert_eq!(crc.lines().count(), 1, "{crc}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn chapter_6_plays_real_frame_sizes_from_an_ffmpeg_encode() {
+    if !have_ffmpeg() {
+        eprintln!("dash::chapter_6_plays_real_frame_sizes_from_an_ffmpeg_encode: SKIPPED, no ffmpeg (apt-get install ffmpeg; scripts/test.sh does it as root)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hollywood-ch6video-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let out = hollywood(&[
+        "dash-ch6-video",
+        "--out",
+        d,
+        "--duration",
+        "2s",
+        "--encoding",
+        "2mbit,4mbit",
+        "--size",
+        "320x180",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ch6.json")).unwrap()).unwrap();
+    assert_eq!(v["gop"], 60);
+    let frames = v["encodings"][1]["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), 120);
+    // An I-frame opens each GOP and is larger than the P-frames after it.
+    let size = |i: usize| frames[i].as_u64().unwrap();
+    assert!(size(60) > size(61) && size(0) > size(1), "{frames:?}");
+    let r = json(&[
+        "dash-ch6",
+        "--video",
+        d,
+        "--encoding",
+        "2mbit,4mbit",
+        "--chunk-frames",
+        "60",
+        "--rtt",
+        "25ms",
+        "--loss",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(r["duration_s"], 2.0);
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for row in rows {
+        assert_eq!(u(row, "runs"), 1, "{row}");
+        assert!(row["errors"].as_array().unwrap().is_empty(), "{row}");
+        assert_eq!(f(&row["total_stall_s"], "mean"), 0.0, "{row}");
+    }
+    // Chunks must start with an I-frame: a GOP of 60 does not make
+    // 30-frame chunks, and an encoding that is not there is named.
+    for (args, want) in [
+        (
+            vec![
+                "--chunk-frames",
+                "30",
+                "--arch",
+                "request-response",
+                "--encoding",
+                "2mbit",
+            ],
+            "--gop 30",
+        ),
+        (
+            vec!["--chunk-frames", "60", "--encoding", "3mbit"],
+            "no encoding at 3000000",
+        ),
+    ] {
+        let mut all = vec!["dash-ch6", "--video", d];
+        all.extend(args);
+        let out = hollywood(&all);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -150,6 +150,27 @@ impl FrameVideo {
             row[0] = ((p * iframe_ratio).round() as u32).max(1);
             sizes.push(row);
         }
+        Self::checked(fps, chunk_frames, sizes)
+    }
+
+    /// A video of the given frame sizes (in decoding order; a real
+    /// encoding's, with an I-frame first in every chunk of
+    /// `chunk_frames`).
+    pub fn from_sizes(fps: u32, chunk_frames: u32, frames: &[u32]) -> Result<FrameVideo, String> {
+        if !(1..=240).contains(&fps) {
+            return Err(format!("{fps} fps: use 1 to 240"));
+        }
+        if chunk_frames == 0 || frames.is_empty() || frames.len() > 10_000_000 {
+            return Err("a video needs frames, and chunks of at least one".into());
+        }
+        let sizes: Vec<Vec<u32>> = frames
+            .chunks(chunk_frames as usize)
+            .map(|c| c.iter().map(|&b| b.max(1)).collect())
+            .collect();
+        Self::checked(fps, chunk_frames, sizes)
+    }
+
+    fn checked(fps: u32, chunk_frames: u32, sizes: Vec<Vec<u32>>) -> Result<FrameVideo, String> {
         let largest = sizes.iter().flatten().copied().max().unwrap_or(0) as usize;
         if largest + message_overhead(largest) > hollywood_transport::MAX_MESSAGE {
             return Err(format!(

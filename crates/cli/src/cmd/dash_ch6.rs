@@ -37,13 +37,18 @@ pub struct Ch6Args {
     /// Progressive: frames buffered before playback (1 s chunks).
     #[arg(long, default_value_t = 10)]
     buffer_frames: u32,
-    /// Session length (thesis: 180s).
+    /// Session length (thesis: 180s; with --video, the video's own).
     #[arg(long, default_value = "180s", value_parser = parse_duration)]
     duration: Duration,
     /// Frames per second (thesis: 60).
     #[arg(long, default_value_t = 60)]
     fps: u32,
-    /// I-frame size over a P-frame's (ours; see docs/DASH.md).
+    /// Real frame sizes: a directory `hollywood dash-ch6-video` wrote (its
+    /// GOP must be the chunk: `--fps` frames for push and Hollywood,
+    /// `--chunk-frames` for request-response). Default: synthetic sizes.
+    #[arg(long)]
+    video: Option<std::path::PathBuf>,
+    /// I-frame size over a P-frame's (synthetic video; ours, see docs/DASH.md).
     #[arg(long, default_value_t = 5.0)]
     iframe_ratio: f64,
     /// Congestion control at both ends.
@@ -91,6 +96,8 @@ struct Report {
     chunk_frames: u32,
     buffer_frames: u32,
     duration_s: f64,
+    /// The real video (`dash-ch6-video`), or none (synthetic sizes).
+    video: Option<String>,
     fps: u32,
     cc: &'static str,
     seeds: Vec<u64>,
@@ -129,15 +136,21 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
             a.fps
         };
         for &enc in &encodings {
-            let video = Arc::new(FrameVideo::new(
-                enc,
-                a.fps,
-                cf,
-                a.duration,
-                a.iframe_ratio,
-                0.1,
-                1,
-            )?);
+            let video = Arc::new(match &a.video {
+                Some(dir) => {
+                    let v = super::dash_video::load_ch6(dir, enc, cf)?;
+                    if v.fps != a.fps {
+                        return Err(format!(
+                            "{} is at {} fps: give --fps {}",
+                            dir.display(),
+                            v.fps,
+                            v.fps
+                        ));
+                    }
+                    v
+                }
+                None => FrameVideo::new(enc, a.fps, cf, a.duration, a.iframe_ratio, 0.1, 1)?,
+            });
             for &rtt in &rtts {
                 keys.push((arch, enc, rtt));
                 for &seed in &seeds {
@@ -201,13 +214,18 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
         })
         .collect();
     let first_error = rows.iter().find_map(|r| r.errors.first().cloned());
+    // A real video plays its own length.
+    let duration_s = scenarios.first().map_or(a.duration.as_secs_f64(), |s| {
+        s.video.frames() as f64 / f64::from(s.video.fps)
+    });
     if a.json {
         let report = Report {
             rate_bps: a.rate,
             loss: a.loss,
             chunk_frames: a.chunk_frames,
             buffer_frames: a.buffer_frames,
-            duration_s: a.duration.as_secs_f64(),
+            duration_s,
+            video: a.video.as_ref().map(|p| p.display().to_string()),
             fps: a.fps,
             cc: a.cc.name(),
             seeds,
@@ -216,8 +234,9 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
         println!("{}", crate::output::json(&report)?);
     } else {
         println!(
-            "thesis ch. 6: {} s at {} fps over {} Mb/s, loss {:.2} %, {}; request-response chunks of {} frames, progressive buffer {} frames; {} seed(s)",
-            a.duration.as_secs_f64(),
+            "thesis ch. 6: {} s of {} video at {} fps over {} Mb/s, loss {:.2} %, {}; request-response chunks of {} frames, progressive buffer {} frames; {} seed(s)",
+            duration_s,
+            a.video.as_ref().map_or("synthetic".to_string(), |p| p.display().to_string()),
             a.fps,
             a.rate as f64 / 1e6,
             a.loss * 100.0,

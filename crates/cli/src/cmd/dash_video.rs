@@ -190,6 +190,243 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Arguments of `hollywood dash-ch6-video`.
+#[derive(Args, Debug)]
+pub struct Ch6VideoArgs {
+    /// Output directory (ch6.json and one MP4 per encoding).
+    #[arg(long)]
+    out: PathBuf,
+    /// Encoding rates, comma-separated (thesis: 7.5mbit,12mbit,24mbit,53mbit).
+    #[arg(long, default_value = "7.5mbit,12mbit,24mbit,53mbit")]
+    encoding: String,
+    /// One picture size for every encoding (default: the thesis's,
+    /// 1280x720, 1920x1080, 2560x1440 and 3840x2160 by rate).
+    #[arg(long)]
+    size: Option<String>,
+    /// Length of the video (thesis: 180s).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Frames per second (thesis: 60).
+    #[arg(long, default_value_t = 60)]
+    fps: u32,
+    /// Frames from one I-frame to the next = the chunk length a session
+    /// can use (progressive: `--fps`, 1 s chunks; request-response: its
+    /// `--chunk-frames`).
+    #[arg(long)]
+    gop: Option<u32>,
+    /// The source: a video file, or `testsrc2` (ffmpeg's synthetic pattern).
+    #[arg(long, default_value = "testsrc2")]
+    source: String,
+}
+
+/// What `dash-ch6-video` wrote: per encoding, the size of every frame in
+/// decoding order (`ch6.json`).
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Ch6Video {
+    /// Frames per second.
+    pub fps: u32,
+    /// Frames per GOP (an I-frame every `gop` frames, from the first).
+    pub gop: u32,
+    /// ffmpeg's input arguments.
+    pub source: Vec<String>,
+    /// The encodings.
+    pub encodings: Vec<Ch6Encoding>,
+}
+
+/// One encoding of [`Ch6Video`].
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Ch6Encoding {
+    /// Target rate (bit/s).
+    pub bps: u64,
+    /// Picture size.
+    pub size: String,
+    /// The MP4, relative to the directory.
+    pub file: String,
+    /// Bytes of each frame, in decoding order.
+    pub frames: Vec<u32>,
+}
+
+/// The thesis's picture size for an encoding rate (RESULTS.md 1(a)).
+fn thesis_size(bps: u64) -> &'static str {
+    match bps {
+        0..=9_000_000 => "1280x720",
+        9_000_001..=18_000_000 => "1920x1080",
+        18_000_001..=36_000_000 => "2560x1440",
+        _ => "3840x2160",
+    }
+}
+
+fn parse_size(size: &str) -> Result<(u32, u32), String> {
+    size.split_once('x')
+        .and_then(|(w, h)| Some((w.parse::<u32>().ok()?, h.parse::<u32>().ok()?)))
+        .filter(|&(w, h)| {
+            (16..=7680).contains(&w) && (16..=4320).contains(&h) && w % 2 == 0 && h % 2 == 0
+        })
+        .ok_or_else(|| format!("--size {size}: write WxH with even numbers, e.g. 1280x720"))
+}
+
+/// `hollywood dash-ch6-video`: encode the thesis's fixed-rate videos
+/// (H.264, I- and P-frames only, an I-frame every `gop` frames, 60 fps)
+/// and record every frame's size for `dash-ch6 --video DIR`.
+pub fn ch6_video(a: Ch6VideoArgs) -> Result<(), String> {
+    if !(1..=240).contains(&a.fps) {
+        return Err("--fps: use 1 to 240".into());
+    }
+    let gop = a.gop.unwrap_or(a.fps);
+    if gop == 0 || gop > 60 * a.fps {
+        return Err("--gop: use 1 to a minute's worth of frames".into());
+    }
+    let secs = a.duration.as_secs_f64();
+    if !(1.0..=3600.0).contains(&secs) {
+        return Err("--duration: 1 s to 1 h".into());
+    }
+    if a.source != "testsrc2" && !Path::new(&a.source).is_file() {
+        return Err(format!("--source {}: no such file", a.source));
+    }
+    let rates = a
+        .encoding
+        .split(',')
+        .map(|r| crate::units::parse_rate(r.trim()))
+        .collect::<Result<Vec<u64>, _>>()?;
+    if let Some(s) = &a.size {
+        parse_size(s)?;
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let frames_wanted = (secs * f64::from(a.fps)).round() as usize;
+    let mut encodings = Vec::new();
+    let mut source = Vec::new();
+    for bps in rates {
+        let size = a.size.clone().unwrap_or_else(|| thesis_size(bps).into());
+        let (w, h) = parse_size(&size)?;
+        // The source at the encoding's size (testsrc2 draws at any size).
+        source = source_args(&a.source, &size, a.fps, a.duration);
+        let file = format!("{}k.mp4", bps / 1000);
+        let kbps = bps / 1000;
+        let mut args = vec!["-loglevel".to_string(), "error".into(), "-y".into()];
+        args.extend(source.iter().cloned());
+        for x in [
+            "-an", "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-bf", "0",
+        ] {
+            args.push(x.into());
+        }
+        args.extend([
+            "-vf".into(),
+            format!("scale={w}:{h},fps={}", a.fps),
+            "-b:v".into(),
+            format!("{kbps}k"),
+            "-maxrate".into(),
+            format!("{kbps}k"),
+            "-bufsize".into(),
+            format!("{kbps}k"),
+            "-g".into(),
+            gop.to_string(),
+            "-keyint_min".into(),
+            gop.to_string(),
+            "-sc_threshold".into(),
+            "0".into(),
+            a.out.join(&file).display().to_string(),
+        ]);
+        eprintln!("encoding {size} at {kbps} kb/s, {} fps ...", a.fps);
+        ffmpeg(&args)?;
+        let probe = Command::new("ffprobe")
+            .args(["-v", "error", "-select_streams", "v:0"])
+            .args(["-show_entries", "packet=size,flags", "-of", "csv=p=0"])
+            .arg(a.out.join(&file))
+            .output()
+            .map_err(|e| format!("cannot run ffprobe ({e}): it comes with ffmpeg"))?;
+        if !probe.status.success() {
+            return Err(format!(
+                "ffprobe failed: {}",
+                String::from_utf8_lossy(&probe.stderr)
+            ));
+        }
+        let mut frames = Vec::new();
+        for (i, line) in String::from_utf8_lossy(&probe.stdout).lines().enumerate() {
+            let (size, flags) = line
+                .split_once(',')
+                .ok_or_else(|| format!("ffprobe line {line:?}"))?;
+            let size: u32 = size.parse().map_err(|_| format!("ffprobe size {size:?}"))?;
+            // The chunking relies on an I-frame exactly every gop frames.
+            if flags.starts_with('K') != (i as u32).is_multiple_of(gop) {
+                return Err(format!(
+                    "{file}: frame {i} is {} an I-frame; the encoder did not keep a GOP of {gop}",
+                    if flags.starts_with('K') { "" } else { "not" }
+                ));
+            }
+            frames.push(size);
+        }
+        if frames.len() != frames_wanted {
+            return Err(format!(
+                "{file}: {} frames, expected {frames_wanted}",
+                frames.len()
+            ));
+        }
+        let got = frames.iter().map(|&b| u64::from(b)).sum::<u64>() as f64 * 8.0 / secs;
+        eprintln!("  {} frames, {:.2} Mb/s", frames.len(), got / 1e6);
+        encodings.push(Ch6Encoding {
+            bps,
+            size,
+            file,
+            frames,
+        });
+    }
+    let v = Ch6Video {
+        fps: a.fps,
+        gop,
+        source,
+        encodings,
+    };
+    let json = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+    std::fs::write(a.out.join("ch6.json"), json + "\n").map_err(|e| e.to_string())?;
+    println!(
+        "{}: {} encodings of {} frames at {} fps, GOP {gop}",
+        a.out.display(),
+        v.encodings.len(),
+        frames_wanted,
+        a.fps
+    );
+    Ok(())
+}
+
+/// The encoding of `bps` in `dash-ch6-video`'s directory `dir`, as a
+/// [`FrameVideo`](hollywood_apps::dash::ch6::FrameVideo) of chunks of
+/// `chunk_frames` (which must be the encoding's GOP: each chunk starts
+/// with its I-frame).
+pub fn load_ch6(
+    dir: &Path,
+    bps: u64,
+    chunk_frames: u32,
+) -> Result<hollywood_apps::dash::ch6::FrameVideo, String> {
+    let path = dir.join("ch6.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "{}: {e} (made by `hollywood dash-ch6-video --out DIR`)",
+            path.display()
+        )
+    })?;
+    let v: Ch6Video =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if chunk_frames != v.gop {
+        return Err(format!(
+            "{}: encoded with an I-frame every {} frames, but the session needs chunks of {chunk_frames} (encode again with --gop {chunk_frames})",
+            dir.display(),
+            v.gop
+        ));
+    }
+    let e = v.encodings.iter().find(|e| e.bps == bps).ok_or_else(|| {
+        format!(
+            "{}: no encoding at {bps} bit/s (there are {})",
+            dir.display(),
+            v.encodings
+                .iter()
+                .map(|e| e.bps.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    hollywood_apps::dash::ch6::FrameVideo::from_sizes(v.fps, chunk_frames, &e.frames)
+}
+
 /// PSNR and SSIM of a received video against its source.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Score {
