@@ -106,60 +106,17 @@ impl core::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-const LO: u64 = 0x0101_0101_0101_0101;
-const HI: u64 = 0x8080_8080_8080_8080;
-
-/// Non-zero iff `w` has a zero byte; the lowest set bit marks the lowest zero
-/// byte exactly (higher ones may be false positives, never used).
-#[inline(always)]
-fn zero_mask(w: u64) -> u64 {
-    w.wrapping_sub(LO) & !w & HI
-}
-
-#[inline(always)]
-fn word(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(a)
-}
-
-/// Offset of the first zero byte in `hay`, scanning 32 bytes per step.
+/// Offset of the first zero byte in `hay` (`memchr`: SIMD where the CPU
+/// has it).
 #[inline]
 pub(crate) fn find_zero(hay: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    let mut chunks = hay.chunks_exact(32);
-    for c in &mut chunks {
-        let (a, b, cc, d) = (word(&c[0..]), word(&c[8..]), word(&c[16..]), word(&c[24..]));
-        if (zero_mask(a) | zero_mask(b) | zero_mask(cc) | zero_mask(d)) != 0 {
-            for (k, w) in [a, b, cc, d].into_iter().enumerate() {
-                let m = zero_mask(w);
-                if m != 0 {
-                    return Some(i + k * 8 + (m.trailing_zeros() / 8) as usize);
-                }
-            }
-        }
-        i += 32;
-    }
-    let rest = chunks.remainder();
-    let mut words = rest.chunks_exact(8);
-    for c in &mut words {
-        let m = zero_mask(word(c));
-        if m != 0 {
-            return Some(i + (m.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&b| b == 0)
-        .map(|p| p + i)
+    memchr::memchr(0, hay)
 }
 
 /// Offset of the last zero byte in `hay`.
 #[inline]
 pub(crate) fn rfind_zero(hay: &[u8]) -> Option<usize> {
-    hay.iter().rposition(|&b| b == 0)
+    memchr::memrchr(0, hay)
 }
 
 /// Incremental encoder: feeds any number of slices into one COBS encoding
@@ -394,7 +351,7 @@ mod tests {
                     assert_eq!(find_zero(&v), Some(z));
                     v[len - 1] = 0xAB;
                 }
-                v[z] = 0x80; // high bit set: a SWAR false-positive trap
+                v[z] = 0x80; // high bit set: a trap for word-at-a-time searches
                 assert_eq!(find_zero(&v), None);
                 v[z] = 0xAB;
             }

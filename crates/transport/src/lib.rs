@@ -222,6 +222,13 @@ pub trait MessageTransport: Send {
     fn poll_timeout(&self) -> Option<Instant>;
     /// Queue a message.
     fn send(&mut self, now: Instant, msg: OutMessage) -> Result<(), SendError>;
+    /// [`send`](Self::send) for a caller that keeps the message, to offer
+    /// it again after [`SendError::WouldBlock`]: a transport that only
+    /// reads the payload (TCP, TCP Hollywood: it frames a copy anyway)
+    /// queues it without the caller copying it first.
+    fn send_ref(&mut self, now: Instant, msg: &OutMessage) -> Result<(), SendError> {
+        self.send(now, msg.clone())
+    }
     /// The lowest round-trip time measured on the connection, if the
     /// transport measures one: half of it estimates the one-way delay a
     /// peer's request travelled, e.g. to turn a deadline the peer gave

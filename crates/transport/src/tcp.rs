@@ -542,6 +542,10 @@ impl MessageTransport for TcpTransport {
     }
 
     fn send(&mut self, now: Instant, msg: OutMessage) -> Result<(), SendError> {
+        self.send_ref(now, &msg)
+    }
+
+    fn send_ref(&mut self, now: Instant, msg: &OutMessage) -> Result<(), SendError> {
         if !self.connected || self.closed {
             return Err(SendError::NotConnected);
         }

@@ -341,7 +341,7 @@ pub(crate) fn pump(
 ) -> Result<(), hollywood_transport::SendError> {
     use hollywood_transport::SendError;
     while let Some(m) = held.take().or_else(&mut next) {
-        match t.send(now, m.clone()) {
+        match t.send_ref(now, &m) {
             Ok(()) => {}
             Err(SendError::WouldBlock) => {
                 *held = Some(m);
