@@ -141,6 +141,17 @@ local function parse_body(b)
         crc = want,
         crc_ok = want == got,
     }
+    -- The header's length from its flags first: 7, 11 or 15 bytes.
+    local header = 7
+    if m.flags % 4 >= 2 then
+        header = header + 4
+    end
+    if m.flags % 2 == 1 then
+        header = header + 4
+    end
+    if header + 4 > n then
+        return nil, "header and CRC longer than the body"
+    end
     m.substream = u16(b, 2)
     m.id = u32(b, 4)
     local at = 8
@@ -151,9 +162,6 @@ local function parse_body(b)
     if m.flags % 2 == 1 then
         m.prev = u32(b, at)
         at = at + 4
-    end
-    if at > n - 3 then
-        return nil, "header longer than the body"
     end
     m.payload_from, m.payload_to = at, n - 4
     return m

@@ -391,6 +391,8 @@ pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::Messages
         wire: Default::default(),
         expired_events: o.sender.expired_events(),
         cache_replayed_bytes: 0,
+        corrupted_segments: 0,
+        altered_by_box: Vec::new(),
         sim_time: o.duration,
         error,
         receiver_packets: Vec::new(),

@@ -81,6 +81,40 @@ pub struct MessagesScenario {
     /// the path is sender → router → bottleneck (rate, delay, loss, queue)
     /// → router → receiver, and each source and sink hangs off its router.
     pub cross: Vec<CrossTraffic>,
+    /// More ways the lossy link (and the middlebox) mistreat packets.
+    pub impair: Impairments,
+}
+
+/// Impairments beyond loss, on the link that carries the loss; all off
+/// by default (`sim chaos` turns them on).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Impairments {
+    /// Each packet is held back by the extra delay with this probability
+    /// (reordering it behind later ones).
+    pub reorder: Option<(f64, Duration)>,
+    /// Each packet is delivered twice with this probability.
+    pub duplicate: f64,
+    /// Each data segment has one payload byte changed, its TCP checksum
+    /// recomputed, with this probability (a middlebox does it; with
+    /// `MiddleboxKind::None` a plain forwarding box is added).
+    pub corrupt: f64,
+    /// The bottleneck rate alternates every `period` between the
+    /// scenario's rate and that rate × `factor` (0.01 ..= 100).
+    pub rate_swing: Option<(Duration, f64)>,
+}
+
+impl Impairments {
+    fn apply(&self, l: LinkConfig) -> LinkConfig {
+        let l = match self.reorder {
+            Some((p, d)) if p > 0.0 => l.with_reorder(p, d),
+            _ => l,
+        };
+        if self.duplicate > 0.0 {
+            l.with_duplicate(self.duplicate)
+        } else {
+            l
+        }
+    }
 }
 
 /// A flow sharing the bottleneck with the measured one (seed 003 §6.1:
@@ -242,6 +276,7 @@ impl Default for MessagesScenario {
             group: 0,
             schedule: None,
             cross: Vec::new(),
+            impair: Impairments::default(),
         }
     }
 }
@@ -296,6 +331,14 @@ pub struct MessagesRun {
     pub expired_events: u64,
     /// Retransmitted bytes replayed by a caching middlebox.
     pub cache_replayed_bytes: u64,
+    /// Data segments the middlebox changed under a valid checksum
+    /// ([`Impairments::corrupt`]).
+    pub corrupted_segments: u64,
+    /// Per message: a middlebox changed bytes of its frame (a cache
+    /// replaying other bytes into its slot, thesis §4.5, or corruption),
+    /// so the receiver may have lost it while the sender saw it
+    /// acknowledged. Empty where not measured.
+    pub altered_by_box: Vec<bool>,
     /// Virtual time at the end.
     pub sim_time: Duration,
     /// A connection-level failure, if any.
@@ -566,9 +609,12 @@ impl MessagesScenario {
             traffic + self.rtt * 20 + Duration::from_secs(30) + Duration::from_secs(127);
         let limit = Instant::ZERO + end_of_traffic;
         let mut cross_sinks = Vec::new();
+        let boxed = self.middlebox != MiddleboxKind::None || self.impair.corrupt > 0.0;
         let (fwd, lossy, mbox) = if !self.cross.is_empty() {
-            if self.middlebox != MiddleboxKind::None || !self.drop_packets.is_empty() {
-                return Err("cross traffic runs without a middlebox or scripted drops".into());
+            if boxed || !self.drop_packets.is_empty() || self.impair != Impairments::default() {
+                return Err(
+                    "cross traffic runs without a middlebox, scripted drops or impairments".into(),
+                );
             }
             let (access, bottleneck, sinks) = cross_topology(
                 self,
@@ -580,15 +626,23 @@ impl MessagesScenario {
             )?;
             cross_sinks = sinks;
             (access, bottleneck, None)
-        } else if self.middlebox == MiddleboxKind::None {
+        } else if !boxed {
             let (f, _) = sim
-                .connect(tx, 0, rx, 0, fwd_cfg.with_loss(self.loss), rev_cfg)
+                .connect(
+                    tx,
+                    0,
+                    rx,
+                    0,
+                    self.impair.apply(fwd_cfg.with_loss(self.loss)),
+                    rev_cfg,
+                )
                 .map_err(|e| e.to_string())?;
             (f, f, None)
         } else {
             let mb = sim.add_node(Middlebox::new(MiddleboxConfig {
                 kind: self.middlebox,
                 seed: sim.derive_seed(3),
+                corrupt_probability: self.impair.corrupt,
                 ..MiddleboxConfig::default()
             }));
             let (f, _) = sim
@@ -596,10 +650,32 @@ impl MessagesScenario {
                 .map_err(|e| e.to_string())?;
             let fast = LinkConfig::new(0, Duration::ZERO);
             let (l, _) = sim
-                .connect(mb, 1, rx, 0, fast.clone().with_loss(self.loss), fast)
+                .connect(
+                    mb,
+                    1,
+                    rx,
+                    0,
+                    self.impair.apply(fast.clone().with_loss(self.loss)),
+                    fast,
+                )
                 .map_err(|e| e.to_string())?;
             (f, l, Some(mb))
         };
+        if let Some((period, factor)) = self.impair.rate_swing {
+            if period < Duration::from_millis(10) || !(0.01..=100.0).contains(&factor) {
+                return Err(format!(
+                    "rate swing every {period:?} by {factor}: use a period of at least 10 ms and a factor of 0.01 to 100"
+                ));
+            }
+            let other = ((self.rate_bps as f64 * factor) as u64).max(10_000);
+            let mut k = 1u32;
+            while Instant::ZERO + period * k < limit {
+                let r = if k % 2 == 1 { other } else { self.rate_bps };
+                sim.schedule_link(fwd, Instant::ZERO + period * k, move |c| c.rate_bps = r)
+                    .map_err(|e| e.to_string())?;
+                k += 1;
+            }
+        }
         if !self.drop_packets.is_empty() {
             sim.drop_nth(lossy, self.drop_packets.iter().copied())
                 .map_err(|e| e.to_string())?;
@@ -674,12 +750,13 @@ impl MessagesScenario {
                 .map_err(|e| format!("cannot write key log {}: {e}", path.display()))?;
         }
         let link = sim.link_stats(fwd).map_err(|e| e.to_string())?;
-        let cache_replayed_bytes = mbox
+        let (mstats, altered) = mbox
             .and_then(|m| {
                 sim.node_mut::<Middlebox>(m)
-                    .map(|m| m.stats().cache_replayed_bytes)
+                    .map(|m| (m.stats(), m.altered().to_vec()))
             })
-            .unwrap_or(0);
+            .unwrap_or_default();
+        let cache_replayed_bytes = mstats.cache_replayed_bytes;
         let duration = sim.now().since_epoch();
         let s = sim.node_mut::<SenderHost>(tx).expect("sender");
         let sender_stats = s.transport().stats();
@@ -699,6 +776,12 @@ impl MessagesScenario {
         let fates = match tcp {
             Some(t) => tcp_fates(self, t, &sender, &placements, &log),
             None => Fates::Packets(&offered.packets),
+        };
+        let altered_by_box = match tcp {
+            Some(t) if !altered.is_empty() => {
+                altered_messages(self, t, &sender, &placements, &log, &altered)
+            }
+            _ => vec![false; self.count as usize],
         };
         let mut run = crate::generic::assemble(
             self,
@@ -728,6 +811,8 @@ impl MessagesScenario {
             ));
         }
         run.cache_replayed_bytes = cache_replayed_bytes;
+        run.corrupted_segments = mstats.corrupted;
+        run.altered_by_box = altered_by_box;
         run.cross_delivered_bytes = cross_sinks.iter().map(|c| c.bytes(&mut sim)).collect();
         run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
         Ok(run)
@@ -790,22 +875,7 @@ fn tcp_fates(
     let mut first_tx_dropped = vec![false; n];
     let mut network_dropped = vec![false; n];
     let mut first_sent = vec![None; n];
-    let mut sent: Vec<Option<(Instant, u64, u64)>> = vec![None; n];
-    if t.uses_message_queue() {
-        if let Some(base) = log.base {
-            for p in placements {
-                if let Some(s) = sent.get_mut(p.id as usize) {
-                    s.get_or_insert((p.time, p.seq.diff(base).max(0) as u64, u64::from(p.len)));
-                }
-            }
-        }
-    } else {
-        for (id, r) in sender.records().iter().enumerate() {
-            if let Some(g) = r.generated {
-                sent[id] = Some((g, offsets[id], offsets[id + 1] - offsets[id]));
-            }
-        }
-    }
+    let sent = sent_ranges(sc, t, sender, placements, log, &offsets);
     for id in 0..n {
         if let Some((t, off, len)) = sent[id] {
             if let Some((any, net, at)) = log.first_fate(t, off, len) {
@@ -825,6 +895,79 @@ fn tcp_fates(
         wire_len,
         first_sent,
     }
+}
+
+/// Per message: when it was placed in the stream, at which offset (from
+/// the first data byte) and over how many bytes.
+fn sent_ranges(
+    sc: &MessagesScenario,
+    t: crate::Transport,
+    sender: &MessageSender,
+    placements: &[Placement],
+    log: &WireLog,
+    offsets: &[u64],
+) -> Vec<Option<(Instant, u64, u64)>> {
+    let mut sent: Vec<Option<(Instant, u64, u64)>> = vec![None; sc.count as usize];
+    if t.uses_message_queue() {
+        if let Some(base) = log.base {
+            for p in placements {
+                if let Some(s) = sent.get_mut(p.id as usize) {
+                    s.get_or_insert((p.time, p.seq.diff(base).max(0) as u64, u64::from(p.len)));
+                }
+            }
+        }
+    } else {
+        for (id, r) in sender.records().iter().enumerate() {
+            if let Some(g) = r.generated {
+                sent[id] = Some((g, offsets[id], offsets[id + 1] - offsets[id]));
+            }
+        }
+    }
+    sent
+}
+
+/// Per message: a middlebox changed a byte of its frame or of a frame
+/// marker next to it (`altered`: the box's ranges by sequence number).
+fn altered_messages(
+    sc: &MessagesScenario,
+    t: crate::Transport,
+    sender: &MessageSender,
+    placements: &[Placement],
+    log: &WireLog,
+    altered: &[(hollywood_wire::SeqNumber, u32)],
+) -> Vec<bool> {
+    let n = sc.count as usize;
+    let Some(base) = log.base else {
+        return vec![false; n];
+    };
+    // Changed ranges as stream offsets, sorted by start.
+    let mut ranges: Vec<(i64, i64)> = altered
+        .iter()
+        .map(|&(s, len)| {
+            let a = i64::from(s.diff(base));
+            (a, a + i64::from(len))
+        })
+        .collect();
+    ranges.sort_unstable();
+    let offsets = frame_offsets(sc);
+    let sent = sent_ranges(sc, t, sender, placements, log, &offsets);
+    // The longest range bounds how far back an overlapping one can start.
+    let longest = ranges.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
+    sent.iter()
+        .map(|s| {
+            let Some((_, off, len)) = *s else {
+                return false;
+            };
+            // One byte either side: a changed marker merges or splits
+            // the frames it bounds.
+            let (lo, hi) = (off as i64 - 1, (off + len) as i64 + 1);
+            let from = ranges.partition_point(|r| r.0 < lo - longest);
+            ranges[from..]
+                .iter()
+                .take_while(|r| r.0 < hi)
+                .any(|r| r.1 > lo)
+        })
+        .collect()
 }
 
 /// Stream offset of each message's frame (the sender frames messages in id

@@ -310,6 +310,7 @@ impl VoipScenario {
             group: 0,
             schedule: None,
             cross: Vec::new(),
+            impair: Default::default(),
         };
         let m = sc.run().map_err(VoipError::Simulation)?;
         let records = schedule(

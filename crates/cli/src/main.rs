@@ -78,6 +78,8 @@ enum SimCommand {
     Messages(cmd::messages::MessagesArgs),
     /// Benchmark: per-message cost of the Hollywood sender vs TCP as the message count grows.
     Scaling(cmd::scaling::ScalingArgs),
+    /// Many messages through loss, bursts, reordering, duplication, corruption, middleboxes and changing rates; checks that none is corrupted, duplicated or lost silently.
+    Chaos(cmd::chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -123,6 +125,7 @@ fn main() -> ExitCode {
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
         Command::Sim(SimCommand::Scaling(args)) => cmd::scaling::run(args),
+        Command::Sim(SimCommand::Chaos(args)) => cmd::chaos::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

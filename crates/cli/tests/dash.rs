@@ -215,13 +215,24 @@ fn have_tshark() -> bool {
 
 /// `tshark` with our dissector on `pcap`, printing `fields`.
 fn tshark_fields(pcap: &std::path::Path, filter: &str, fields: &[&str]) -> String {
+    tshark_fields_with(pcap, &["-d", "tcp.port==80,hollywood"], filter, fields)
+}
+
+/// [`tshark_fields`] with `how` instead of `-d tcp.port==80,hollywood`.
+fn tshark_fields_with(
+    pcap: &std::path::Path,
+    how: &[&str],
+    filter: &str,
+    fields: &[&str],
+) -> String {
     let lua = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../tools/wireshark/hollywood.lua"
     );
     let mut cmd = std::process::Command::new("tshark");
     cmd.args(["-X", &format!("lua_script:{lua}")])
-        .args(["-d", "tcp.port==80,hollywood", "-r"])
+        .args(how)
+        .arg("-r")
         .arg(pcap)
         .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=|"]);
     if !filter.is_empty() {
@@ -285,9 +296,10 @@ fn wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byt
         .flat_map(|l| l.split('|'))
         .filter(|v| v.starts_with("/chunk/"))
         .collect();
+    assert_eq!(paths.len(), 180, "{paths:?}");
     paths.sort_unstable();
     paths.dedup();
-    assert_eq!(paths.len(), 180, "{paths:?}");
+    assert_eq!(paths.len(), 180, "a frame pushed twice: {paths:?}");
     assert!(paths.contains(&"/chunk/2/frame/59"));
     let requests = tshark_fields(
         &pcap,
@@ -295,6 +307,14 @@ fn wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byt
         &["http2.header.value"],
     );
     assert!(requests.contains("/chunk/0"), "{requests}");
+    // Without Decode As, the heuristic finds the stream by its first frame.
+    let heuristic = tshark_fields_with(
+        &pcap,
+        &["-o", "tcp.try_heuristic_first:TRUE"],
+        "http2.type == 5",
+        &["frame.number"],
+    );
+    assert_eq!(heuristic.lines().count(), promised.lines().count());
     // One changed byte (a frame's path inside its PUSH_PROMISE): that
     // message's CRC32C fails, and the dissector says so.
     let mut bytes = std::fs::read(&pcap).unwrap();

@@ -616,3 +616,59 @@ fn real_video_is_scored_with_psnr_and_ssim() {
         assert_eq!(out.status.code(), Some(1), "{bad:?}");
     }
 }
+
+#[test]
+fn chaos_keeps_every_invariant_over_a_hundred_thousand_messages() {
+    let v = json(&[
+        "sim",
+        "chaos",
+        "--messages",
+        "100000",
+        "--seed",
+        "1",
+        "--json",
+    ]);
+    for k in [
+        "corrupt_delivered",
+        "duplicates_delivered",
+        "seq_holes_on_wire",
+        "panics",
+        "unaccounted",
+        "errors",
+    ] {
+        assert_eq!(u(&v, k), 0, "{k}: {v}");
+    }
+    assert_eq!(v["ok"], true);
+    assert_eq!(u(&v, "segments"), 4);
+    // The impairments really happened: corrupted segments were rejected
+    // on their CRC32C, and the loss they caused is attributed.
+    assert!(
+        u(&v, "corrupted_segments") > 0 && u(&v, "crc_rejected") > 0,
+        "{v}"
+    );
+    assert!(u(&v, "lost_to_boxes") > 0, "{v}");
+    let total = u(&v, "delivered") + u(&v, "expired") + u(&v, "lost_to_boxes");
+    assert_eq!(total, 100_000, "{v}");
+    let runs = v["runs"].as_array().unwrap();
+    let transports: std::collections::BTreeSet<&str> = runs
+        .iter()
+        .map(|r| r["conditions"]["transport"].as_str().unwrap())
+        .collect();
+    assert_eq!(transports.len(), 4, "all four deployments: {transports:?}");
+    // A limit it cannot meet fails the run, with the report still printed.
+    let out = hollywood(&[
+        "sim",
+        "chaos",
+        "--messages",
+        "2000",
+        "--per-segment",
+        "1000",
+        "--max-rss-mb",
+        "1",
+        "--json",
+    ]);
+    assert!(!out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["ok"], false);
+    assert!(fails(&["sim", "chaos", "--messages", "1000", "--only", "5"]).contains("--only 5"));
+}

@@ -287,6 +287,8 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         wire,
         expired_events: run.sender.expired_ids.len() as u64,
         cache_replayed_bytes: 0,
+        corrupted_segments: 0,
+        altered_by_box: Vec::new(),
         sim_time: run.duration,
         error: run.error.clone(),
         receiver_packets: Vec::new(),

@@ -93,8 +93,9 @@ fn split_proxy_delivers_the_original() {
     assert_eq!(r.outcome, Outcome::OriginalDelivered, "{r:?}");
     assert_eq!((r.offsets_with_ir_bytes, r.ir_on_client_wire), (0, 0));
     // Without the proxy the server resends about one segment per drop;
-    // here the drops do not reach it (a tail loss probe may still fire).
-    assert!(r.retransmissions_sent * 10 <= r.induced_drops, "{r:?}");
+    // here the drops do not reach it (a tail loss probe may still fire:
+    // one, whatever the number of drops, which varies run to run).
+    assert!(r.retransmissions_sent <= 1 + r.induced_drops / 10, "{r:?}");
     assert!(r.retransmissions_on_client_wire > 0, "the proxy recovered");
     assert!(r.offsets_with_original_bytes > 0);
 }

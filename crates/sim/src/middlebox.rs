@@ -76,6 +76,11 @@ pub struct MiddleboxConfig {
     pub cache_bytes: usize,
     /// RNG seed for split points.
     pub seed: u64,
+    /// Probability that a data segment has one payload byte changed, its
+    /// TCP checksum recomputed so that the change passes TCP (a faulty
+    /// box, or an on-path attacker who is not trying to hide). 0 (the
+    /// default) draws nothing from the RNG.
+    pub corrupt_probability: f64,
 }
 
 impl Default for MiddleboxConfig {
@@ -89,6 +94,7 @@ impl Default for MiddleboxConfig {
             coalesce_max: 1460,
             cache_bytes: 4 << 20,
             seed: 0,
+            corrupt_probability: 0.0,
         }
     }
 }
@@ -108,6 +114,8 @@ pub struct MiddleboxStats {
     pub cache_changed_bytes: u64,
     /// Packets that were not parseable TCP/IP (forwarded unchanged).
     pub non_tcp: u64,
+    /// Data segments with a payload byte changed under a valid checksum.
+    pub corrupted: u64,
 }
 
 type Flow = (SocketAddr, SocketAddr);
@@ -222,7 +230,13 @@ pub struct Middlebox {
     held: HashMap<Flow, Held>,
     caches: HashMap<Flow, FlowCache>,
     stats: MiddleboxStats,
+    /// Byte ranges (sequence number, length) whose content the box
+    /// changed: cache replays that differed, corruption.
+    altered: Vec<(SeqNumber, u32)>,
 }
+
+/// Altered ranges a middlebox remembers ([`Middlebox::altered`]).
+pub const ALTERED_KEPT: usize = 1 << 20;
 
 impl Middlebox {
     /// A middlebox with `cfg`.
@@ -234,12 +248,26 @@ impl Middlebox {
             held: HashMap::new(),
             caches: HashMap::new(),
             stats: MiddleboxStats::default(),
+            altered: Vec::new(),
         }
     }
 
     /// Counters.
     pub fn stats(&self) -> MiddleboxStats {
         self.stats
+    }
+
+    /// The byte ranges (sequence number, length) whose content the box
+    /// changed, in the order it did (the first [`ALTERED_KEPT`]): where a
+    /// receiver may have lost a message the sender saw acknowledged.
+    pub fn altered(&self) -> &[(SeqNumber, u32)] {
+        &self.altered
+    }
+
+    fn note_altered(&mut self, seq: SeqNumber, len: usize) {
+        if self.altered.len() < ALTERED_KEPT {
+            self.altered.push((seq, len as u32));
+        }
     }
 
     fn emit(
@@ -370,10 +398,25 @@ impl Node for Middlebox {
             let (replayed, changed) = cache.apply(tcp.seq, &mut payload, cap);
             self.stats.cache_replayed_bytes += replayed as u64;
             self.stats.cache_changed_bytes += changed as u64;
+            if changed > 0 {
+                self.note_altered(tcp.seq, payload.len());
+            }
+        }
+        let mut changed = false;
+        if self.cfg.corrupt_probability > 0.0
+            && self
+                .rng
+                .gen_bool(self.cfg.corrupt_probability.clamp(0.0, 1.0))
+        {
+            let at = self.rng.gen_range(0..payload.len());
+            payload[at] ^= self.rng.gen_range(1..=255u8);
+            self.stats.corrupted += 1;
+            self.note_altered(tcp.seq + at, 1);
+            changed = true;
         }
         if self.cfg.kind.resegments() {
             self.forward_data(now, out_iface, src, dst, tcp, payload);
-        } else if self.cfg.kind.caches() {
+        } else if self.cfg.kind.caches() || changed {
             self.stats.forwarded += 1;
             self.emit(out_iface, src, dst, &tcp, &payload);
         } else {
@@ -441,6 +484,34 @@ mod tests {
             v.push((s.tcp.seq.0, s.payload.to_vec()));
         }
         v
+    }
+
+    #[test]
+    fn corruption_changes_one_byte_under_a_valid_checksum() {
+        let mut m = Middlebox::new(MiddleboxConfig {
+            corrupt_probability: 1.0,
+            seed: 5,
+            ..MiddleboxConfig::default()
+        });
+        let now = Instant::ZERO;
+        let original: Vec<u8> = (1..=200u8).collect();
+        m.handle_packet(now, 0, seg(100, &original));
+        // parse_tcp_ip verifies the TCP checksum: the change passes it.
+        let out = drain(&mut m, now);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, 100);
+        let diff = original
+            .iter()
+            .zip(&out[0].1)
+            .filter(|(a, b)| a != b)
+            .count();
+        assert_eq!(diff, 1);
+        assert_eq!(m.stats().corrupted, 1);
+        // Without it nothing is drawn or changed.
+        let mut m = Middlebox::new(MiddleboxConfig::default());
+        m.handle_packet(now, 0, seg(100, &original));
+        assert_eq!(drain(&mut m, now)[0].1, original);
+        assert_eq!(m.stats().corrupted, 0);
     }
 
     #[test]

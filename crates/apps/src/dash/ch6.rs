@@ -233,16 +233,21 @@ pub fn message_overhead(size: usize) -> usize {
     256 + h2::FRAME_HEADER * size.div_ceil(h2::MAX_FRAME).max(1)
 }
 
+/// Sent messages whose window credit the server keeps track of.
+const CREDIT_TRACKED: usize = 1 << 16;
+
 /// The HTTP authority the client asks.
 const AUTHORITY: &[u8] = b"hollywood";
 
 /// The pattern of a resource's bytes: frame `f` of chunk `c` (pushed), or
 /// all of chunk `c` (`f = None`, request-response).
 fn pattern_key(c: usize, f: Option<usize>) -> u8 {
-    match f {
-        Some(f) => (f as u8) ^ (c as u8),
-        None => (c as u8) ^ 0xa5,
-    }
+    // Mixed, so that neighbouring resources ((c, f) and (f, c) included)
+    // differ.
+    let f = f.map_or(0, |f| f as u64 + 1);
+    let h =
+        (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ f.wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
+    (h.wrapping_mul(0xff51_afd7_ed55_8ccd) >> 56) as u8
 }
 
 /// Two periods of a resource's bytes: byte `i` is `i ^ key` (low bytes).
@@ -292,6 +297,8 @@ enum Item {
         f: usize,
         deadline: Option<Instant>,
         stream: u32,
+        /// Pushed (the client's SETTINGS_ENABLE_PUSH when it asked).
+        push: bool,
     },
     /// The response that ends request stream `stream` once every frame of
     /// its chunk was pushed.
@@ -330,6 +337,12 @@ pub struct FrameServer {
     stream_window: u32,
     /// The connection's send window.
     conn_window: i64,
+    /// DATA bytes of sent messages that may still expire (they have a
+    /// lifetime), until acknowledged or expired: an expiry before sending
+    /// gives the bytes back to the window. At most [`CREDIT_TRACKED`]
+    /// (oldest forgotten first).
+    may_expire: HashMap<u32, usize>,
+    may_expire_order: VecDeque<u32>,
     last_request_stream: u32,
     next_promised: u32,
     requests: u64,
@@ -356,6 +369,8 @@ impl FrameServer {
             push: true,
             stream_window: h2::INITIAL_WINDOW,
             conn_window: i64::from(h2::INITIAL_WINDOW),
+            may_expire: HashMap::new(),
+            may_expire_order: VecDeque::new(),
             last_request_stream: 0,
             next_promised: 2,
             requests: 0,
@@ -383,6 +398,21 @@ impl FrameServer {
         self.refused
     }
 
+    /// Refuse a client that asks for more than 2^20 queued items without
+    /// reading (requests, SETTINGS, PINGs: every one queues an answer).
+    fn check_room(&self) -> Result<(), String> {
+        if self.queue.len() >= 1 << 20 {
+            return Err("more than 2^20 responses queued: the client does not read".into());
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, item: Item) -> Result<(), String> {
+        self.check_room()?;
+        self.queue.push_back(item);
+        Ok(())
+    }
+
     fn message(&mut self, substream: u16, bytes: Vec<u8>) -> OutMessage {
         let mut m = OutMessage::new(self.next_id, bytes);
         m.substream = substream;
@@ -395,7 +425,7 @@ impl FrameServer {
             let item = self.queue.pop_front()?;
             self.held_deadline = None;
             self.held_data = 0;
-            let (c, f, deadline, stream) = match item {
+            let (c, f, deadline, stream, push) = match item {
                 Item::Control(b) => return Some(self.message(CONTROL, b)),
                 Item::End { stream } => {
                     let mut b = Vec::new();
@@ -407,7 +437,8 @@ impl FrameServer {
                     f,
                     deadline,
                     stream,
-                } => (c, f, deadline, stream),
+                    push,
+                } => (c, f, deadline, stream, push),
             };
             let lifetime = match deadline {
                 Some(d) if d <= now => None,
@@ -427,7 +458,14 @@ impl FrameServer {
             }
             self.conn_window -= size as i64;
             let mut b = Vec::with_capacity(size + message_overhead(size));
-            if self.push {
+            if push {
+                if self.next_promised > h2::MAX_WINDOW {
+                    // Server stream ids are spent (RFC 9113 §5.1.1): no
+                    // more pushes on this connection.
+                    self.error = Some("promised stream ids exhausted".into());
+                    self.queue.clear();
+                    return None;
+                }
                 let promised = self.next_promised;
                 self.next_promised += 2;
                 let path = frame_path(c, f);
@@ -490,6 +528,15 @@ impl FrameServer {
                     _ => None,
                 };
             }
+            if lifetime.is_some() {
+                self.may_expire.insert(m.id, size);
+                self.may_expire_order.push_back(m.id);
+                if self.may_expire_order.len() > CREDIT_TRACKED {
+                    if let Some(old) = self.may_expire_order.pop_front() {
+                        self.may_expire.remove(&old);
+                    }
+                }
+            }
             self.held_deadline = deadline;
             self.held_data = size;
             return Some(m);
@@ -518,6 +565,7 @@ impl FrameServer {
                         self.drop_frame(c as usize, (k % 65536) as usize);
                     }
                     self.conn_window += self.held_data as i64;
+                    self.may_expire.remove(&m.id);
                     self.next_id = m.id;
                     held = None;
                 }
@@ -570,9 +618,12 @@ impl FrameServer {
                             _ => {}
                         }
                     }
+                    // Acknowledged at once (RFC 9113 §6.5.3), ahead of
+                    // queued frames.
                     let mut b = Vec::new();
                     h2::write_settings_ack(&mut b);
-                    self.queue.push_back(Item::Control(b));
+                    self.check_room()?;
+                    self.queue.push_front(Item::Control(b));
                 }
                 h2::kind::WINDOW_UPDATE if fr.stream == 0 => {
                     self.conn_window += i64::from(h2::window_increment(&fr)?);
@@ -581,6 +632,16 @@ impl FrameServer {
                     }
                 }
                 h2::kind::HEADERS => self.on_request(now, t, fr.stream, &fr)?,
+                h2::kind::PING if fr.flags & h2::flag::ACK == 0 => {
+                    // RFC 9113 §6.7: answered at once with the same data.
+                    if fr.payload.len() != 8 || fr.stream != 0 {
+                        return Err("malformed PING".into());
+                    }
+                    let mut b = Vec::new();
+                    h2::write_frame(&mut b, h2::kind::PING, h2::flag::ACK, 0, fr.payload);
+                    self.check_room()?;
+                    self.queue.push_front(Item::Control(b));
+                }
                 h2::kind::GOAWAY => return Err("the client sent GOAWAY".into()),
                 // Stream WINDOW_UPDATE (no response exceeds the initial
                 // stream window: checked per request), PING, PRIORITY,
@@ -618,8 +679,7 @@ impl FrameServer {
             self.refused += 1;
             let mut b = Vec::new();
             h2::write_headers(&mut b, stream, &[(b":status", b"404")], true);
-            self.queue.push_back(Item::Control(b));
-            return Ok(());
+            return self.enqueue(Item::Control(b));
         };
         let playout = match h2::field(&fields, &playout_name) {
             None => None,
@@ -641,9 +701,7 @@ impl FrameServer {
                 self.stream_window
             ));
         }
-        if self.queue.len() >= 1 << 20 {
-            return Err("more than 2^20 frames queued".into());
-        }
+        self.check_room()?;
         self.requests += 1;
         let fps = f64::from(self.video.fps);
         // The request travelled about half the RTT, and a frame is due a
@@ -654,6 +712,7 @@ impl FrameServer {
         let start = playout
             .filter(|_| self.lifetimes)
             .map(|d| now + d.saturating_sub(owd + guard));
+        let push = self.push;
         self.queue.extend((0..self.video.frames_in(c)).map(|f| {
             let deadline = start.map(|s| s + Duration::from_secs_f64(f as f64 / fps));
             Item::Frame {
@@ -661,6 +720,7 @@ impl FrameServer {
                 f,
                 deadline,
                 stream,
+                push,
             }
         }));
         if self.push {
@@ -687,6 +747,21 @@ impl TransportApp for FrameServer {
                 }
             },
             TransportEvent::Writable => self.flush(now, t),
+            TransportEvent::Acked { id } => {
+                self.may_expire.remove(&id);
+            }
+            TransportEvent::Expired { id, reason, .. } => {
+                // Never sent: the client will not count these bytes, so
+                // they go back to the window (RFC 9113 §6.9 charges only
+                // what is sent). Bytes abandoned after sending stay
+                // charged: if they did arrive, the client counted them.
+                if let Some(bytes) = self.may_expire.remove(&id) {
+                    if reason == hollywood_transport::ExpiryReason::BeforeSend {
+                        self.conn_window += bytes as i64;
+                        self.flush(now, t);
+                    }
+                }
+            }
             TransportEvent::PeerClosed => t.close(now),
             TransportEvent::Failed(e) => self.error = Some(e),
             _ => {}
@@ -749,6 +824,9 @@ enum Play {
     },
     Ended,
 }
+
+/// The client returns the connection window every this many DATA bytes.
+const WINDOW_RETURN: u64 = 1 << 20;
 
 /// Chapter 6's client.
 #[derive(Debug)]
@@ -1110,7 +1188,7 @@ impl FrameClient {
                 _ => {}
             }
         }
-        if self.unacked >= 1 << 30 {
+        if self.unacked >= WINDOW_RETURN {
             // Give the connection window back (RFC 9113 §6.9).
             let mut b = Vec::new();
             h2::write_window_update(&mut b, 0, self.unacked as u32);
@@ -1642,6 +1720,74 @@ mod tests {
             s.on_event(Instant::ZERO, &mut t, msg(CONTROL, w));
             assert_eq!(data_sent(&t), s.video.chunk_bytes(0));
             assert_eq!(s.error, None);
+        }
+
+        #[test]
+        fn pings_are_answered_first_a_flood_is_refused_and_unsent_bytes_come_back() {
+            // A PING is answered ahead of everything queued.
+            let mut b = preface(true, true);
+            get(&mut b, 1, "/chunk/0");
+            h2::write_frame(&mut b, h2::kind::PING, 0, 0, b"12345678");
+            let (s, t) = serve(b);
+            assert_eq!(s.error, None);
+            let first: Vec<h2::Frame> = h2::frames(&t.0[0].payload).map(Result::unwrap).collect();
+            assert_eq!(
+                (first[0].kind, first[0].flags, first[0].payload),
+                (h2::kind::PING, h2::flag::ACK, &b"12345678"[..])
+            );
+            // A client that keeps asking without reading is cut off.
+            let (mut s, mut t) = serve(preface(true, true));
+            s.queue
+                .extend((0..1 << 20).map(|_| Item::Control(Vec::new())));
+            let mut b = Vec::new();
+            h2::write_settings(&mut b, &[]);
+            s.on_event(Instant::ZERO, &mut t, msg(CONTROL, b));
+            assert!(s.error.unwrap().contains("does not read"));
+            // With lifetimes and no WINDOW_UPDATE: the window (65 535)
+            // fills; a frame the engine drops before sending gives its
+            // bytes back, and the next ones go.
+            let mut s = FrameServer::new(video()).with_lifetimes(true);
+            let mut t = Sink::default();
+            let mut b = preface(false, true);
+            h2::write_headers(
+                &mut b,
+                1,
+                &[
+                    (b":method", b"GET"),
+                    (b":path", b"/chunk/0"),
+                    (b"x-playout-in", b"60000"),
+                ],
+                true,
+            );
+            s.on_event(Instant::ZERO, &mut t, msg(CONTROL, b));
+            let before = data_sent(&t);
+            let frames_before = t.0.iter().filter(|m| m.substream == DATA).count();
+            let dropped = t.0.iter().find(|m| m.substream == DATA).unwrap().id;
+            s.on_event(
+                Instant::ZERO,
+                &mut t,
+                TransportEvent::Expired {
+                    id: dropped,
+                    substream: DATA,
+                    reason: hollywood_transport::ExpiryReason::BeforeSend,
+                },
+            );
+            assert!(t.0.iter().filter(|m| m.substream == DATA).count() > frames_before);
+            assert!(data_sent(&t) > before);
+            // An acknowledged one gives nothing back.
+            let n = t.0.len();
+            let acked = t.0.iter().rev().find(|m| m.substream == DATA).unwrap().id;
+            s.on_event(Instant::ZERO, &mut t, TransportEvent::Acked { id: acked });
+            s.on_event(
+                Instant::ZERO,
+                &mut t,
+                TransportEvent::Expired {
+                    id: acked,
+                    substream: DATA,
+                    reason: hollywood_transport::ExpiryReason::BeforeSend,
+                },
+            );
+            assert_eq!(t.0.len(), n);
         }
 
         #[test]

@@ -3,6 +3,7 @@ pub mod analyze;
 pub mod bench;
 pub mod bulk;
 pub mod calibrate;
+pub mod chaos;
 pub mod compare;
 pub mod dash;
 pub mod dash_ch6;
