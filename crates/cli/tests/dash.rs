@@ -358,6 +358,8 @@ fn chapter_6_plays_real_frame_sizes_from_an_ffmpeg_encode() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("ch6.json")).unwrap()).unwrap();
     assert_eq!(v["gop"], 60);
+    let mpd = std::fs::read_to_string(dir.join("manifest.mpd")).unwrap();
+    assert!(mpd.contains("bandwidth=\"4000000\""), "{mpd}");
     let frames = v["encodings"][1]["frames"].as_array().unwrap();
     assert_eq!(frames.len(), 120);
     // An I-frame opens each GOP and is larger than the P-frames after it.

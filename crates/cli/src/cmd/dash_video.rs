@@ -370,6 +370,32 @@ pub fn ch6_video(a: Ch6VideoArgs) -> Result<(), String> {
             frames,
         });
     }
+    // The MPD (one representation per encoding, a segment per GOP), as
+    // for seed 001's ladder; the sessions themselves read ch6.json.
+    let mut reps: Vec<Representation> = encodings
+        .iter()
+        .map(|e| {
+            let (w, h) = parse_size(&e.size).expect("checked above");
+            let bytes: u64 = e.frames.iter().map(|&b| u64::from(b)).sum();
+            Representation {
+                id: format!("{}k", e.bps / 1000),
+                bandwidth_bps: e.bps,
+                chunk_bps: (bytes as f64 * 8.0 / secs) as u64,
+                width: w,
+                height: h,
+            }
+        })
+        .collect();
+    reps.sort_by_key(|r| r.bandwidth_bps);
+    reps.dedup_by_key(|r| r.bandwidth_bps);
+    let chunk = Duration::from_secs_f64(f64::from(gop) / f64::from(a.fps));
+    let chunks = (frames_wanted as u64).div_ceil(u64::from(gop)) as usize;
+    match Content::synthetic("video", reps, chunks, chunk, 0.0, 1) {
+        Ok(shape) => {
+            std::fs::write(a.out.join("manifest.mpd"), shape.mpd()).map_err(|e| e.to_string())?
+        }
+        Err(e) => eprintln!("no manifest.mpd: {e}"),
+    }
     let v = Ch6Video {
         fps: a.fps,
         gop,
