@@ -29,6 +29,7 @@ pub mod dash_bounds;
 pub mod generic;
 pub mod messages;
 pub mod ontime;
+pub mod rng;
 pub mod scenario;
 pub mod video;
 pub mod vod;

@@ -16,6 +16,7 @@
 //! of scenes (below), or given as a list (a trace).
 
 use crate::messages::{Planned, Schedule};
+use crate::rng::SplitMix;
 use crate::scenario::{MessagesRun, MessagesScenario};
 use hollywood_sim::Instant;
 use std::time::Duration;
@@ -117,23 +118,6 @@ impl VodSource {
             .into_iter()
             .map(|w| ((w * scale).round() as usize).max(1))
             .collect()
-    }
-}
-
-/// A deterministic generator (splitmix64) for the VBR draw.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 

@@ -136,7 +136,7 @@ impl FrameVideo {
             ));
         }
         let chunks = frames.div_ceil(u64::from(chunk_frames)) as usize;
-        let mut rng = super::content::SplitMix(seed ^ 0xc6c6);
+        let mut rng = crate::rng::SplitMix(seed ^ 0xc6c6);
         let mut sizes = Vec::with_capacity(chunks);
         for c in 0..chunks {
             let f =

@@ -19,6 +19,7 @@
 //! and the chunk duration, one `Representation` per rung with its
 //! encoding rate as `@bandwidth` (what BOLA reads, as in dash.js).
 
+use crate::rng::SplitMix;
 use std::time::Duration;
 
 /// One rung of the ladder.
@@ -107,28 +108,6 @@ fn for_blocks(offset: u64, len: usize, mut f: impl FnMut(usize, &[u8])) {
         let k = (len - at).min(256);
         f(at, &PERIOD[start..start + k]);
         at += k;
-    }
-}
-
-/// SplitMix64: the content's own seeded randomness (sizes only).
-pub(crate) struct SplitMix(pub(crate) u64);
-
-impl SplitMix {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    pub(crate) fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// A standard normal variate (Box–Muller).
-    pub(crate) fn normal(&mut self) -> f64 {
-        let u = self.unit().max(1e-12);
-        let v = self.unit();
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
     }
 }
 

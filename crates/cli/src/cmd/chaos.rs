@@ -23,6 +23,7 @@
 //!   `--max-rss-mb`.
 
 use clap::Args;
+use hollywood_apps::rng::SplitMix;
 use hollywood_apps::scenario::Impairments;
 use hollywood_apps::{MessagesScenario, Transport};
 use hollywood_sim::{GilbertElliott, LossModel, MiddleboxKind};
@@ -121,30 +122,28 @@ struct Report {
     runs: Vec<Segment>,
 }
 
-/// SplitMix64: the conditions' draws.
-struct Draw(u64);
+/// The conditions' draws.
+struct Draw(SplitMix);
 
 impl Draw {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next()
     }
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[(self.next() % xs.len() as u64) as usize]
     }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
     fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
+        lo + (hi - lo) * self.0.unit()
+    }
+    fn unit(&mut self) -> f64 {
+        self.0.unit()
     }
 }
 
 fn conditions(seed: u64, index: usize, messages: u32) -> (Conditions, MessagesScenario) {
-    let mut d = Draw(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ index as u64);
+    let mut d = Draw(SplitMix(
+        seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ index as u64,
+    ));
     // Every deployment and middlebox in turn, the rest drawn.
     let transport = Transport::ALL[index % 4];
     let middlebox = [
