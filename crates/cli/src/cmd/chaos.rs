@@ -127,7 +127,7 @@ struct Draw(SplitMix);
 
 impl Draw {
     fn next(&mut self) -> u64 {
-        self.0.next()
+        self.0.next_u64()
     }
     fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[(self.next() % xs.len() as u64) as usize]
