@@ -84,6 +84,11 @@ struct Outcome {
     /// Of the missing: a middlebox changed bytes of their frames.
     lost_to_boxes: u64,
     crc_rejected: u64,
+    /// Frames the receiver's deframer refused besides bad CRCs: its
+    /// exactly-once record could not vouch for them, or their id was
+    /// delivered at another position (`hollywood_msg::DeframerStats`).
+    dedup_refused: u64,
+    repeated_ids: u64,
     corrupted_segments: u64,
     corrupt_delivered: u64,
     duplicates_delivered: u64,
@@ -294,6 +299,8 @@ fn run_one(sc: &MessagesScenario) -> Outcome {
         missing,
         lost_to_boxes,
         crc_rejected: run.crc_rejected,
+        dedup_refused: run.deframer.dedup_refused,
+        repeated_ids: run.deframer.repeated_ids,
         corrupted_segments: run.corrupted_segments,
         corrupt_delivered: run.corrupt_delivered,
         duplicates_delivered: run.duplicates_delivered,
