@@ -875,7 +875,7 @@ fn tcp_fates(
     let mut first_tx_dropped = vec![false; n];
     let mut network_dropped = vec![false; n];
     let mut first_sent = vec![None; n];
-    let sent = sent_ranges(sc, t, sender, placements, log, &offsets);
+    let sent = sent_ranges(sc, t, sender, placements, log, &offsets, Placed::First);
     for id in 0..n {
         if let Some((t, off, len)) = sent[id] {
             if let Some((any, net, at)) = log.first_fate(t, off, len) {
@@ -897,6 +897,20 @@ fn tcp_fates(
     }
 }
 
+/// Which of a message's placements [`sent_ranges`] reports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Placed {
+    /// The first: where the message first went on the wire (a copy
+    /// carried in an older message's slot, if it had one).
+    First,
+    /// The last: the one the sender counts on. A TCP Hollywood sender
+    /// places carried copies only while the message waits for its own
+    /// slot, so the last placement is its own slot, or, when it expired
+    /// before its turn, the copy that accounts for it
+    /// (`hollywood_tcp::hollywood`, "Accounting").
+    Last,
+}
+
 /// Per message: when it was placed in the stream, at which offset (from
 /// the first data byte) and over how many bytes.
 fn sent_ranges(
@@ -906,13 +920,16 @@ fn sent_ranges(
     placements: &[Placement],
     log: &WireLog,
     offsets: &[u64],
+    which: Placed,
 ) -> Vec<Option<(Instant, u64, u64)>> {
     let mut sent: Vec<Option<(Instant, u64, u64)>> = vec![None; sc.count as usize];
     if t.uses_message_queue() {
         if let Some(base) = log.base {
             for p in placements {
                 if let Some(s) = sent.get_mut(p.id as usize) {
-                    s.get_or_insert((p.time, p.seq.diff(base).max(0) as u64, u64::from(p.len)));
+                    if which == Placed::Last || p.first {
+                        *s = Some((p.time, p.seq.diff(base).max(0) as u64, u64::from(p.len)));
+                    }
                 }
             }
         }
@@ -950,7 +967,11 @@ fn altered_messages(
         .collect();
     ranges.sort_unstable();
     let offsets = frame_offsets(sc);
-    let sent = sent_ranges(sc, t, sender, placements, log, &offsets);
+    // The placement the sender counts on: a carried copy lost in a splice
+    // (a resegmenting box makes SACK blocks cut through a slot the sender
+    // then rewrites, thesis §4.5) is an early delivery missed; the message
+    // must still arrive in its own slot unless a box changed that one.
+    let sent = sent_ranges(sc, t, sender, placements, log, &offsets, Placed::Last);
     // The longest range bounds how far back an overlapping one can start.
     let longest = ranges.iter().map(|r| r.1 - r.0).max().unwrap_or(0);
     sent.iter()

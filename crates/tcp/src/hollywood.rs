@@ -87,7 +87,10 @@
 //!   counts for nothing when the slot is acknowledged, unless the
 //!   cumulative ACK echoes that retransmission's own timestamp (TS.Recent
 //!   moves only on a segment at the left edge of the receiver's window,
-//!   never on a duplicate): the message keeps (or regains) its own way to
+//!   never on a duplicate) and no other segment that ACK covers went out
+//!   with the same TSval (the engine passes no echo then: the segments of
+//!   one RTO burst share a millisecond, and the one that reached the left
+//!   edge may be another): the message keeps (or regains) its own way to
 //!   the receiver, and is reported `Displaced` if it has none left. Retransmissions after duplicate ACKs, SACK or
 //!   RACK loss marks or a partial ACK carry trusted copies.
 //!
@@ -390,6 +393,8 @@ struct Queued {
     /// A copy already travels in another message's slot (it still gets a
     /// slot of its own when its turn comes, unless it expires first).
     carried: bool,
+    /// A copy of it has been on the wire (in another message's slot).
+    placed: bool,
 }
 
 fn deadline_of(now: Instant, lifetime: Option<Duration>) -> u64 {
@@ -458,9 +463,9 @@ pub struct MessageTable {
     /// Id of the last message queued.
     last_id: Option<u32>,
     events: VecDeque<ExpiredMessage>,
-    /// Messages that went on the wire for the first time: (id, start of
-    /// the range carrying them, framed length).
-    sent: VecDeque<(u32, SeqNumber, u32)>,
+    /// Every placement of a message on the wire: (id, start of the range
+    /// carrying it, framed length, whether it is the message's first).
+    sent: VecDeque<(u32, SeqNumber, u32, bool)>,
     stats: HollywoodStats,
     /// Rewritten slots acknowledged recently: (start, end, carried id). The
     /// D-SACK for a spurious rewrite usually rides on the very ACK that
@@ -528,10 +533,12 @@ impl MessageTable {
         self.events.pop_front()
     }
 
-    /// Next message that got on the wire for the first time: its id, the
-    /// sequence number where its frame starts and the frame's length (in
-    /// its own slot, or carried in another message's slot).
-    pub fn poll_sent(&mut self) -> Option<(u32, SeqNumber, u32)> {
+    /// Next placement of a message on the wire: its id, the sequence
+    /// number where its frame starts, the frame's length, and whether it is
+    /// the message's first placement. A message carried in another
+    /// message's slot is placed again in its own slot (unless it expires
+    /// first), so it has several.
+    pub fn poll_sent(&mut self) -> Option<(u32, SeqNumber, u32, bool)> {
         self.sent.pop_front()
     }
 
@@ -584,6 +591,7 @@ impl MessageTable {
             deadline,
             replaceable: meta.replaceable,
             carried: false,
+            placed: false,
         });
         self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len() as u64);
     }
@@ -732,9 +740,8 @@ impl MessageTable {
         let q = self.queue.pop_front()?;
         self.queued_bytes -= q.frame.len();
         debug_assert!(self.slots.back().is_none_or(|s| s.end() == seq));
-        if !q.carried {
-            self.sent.push_back((q.id, seq, q.frame.len() as u32));
-        }
+        self.sent
+            .push_back((q.id, seq, q.frame.len() as u32, !q.placed));
         self.slots.push_back(Slot {
             seq,
             len: q.frame.len() as u32,
@@ -791,9 +798,10 @@ impl MessageTable {
                 // when the copy is not what reaches the receiver (a cache
                 // replaying the original bytes, thesis §4.5).
                 q.carried = true;
+                let first = !std::mem::replace(&mut q.placed, true);
                 bytes.extend_from_slice(&q.frame);
                 let (id, len, deadline) = (q.id, q.frame.len() as u32, q.deadline);
-                self.sent.push_back((id, slot_seq, len));
+                self.sent.push_back((id, slot_seq, len, first));
                 self.carried.insert(
                     id,
                     Carried {

@@ -36,6 +36,10 @@ pub(crate) enum Verdict {
     Duplicate,
     /// Deliver it this much later than normal.
     Delay(Duration),
+    /// Lose the first `n` payload bytes and deliver the rest as a segment
+    /// of its own: a resegmenting middlebox cut the segment there and the
+    /// first piece was dropped (thesis §4.5).
+    LoseHead(usize),
 }
 
 /// A packet offered to a verdict closure.
@@ -168,13 +172,29 @@ impl Pair {
     fn enqueue(&mut self, to_b: bool, pkt: Vec<u8>) {
         let now = self.now;
         let parsed = hollywood_wire::parse_tcp_ip(&pkt).expect("engine emitted a malformed packet");
-        let info = PacketInfo {
+        let (src, dst) = (parsed.src, parsed.dst);
+        let mut info = PacketInfo {
             tcp: parsed.tcp,
             len: parsed.payload.len(),
             payload: parsed.payload.to_vec(),
         };
         let link = if to_b { &mut self.ab } else { &mut self.ba };
-        let verdict = link.verdict.as_mut().map_or(Verdict::Pass, |f| f(&info));
+        let mut verdict = link.verdict.as_mut().map_or(Verdict::Pass, |f| f(&info));
+        let mut pkt = pkt;
+        if let Verdict::LoseHead(n) = verdict {
+            assert!(
+                n > 0 && n < info.len,
+                "LoseHead({n}) of a {}-byte segment",
+                info.len
+            );
+            info.tcp.seq += n;
+            info.tcp.flags =
+                hollywood_wire::TcpFlags(info.tcp.flags.0 & !hollywood_wire::TcpFlags::SYN.0);
+            info.payload.drain(..n);
+            info.len -= n;
+            pkt = hollywood_wire::build_tcp_ip(src, dst, &info.tcp, &info.payload);
+            verdict = Verdict::Pass;
+        }
         let mut drop = verdict == Verdict::Drop;
         if !drop && link.loss > 0.0 && self.rng.gen_bool(link.loss) {
             drop = true;

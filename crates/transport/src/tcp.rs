@@ -169,17 +169,20 @@ impl Deployment {
 
 /// Where a TCP Hollywood sender put a message's frame (from the engine's
 /// `MessageSent` event): what an experiment needs to find the packets that
-/// first carried it.
+/// carried it. A message can have several: copies carried in older
+/// messages' slots, then its own slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placement {
     /// The message id.
     pub id: u32,
-    /// When it first went on the wire.
+    /// When it went on the wire.
     pub time: Instant,
     /// First sequence number of its frame.
     pub seq: hollywood_wire::SeqNumber,
     /// Framed length.
     pub len: u32,
+    /// The message's first placement.
+    pub first: bool,
 }
 
 /// Engine and intermediary-layer counters beyond [`TransportStats`].
@@ -415,13 +418,19 @@ impl TcpTransport {
                 }
             }
             Event::Expired(e) => self.expired(e),
-            Event::MessageSent { id, seq, len } => {
+            Event::MessageSent {
+                id,
+                seq,
+                len,
+                first,
+            } => {
                 if let Some(p) = &mut self.placements {
                     p.push(Placement {
                         id,
                         time: now,
                         seq,
                         len,
+                        first,
                     });
                 }
             }

@@ -271,7 +271,11 @@ mod properties {
     use std::collections::BTreeSet;
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        // 64 cases in the suite; PROPTEST_CASES=N for a longer campaign.
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+            ..ProptestConfig::default()
+        })]
 
         /// Whatever the path drops (either direction, handshake included):
         /// every message arrives at most once and intact, nothing fails, a
@@ -289,12 +293,18 @@ mod properties {
             let mut p = tcp_pair(d, seed, Duration::from_millis(25));
             let drops: BTreeSet<u64> = drops;
             p.set_drop(Box::new(move |_, _, i, _| drops.contains(&i)));
+            // Two hours of (virtual) linger: drops of data and ACKs alike
+            // back the RTO off, up to `max_rto` (two minutes) per loss
+            // when they hit a repair again and again, and an RTT sample
+            // from an ACK echoing an old TSval (RFC 7323 §4.3: a duplicate
+            // does not move TS.Recent) starts the backoff high. The run
+            // ends when nothing is left to happen.
             let o = run(
                 &mut p,
                 80,
                 700,
                 Duration::from_millis(10),
-                Duration::from_secs(120),
+                Duration::from_secs(7200),
                 |_, m| {
                     if !reliable {
                         m.lifetime = Some(Duration::from_millis(90));

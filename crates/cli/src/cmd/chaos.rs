@@ -49,6 +49,10 @@ pub struct ChaosArgs {
     /// run's report) to reproduce them.
     #[arg(long, value_delimiter = ',')]
     only: Vec<usize>,
+    /// Capture the run's packets to this pcap file (with a single
+    /// `--only` segment), to study a failure in Wireshark.
+    #[arg(long)]
+    pcap: Option<std::path::PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -94,6 +98,9 @@ struct Outcome {
     duplicates_delivered: u64,
     seq_holes_on_wire: u64,
     unaccounted: u64,
+    /// The first few unaccounted messages (indices in sending order).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unaccounted_messages: Vec<usize>,
     panicked: bool,
     error: Option<String>,
 }
@@ -293,6 +300,10 @@ fn run_one(sc: &MessagesScenario) -> Outcome {
     let lost_to_boxes = (0..run.arrival.len())
         .filter(|&i| run.arrival[i].is_none() && !run.expired[i] && altered(i))
         .count() as u64;
+    let unaccounted_messages = (0..run.arrival.len())
+        .filter(|&i| run.arrival[i].is_none() && !run.expired[i] && !altered(i))
+        .take(10)
+        .collect();
     Outcome {
         delivered,
         expired,
@@ -310,6 +321,7 @@ fn run_one(sc: &MessagesScenario) -> Outcome {
         // inconsistent retransmission, thesis §4.5) can lose it while the
         // sender saw it acknowledged; nothing else may.
         unaccounted: missing - lost_to_boxes,
+        unaccounted_messages,
         panicked: false,
         error: run.error.clone(),
     }
@@ -342,11 +354,15 @@ pub fn run(a: ChaosArgs) -> Result<(), String> {
     if let Some(&bad) = a.only.iter().find(|&&i| i >= segments) {
         return Err(format!("--only {bad}: there are {segments} segments"));
     }
+    if a.pcap.is_some() && a.only.len() != 1 {
+        return Err("--pcap: name one segment with --only".into());
+    }
     let plans: Vec<(usize, Conditions, MessagesScenario)> = (0..segments)
         .filter(|i| a.only.is_empty() || a.only.contains(i))
         .map(|i| {
             let n = (a.messages - i as u64 * a.per_segment).min(a.per_segment) as u32;
-            let (c, sc) = conditions(a.seed, i, n);
+            let (c, mut sc) = conditions(a.seed, i, n);
+            sc.pcap.clone_from(&a.pcap);
             (i, c, sc)
         })
         .collect();

@@ -27,6 +27,9 @@ impl Connection {
             State::SynSent => self.on_segment_syn_sent(now, seg, payload),
             _ => self.on_segment_other(now, seg, payload),
         }
+        // An ACK can settle messages (a copy proven lost, reported now)
+        // when nothing is left to send, so no later refill reports them.
+        self.drain_message_events();
         self.arm_timers(now);
     }
 

@@ -123,12 +123,14 @@ pub enum Event {
     /// A message will not reach the receiver as itself (TCP Hollywood
     /// sender, thesis §4.2; RFC 9622 §9.3.2.2 *Expired*).
     Expired(ExpiredMessage),
-    /// A TCP Hollywood sender put message `id` on the wire for the first
-    /// time (RFC 9622 §9.3.2.1 *Sent*): its frame occupies the `len` bytes
-    /// from sequence number `seq`, in its own slot or carried in another
-    /// message's slot by an inconsistent retransmission. Only with
-    /// inconsistent retransmissions on (other senders write messages to
-    /// the byte stream in order).
+    /// A TCP Hollywood sender put message `id` on the wire: its frame
+    /// occupies the `len` bytes from sequence number `seq`, in its own slot
+    /// or carried in another message's slot by an inconsistent
+    /// retransmission. `first` marks the first placement (RFC 9622
+    /// §9.3.2.1 *Sent*); a carried message is placed again in its own slot
+    /// (the one its delivery is guaranteed by), unless it expires first.
+    /// Only with inconsistent retransmissions on (other senders write
+    /// messages to the byte stream in order).
     MessageSent {
         /// The message id.
         id: u32,
@@ -136,6 +138,8 @@ pub enum Event {
         seq: SeqNumber,
         /// Framed length.
         len: u32,
+        /// The message's first placement on the wire.
+        first: bool,
     },
     /// The TCP Hollywood sender stopped sending inconsistent
     /// retransmissions on this connection: a rewritten range stayed
@@ -1302,6 +1306,7 @@ impl Connection {
                 self.on_timer(now, t);
             }
         }
+        self.drain_message_events();
         self.arm_timers(now);
     }
 
@@ -1673,8 +1678,13 @@ impl Connection {
     /// Hand the message table's Expired reports (and a middlebox fallback)
     /// to the application.
     pub(super) fn drain_message_events(&mut self) {
-        while let Some((id, seq, len)) = self.messages.poll_sent() {
-            self.push_event(Event::MessageSent { id, seq, len });
+        while let Some((id, seq, len, first)) = self.messages.poll_sent() {
+            self.push_event(Event::MessageSent {
+                id,
+                seq,
+                len,
+                first,
+            });
         }
         while let Some(e) = self.messages.poll_expired() {
             self.push_event(Event::Expired(e));

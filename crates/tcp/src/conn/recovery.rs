@@ -168,17 +168,33 @@ impl Connection {
     fn advance_una(&mut self, now: Instant, seg: &TcpRepr, acked: usize) {
         let ack = seg.ack;
         let info = self.ack_info(now, seg);
+        // Hollywood: the echoed TSval names the segment that reached the
+        // receiver's left edge (RFC 7323 §4.3) only if no other segment
+        // this ACK covers went out with the same TSval (one RTO burst
+        // shares one millisecond): count them.
+        let tsecr = seg.options.timestamp.map(|t| t.tsecr);
+        let ts_offset = self.ts_offset;
+        let ts_of = |t: Instant| ((t.as_nanos() / 1_000_000) as u32).wrapping_add(ts_offset);
+        let mut same_ts = 0usize;
+        if let Some(e) = tsecr {
+            // A segment the ACK ends inside (a resegmenting box) counts too.
+            let i = self.rtxq.index_from(ack);
+            if let Some(s) = self.rtxq.get(i) {
+                same_ts += usize::from(s.seq < ack && ts_of(s.last_sent) == e);
+            }
+        }
         let rack = &mut self.rack;
         let rate = &mut self.rate;
         let a = self.rtxq.ack_to_with(ack, |s| {
             rack.on_delivered(&info, s);
             rate.on_delivered(now, s);
+            same_ts += usize::from(tsecr == Some(ts_of(s.last_sent)));
         });
         self.snd_buf.ack_to(ack);
         self.snd_una = ack;
         // Hollywood (thesis §4.2.1): metadata of acknowledged messages goes.
-        self.messages
-            .on_ack(ack, seg.options.timestamp.map(|t| t.tsecr));
+        // An echo shared by several segments proves nothing about any one.
+        self.messages.on_ack(ack, tsecr.filter(|_| same_ts <= 1));
         self.stats.bytes_acked += acked as u64;
         self.take_rtt_sample(now, seg, &a);
         if self.recovery == Recovery::Open && self.recover < self.snd_una - 1 {
@@ -276,6 +292,28 @@ impl Connection {
                 // repeat blocks on every ACK; the scoreboard filters them).
                 messages.on_sack(s.seq, s.end());
             });
+            // Hollywood: a block edge inside one of our segments (a
+            // resegmenting middlebox cut it, thesis §4.5). The scoreboard
+            // marks whole segments only, but the message table must learn
+            // that the receiver holds part of that segment's bytes: a slot
+            // it holds in part is resent as it was (fragment rule), since
+            // a rewrite would reach the receiver spliced with the old
+            // bytes. At most the two edge segments per block.
+            if !self.messages.is_empty() {
+                let lo = b.left.max(self.snd_una);
+                for at in [lo, b.right - 1] {
+                    let i = self.rtxq.index_from(at);
+                    if let Some(seg) = self.rtxq.get(i).copied() {
+                        if !seg.sacked
+                            && seg.seq <= at
+                            && (seg.seq < lo || seg.seq + seg.len as usize > b.right)
+                        {
+                            let end = b.right.min(seg.seq + seg.len as usize);
+                            self.messages.on_sack(lo.max(seg.seq), end);
+                        }
+                    }
+                }
+            }
             // A FIN cannot be SACKed (RFC 2018 blocks cover data), so the
             // segment carrying the last data and the FIN is never SACKed
             // whole, although the receiver may hold every data byte of it:

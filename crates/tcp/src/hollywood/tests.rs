@@ -86,15 +86,29 @@ fn expired_message_is_replaced_by_the_queued_live_message_closest_to_expiry() {
         &frame(2, 80)[..],
         "message 2, not 3 again"
     );
-    // Message 3 reported sent once, in slot 0; its own slot later is not
-    // a first transmission.
+    // Message 3 is placed twice: first carried in slot 0, then in its own
+    // slot, which is not its first placement.
     assert_eq!(t.head_len(at(150), ms(20)), Some(80));
     t.take_head(SeqNumber(1200)).unwrap();
     assert_eq!(t.head_len(at(150), ms(20)), Some(60));
     t.take_head(SeqNumber(1280)).unwrap();
     let sent: Vec<_> = std::iter::from_fn(|| t.poll_sent()).collect();
-    assert!(sent.contains(&(3, SeqNumber(1000), 60)));
-    assert_eq!(sent.iter().filter(|s| s.0 == 3).count(), 1);
+    let threes: Vec<_> = sent.iter().filter(|s| s.0 == 3).collect();
+    assert_eq!(
+        threes,
+        [
+            &(3, SeqNumber(1000), 60, true),
+            &(3, SeqNumber(1280), 60, false)
+        ]
+    );
+    let twos: Vec<_> = sent.iter().filter(|s| s.0 == 2).collect();
+    assert_eq!(
+        twos,
+        [
+            &(2, SeqNumber(1100), 80, true),
+            &(2, SeqNumber(1200), 80, false)
+        ]
+    );
 }
 
 #[test]

@@ -387,6 +387,46 @@ fn an_expired_iframe_without_live_dependents_is_replaced() {
 }
 
 #[test]
+fn a_slot_the_receiver_holds_in_part_is_resent_as_it_was() {
+    // A resegmenting middlebox cut message 0's segment in two and the
+    // first piece was lost: the receiver SACKs the second half, a block
+    // whose edge lies inside one of the sender's segments. Rewriting the
+    // slot would reach the receiver spliced with the bytes it holds (a
+    // frame that fails its CRC, thesis §4.5), so the slot is resent as it
+    // was although message 0 expired and live messages wait.
+    let mut r = queue_limited(11);
+    let slot = r.p.ca(r.ha).snd_nxt();
+    let done = Rc::new(RefCell::new(false));
+    r.p.ab.verdict = Some(Box::new(move |pi| {
+        if !*done.borrow() && pi.tcp.seq == slot && pi.len == 1200 {
+            *done.borrow_mut() = true;
+            return Verdict::LoseHead(600);
+        }
+        Verdict::Pass
+    }));
+    r.send(0, 1200, 80, None);
+    for id in 1..10u32 {
+        r.send(id, 1000, 5000, None);
+    }
+    r.run(3000 * MS);
+    let v = r.versions_at(slot);
+    assert_eq!(
+        v.len(),
+        1,
+        "{:?}",
+        v.iter().map(|p| p.len()).collect::<Vec<_>>()
+    );
+    assert!(v[0][..] == frame(0, 1200)[..], "the original bytes");
+    assert_eq!(r.p.ca(r.ha).hollywood_stats().ir_sent, 0);
+    assert!(
+        r.expired().iter().all(|&(id, _)| id != 0),
+        "{:?}",
+        r.expired()
+    );
+    assert_eq!(r.received_ids(), (0..10).collect::<Vec<_>>());
+}
+
+#[test]
 fn fragment_rule_retransmits_fragments_as_they_were() {
     let mut r = Run::new(4);
     // A 3000-byte message spans three segments; drop the middle one.

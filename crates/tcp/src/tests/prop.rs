@@ -6,8 +6,16 @@ use crate::Config;
 use proptest::prelude::*;
 use std::time::Duration;
 
+/// `default` cases in the suite; `PROPTEST_CASES=N` for a longer campaign.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, max_shrink_iters: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(96), max_shrink_iters: 32, ..ProptestConfig::default() })]
     #[test]
     fn random_faults_preserve_the_byte_stream(
         seed in any::<u64>(),
@@ -139,7 +147,7 @@ mod hostile {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, max_shrink_iters: 64, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: super::cases(256), max_shrink_iters: 64, ..ProptestConfig::default() })]
         /// No segment sequence, however hostile, panics a connection, and
         /// its outputs stay well-formed.
         #[test]
