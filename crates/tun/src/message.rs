@@ -207,11 +207,17 @@ impl std::error::Error for StreamError {
 
 impl From<io::Error> for StreamError {
     /// Kernel socket errors: the connection-level kinds become the typed
-    /// variants, everything else stays [`StreamError::Io`].
+    /// variants, everything else stays [`StreamError::Io`]. `EPIPE` is a
+    /// reset too: Linux answers a write on a connection that a RST ended
+    /// with it once the `ECONNRESET` was taken (the socket is shut down
+    /// for sending); a write after our own half-close never reaches the
+    /// socket (it is [`StreamError::Closed`] before).
     fn from(e: io::Error) -> StreamError {
         match e.kind() {
             io::ErrorKind::ConnectionRefused => StreamError::ConnectionRefused,
-            io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted => StreamError::Reset,
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => StreamError::Reset,
             io::ErrorKind::TimedOut => StreamError::TimedOut,
             _ => StreamError::Io(e),
         }
@@ -493,6 +499,9 @@ mod tests {
         assert!(matches!(e, StreamError::ConnectionRefused));
         let e: StreamError = io::Error::from(io::ErrorKind::ConnectionReset).into();
         assert!(matches!(e, StreamError::Reset));
+        // EPIPE: a write after a RST ended the connection.
+        let e: StreamError = io::Error::from_raw_os_error(32).into();
+        assert!(matches!(e, StreamError::Reset), "{e}");
         let e: StreamError = io::Error::from(io::ErrorKind::UnexpectedEof).into();
         assert!(matches!(e, StreamError::Io(_)));
         assert_eq!(

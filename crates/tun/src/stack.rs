@@ -141,6 +141,9 @@ pub struct StackStats {
     pub connected: u64,
     /// `connect` attempts that failed (refused, timed out, cancelled).
     pub connect_failed: u64,
+    /// Connections reset because the application dropped the stream with
+    /// received data it never read (RFC 1122 §4.2.2.13, as Linux does).
+    pub reset_unread: u64,
 }
 
 /// What [`Stack::shutdown`] returns.
@@ -255,8 +258,14 @@ struct ConnState {
     /// Everything the peer sent before its FIN is in the receive queues.
     eof: bool,
     failure: Option<Failure>,
-    /// The connection no longer exists in the engine.
+    /// The connection is over in the engine (or gone from it).
     closed: bool,
+    /// The engine still holds data for the receiver, which has not started
+    /// reading: a closed connection is kept until it is read.
+    rx_pending: bool,
+    /// The application let go of both halves while data it never read was
+    /// waiting: the task answers with RST (RFC 1122 §4.2.2.13).
+    unread_dropped: bool,
     /// Our FIN was handed to the engine.
     fin_sent: bool,
     /// Our FIN was acknowledged.
@@ -286,6 +295,8 @@ impl ConnState {
             eof: false,
             failure: None,
             closed: false,
+            rx_pending: false,
+            unread_dropped: false,
             fin_sent: false,
             fin_acked: false,
             stats: StreamStats::default(),
@@ -816,7 +827,12 @@ impl StreamSender {
 
     /// Close the sending direction: FIN after everything queued; waits
     /// until the peer has acknowledged the FIN (so everything sent before
-    /// was delivered to its TCP). The peer may keep sending. Idempotent.
+    /// was delivered to its TCP). The peer may keep sending, and what it
+    /// sent stays readable after the connection ends, read or not (as a
+    /// kernel socket after `shutdown(SHUT_WR)`). Dropping every handle of
+    /// the stream while received data waits unread resets the connection
+    /// instead of closing it (RST, RFC 1122 §4.2.2.13, as Linux's `close`
+    /// does): the peer learns that data was lost. Idempotent.
     pub async fn close(&mut self) -> std::result::Result<(), StreamError> {
         self.request_close();
         poll_fn(|cx| {
@@ -928,7 +944,7 @@ impl StreamReceiver {
         if let Some(f) = &st.failure {
             return Poll::Ready(Err(f.to_error()));
         }
-        if st.closed {
+        if st.closed && !st.rx_pending {
             return Poll::Ready(Ok(0));
         }
         st.rx_waker = Some(cx.waker().clone());
@@ -959,7 +975,7 @@ impl StreamReceiver {
         if let Some(f) = &st.failure {
             return Poll::Ready(Err(f.to_error()));
         }
-        if st.closed {
+        if st.closed && !st.rx_pending {
             return Poll::Ready(Ok(None));
         }
         st.rx_waker = Some(cx.waker().clone());
@@ -986,6 +1002,10 @@ impl Drop for StreamReceiver {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.receiver_alive = false;
+        if !st.sender_alive {
+            // The last handle goes with data unread: the task resets.
+            st.unread_dropped |= !st.rx_bytes.is_empty() || !st.rx_msgs.is_empty();
+        }
         st.rx_bytes.clear();
         st.rx_msgs.clear();
         st.rx_msg_bytes = 0;
@@ -1483,6 +1503,22 @@ impl Driver {
             st.tx.clear();
             st.tx_bytes = 0;
         }
+        // The application let go of the stream while data it never read
+        // was waiting (or arrives afterwards): RST, as Linux's tcp_close
+        // does, to tell the peer that data was lost (RFC 1122 §4.2.2.13);
+        // a FIN would claim an orderly end.
+        if !st.sender_alive
+            && !st.receiver_alive
+            && !entry.aborted
+            && conn.state() != State::Closed
+            && (st.unread_dropped || conn.recv_ready() > 0 || conn.segments_ready() > 0)
+        {
+            conn.abort();
+            entry.aborted = true;
+            st.tx.clear();
+            st.tx_bytes = 0;
+            self.stats.reset_unread += 1;
+        }
         // Send side: queue → engine.
         while let Some(item) = st.tx.front_mut() {
             let before = item.remaining();
@@ -1651,17 +1687,13 @@ impl Driver {
                 st.stats.messages.deframer = d.stats();
             }
         }
-        // Close: FIN after the queue drained. If the peer closed first and
-        // nobody has started reading data that is waiting, our FIN waits
-        // (LAST-ACK → CLOSED would drop the unread data with the
-        // connection). With nothing to read it goes at once: a peer that
-        // half-closes without sending must not make our close hang.
+        // Close: FIN after the queue drained, whether or not the peer's data
+        // was read (a half-close: the peer may not wait for us to read).
+        // Data the receiver has not started reading stays in the engine,
+        // which keeps a closed connection while it holds unread data, and
+        // this stream with it (`rx_pending`), until it is read.
         let want_close = st.close_requested || !st.sender_alive;
-        let unread_risk = entry.peer_fin
-            && st.receiver_alive
-            && st.rx_mode == Mode::Unset
-            && (conn.recv_ready() > 0 || conn.segments_ready() > 0);
-        if want_close && st.tx.is_empty() && !entry.close_sent && !entry.aborted && !unread_risk {
+        if want_close && st.tx.is_empty() && !entry.close_sent && !entry.aborted {
             conn.close();
             entry.close_sent = true;
             st.fin_sent = true;
@@ -1680,9 +1712,12 @@ impl Driver {
         st.stats.ooo = *conn.ooo_stats();
         st.stats.srtt = conn.srtt().or(st.stats.srtt);
         st.stats.state = Some(state);
+        st.rx_pending = st.receiver_alive
+            && st.failure.is_none()
+            && (conn.recv_ready() > 0 || conn.segments_ready() > 0);
         if entry.closed || state == State::Closed {
             st.closed = true;
-            if entry.peer_fin && st.failure.is_none() {
+            if entry.peer_fin && st.failure.is_none() && !st.rx_pending {
                 st.eof = true;
             }
             wake_tx = true;
@@ -1705,7 +1740,7 @@ impl Driver {
             }
         }
         let timer = entry.deframer.poll_timeout().map(Instant::from_nanos);
-        let remove = entry.closed;
+        let remove = entry.closed && !st.rx_pending;
         drop(guard);
         if remove {
             self.conns.remove(&h);

@@ -176,6 +176,15 @@ fn abort_resets_the_peer() {
         a.abort().expect("abort");
         let e = b.recv_message().await.expect_err("reset");
         assert!(matches!(e, StreamError::Reset), "{e}");
+        // Writes after the reset: Linux answers ECONNRESET once, then EPIPE;
+        // both are a reset to the application, never a raw I/O error.
+        for _ in 0..3 {
+            let e = b
+                .send_message(SendMessage::new(*b"after the reset"))
+                .await
+                .expect_err("the connection is gone");
+            assert!(matches!(e, StreamError::Reset), "{e}");
+        }
     });
 }
 

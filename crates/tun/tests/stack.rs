@@ -22,7 +22,9 @@
 //! i connect timeout, dropped streams and listeners; j the task ends when
 //! every handle is dropped; k IPv6 both ways; l `close` after the peer
 //! half-closed without sending; m out-of-order delivery with a tiny receive
-//! queue (backpressure) loses nothing.
+//! queue (backpressure) loses nothing; n `close` while the peer's data and
+//! FIN wait unread (the data stays readable after); o dropping a stream
+//! with unread data resets the peer, as Linux does.
 //!
 //! Cases run one at a time (a lock) and each builds and removes its own
 //! namespaces (Drop guards, also on panic; stale ones from killed runs are
@@ -887,6 +889,136 @@ fn l_close_after_the_peer_half_closed_without_data() {
             .expect("close completes although nothing was read")
             .expect("close");
         assert!(client.await.expect("client") == data, "client got it all");
+        stack.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn n_close_while_the_peers_data_waits_unread() {
+    let Some(_serial) = start("n_close_while_the_peers_data_waits_unread") else {
+        return;
+    };
+    run(async {
+        let lab = Lab::new();
+        let stack = lab.stack("hwstun0", TUN0, Config::default(), 0.0, 0);
+        // The client sends 300 kB and its FIN, then reads to EOF; the
+        // server answers and closes before it has read a byte. Its FIN must
+        // not wait for a read (the client waits for it), and the client's
+        // data must stay readable after the connection ended.
+        let local = engine_addr(9016);
+        let mut listener = stack.listen(local, None).await.expect("listen");
+        let ns_b = NetNs::open(lab.b.name().expect("named")).expect("open B");
+        let sent = payload(16, 0, 300_000);
+        let to_send = sent.clone();
+        let client = tokio::spawn(async move {
+            let s = ns_b
+                .run(move || std::net::TcpStream::connect(local))
+                .expect("thread in B")
+                .expect("kernel connect");
+            s.set_nonblocking(true).expect("nonblocking");
+            let mut s = tokio::net::TcpStream::from_std(s).expect("register");
+            tokio::io::AsyncWriteExt::write_all(&mut s, &to_send)
+                .await
+                .expect("write");
+            tokio::io::AsyncWriteExt::shutdown(&mut s)
+                .await
+                .expect("half-close");
+            let mut got = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got)
+                .await
+                .expect("read to EOF");
+            got
+        });
+        let (mut s, _) = listener.accept().await.expect("accept");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let answer = payload(16, 1, 50_000);
+        s.write_all(&answer).await.expect("write_all");
+        tokio::time::timeout(Duration::from_secs(5), s.close())
+            .await
+            .expect("close completes although the peer's data is unread")
+            .expect("close");
+        assert!(client.await.expect("client") == answer, "client got it all");
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                .await
+                .expect("read does not hang")
+                .expect("read");
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got.len(), sent.len(), "every byte readable after the close");
+        assert!(got == sent, "the bytes as sent");
+        stack.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn o_dropping_a_stream_with_unread_data_resets_the_peer() {
+    let Some(_serial) = start("o_dropping_a_stream_with_unread_data_resets_the_peer") else {
+        return;
+    };
+    run(async {
+        let lab = Lab::new();
+        let stack = lab.stack("hwstun0", TUN0, Config::default(), 0.0, 0);
+        let local = engine_addr(9017);
+        let mut listener = stack.listen(local, None).await.expect("listen");
+        let ns_b = NetNs::open(lab.b.name().expect("named")).expect("open B");
+        let client = tokio::spawn(async move {
+            let s = ns_b
+                .run(move || std::net::TcpStream::connect(local))
+                .expect("thread in B")
+                .expect("kernel connect");
+            s.set_nonblocking(true).expect("nonblocking");
+            let mut s = tokio::net::TcpStream::from_std(s).expect("register");
+            tokio::io::AsyncWriteExt::write_all(&mut s, b"never read")
+                .await
+                .expect("write");
+            let mut got = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got)
+                .await
+                .map(|_| got)
+        });
+        let (s, _) = listener.accept().await.expect("accept");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(s);
+        let r = tokio::time::timeout(Duration::from_secs(5), client)
+            .await
+            .expect("the client learns at once")
+            .expect("client task");
+        let err = r.expect_err("a reset, not an orderly end");
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+        let (_, st) = stack.stats().await.expect("stats");
+        assert_eq!(st.reset_unread, 1);
+        // Nothing unread: an orderly FIN, no reset.
+        let local = engine_addr(9018);
+        let mut listener = stack.listen(local, None).await.expect("listen");
+        let ns_b = NetNs::open(lab.b.name().expect("named")).expect("open B");
+        let client = tokio::spawn(async move {
+            let s = ns_b
+                .run(move || std::net::TcpStream::connect(local))
+                .expect("thread in B")
+                .expect("kernel connect");
+            s.set_nonblocking(true).expect("nonblocking");
+            let mut s = tokio::net::TcpStream::from_std(s).expect("register");
+            let mut got = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut s, &mut got)
+                .await
+                .map(|_| got)
+        });
+        let (s, _) = listener.accept().await.expect("accept");
+        drop(s);
+        let got = tokio::time::timeout(Duration::from_secs(5), client)
+            .await
+            .expect("the client learns at once")
+            .expect("client task")
+            .expect("an orderly end");
+        assert!(got.is_empty());
+        let (_, st) = stack.stats().await.expect("stats");
+        assert_eq!(st.reset_unread, 1);
         stack.shutdown().await.expect("shutdown");
     });
 }
