@@ -66,7 +66,7 @@ pub const EPHEMERAL_FIRST: u16 = 32_768;
 pub const EPHEMERAL_LAST: u16 = 60_999;
 /// Endpoint-generated packets (RSTs, SYN cookie SYN-ACKs) queued at most;
 /// more are dropped.
-const MAX_QUEUED_RSTS: usize = 1024;
+pub(crate) const MAX_QUEUED_RSTS: usize = 1024;
 
 /// Period of the SYN cookie time counter (RFC 4987 §3.6: 64 s).
 const COOKIE_PERIOD: Duration = Duration::from_secs(64);

@@ -85,6 +85,14 @@ pub(crate) struct Acked {
     pub fin: bool,
 }
 
+/// Most SACKed ranges remembered. A receiver has at most one range per
+/// hole, and a 4 MiB window of 536-byte segments has fewer than 4 000
+/// holes; a hostile peer that SACKs scattered single bytes would otherwise
+/// grow the set by one entry per block, each costing a shift of the whole
+/// set. Beyond the cap a block that would add a range is still matched
+/// against the segments (their flags are exact), just not remembered.
+pub(crate) const MAX_SACKED_RANGES: usize = 8192;
+
 /// Retransmission queue with SACK scoreboard.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RtxQueue {
@@ -331,7 +339,9 @@ impl RtxQueue {
                 nu += 1;
             }
         }
-        self.sacked_set.splice(i..j, std::iter::once((ml, mr)));
+        if j > i || self.sacked_set.len() < MAX_SACKED_RANGES {
+            self.sacked_set.splice(i..j, std::iter::once((ml, mr)));
+        }
         let mut newly = 0;
         for &(ul, ur) in &uncovered[..nu] {
             let mut k = self.index_from(ul);
@@ -502,6 +512,27 @@ mod tests {
         assert_eq!(q.sack(s(1200), s(1600)), 100);
         assert_eq!(q.sacked_ranges(), &[(s(1200), s(1600))]);
         assert_eq!(q.pipe(1000), 600);
+    }
+
+    #[test]
+    fn scattered_single_byte_sacks_keep_the_set_bounded() {
+        // 20 000 segments of 100 bytes; a hostile peer SACKs one byte of
+        // each, which covers no segment.
+        let mut q = RtxQueue::new();
+        for i in 0..20_000u32 {
+            q.push(SeqNumber(1000 + 100 * i), 100, false, T);
+        }
+        for i in 0..20_000u32 {
+            let l = s(1000 + 100 * i + 50);
+            assert_eq!(q.sack(l, l + 1), 0);
+        }
+        assert_eq!(q.sacked_ranges().len(), MAX_SACKED_RANGES);
+        // Whole segments are still marked, beyond the cap too, and a block
+        // that joins a remembered range still merges.
+        assert_eq!(q.sack(s(1000 + 100 * 19_000), s(1000 + 100 * 19_002)), 200);
+        assert_eq!(q.sack(s(1000), s(1100)), 100);
+        assert_eq!(q.sacked_bytes(), 300);
+        assert!(q.sacked_ranges().len() <= MAX_SACKED_RANGES);
     }
 
     #[test]

@@ -504,6 +504,45 @@ fn every_duplicate_range_gets_its_own_dsack() {
 }
 
 #[test]
+fn a_flood_of_duplicates_keeps_the_dsack_list_bounded() {
+    // A peer resending 1-byte duplicates of old data, 200 of them before we
+    // answer: at most DSACK_PENDING are remembered (the newest), one ACK
+    // each, never more.
+    let mut c = established();
+    let data = [7u8; 400];
+    send!(
+        c,
+        ms(20),
+        seg(RISS + 1, Some(ISS + 1), TcpFlags::NONE),
+        &data
+    );
+    recv!(c, ms(20)).unwrap();
+    for k in 0..200usize {
+        send!(
+            c,
+            ms(21),
+            seg(RISS + 1 + 2 * k, Some(ISS + 1), TcpFlags::NONE),
+            &data[..1]
+        );
+    }
+    let mut acks = Vec::new();
+    while let Some((a, _)) = recv!(c, ms(21)) {
+        acks.push(a);
+    }
+    assert_eq!(acks.len(), super::DSACK_PENDING);
+    for (i, a) in acks.iter().enumerate() {
+        let k = 200 - super::DSACK_PENDING + i;
+        assert_eq!(
+            a.options.sacks(),
+            &[SackBlock {
+                left: RISS + 1 + 2 * k,
+                right: RISS + 2 + 2 * k
+            }]
+        );
+    }
+}
+
+#[test]
 fn out_of_order_copies_of_tiny_segments_are_charged_their_overhead() {
     // Review B3: a peer sending 1-byte segments ahead of a hole to an
     // out-of-order receiver whose application does not read. Each copy

@@ -92,6 +92,32 @@ fn rst_rules_for_unknown_tuples_and_listeners() {
 }
 
 #[test]
+fn a_flood_to_closed_ports_queues_a_bounded_number_of_resets() {
+    // 5 000 segments to closed ports, none of the answers taken out yet: at
+    // most MAX_QUEUED_RSTS wait, the rest are counted as suppressed.
+    let mut e = Endpoint::new(Config::default(), 1);
+    let me = sa("10.0.0.2:80");
+    let now = Instant::ZERO;
+    for k in 0..5_000u32 {
+        let peer = SocketAddr::new(sa("10.0.0.9:1").ip(), 1024 + (k % 60_000) as u16);
+        let pkt = hollywood_wire::build_tcp_ip(
+            peer,
+            me,
+            &repr(peer.port(), 80, k, Some(k), TcpFlags::NONE),
+            b"x",
+        );
+        e.handle_packet(now, &pkt);
+    }
+    let mut queued = 0;
+    while e.poll_transmit(now).is_some() {
+        queued += 1;
+    }
+    assert_eq!(queued, crate::endpoint::MAX_QUEUED_RSTS);
+    assert_eq!(e.stats().resets_sent as usize, queued);
+    assert_eq!(e.stats().resets_suppressed as usize, 5_000 - queued);
+}
+
+#[test]
 fn ephemeral_ports_are_deterministic() {
     let ports = |seed| {
         let mut e = Endpoint::new(Config::default(), seed);
