@@ -392,6 +392,8 @@ pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::Messages
         expired_events: o.sender.expired_events(),
         cache_replayed_bytes: 0,
         corrupted_segments: 0,
+        forged: 0,
+        secure: None,
         altered_by_box: Vec::new(),
         sim_time: o.duration,
         error,

@@ -62,6 +62,9 @@ pub struct MessagesScenario {
     /// QUIC transports: write the connection's TLS secrets here in
     /// SSLKEYLOGFILE format, so Wireshark decrypts the pcap.
     pub keylog: Option<PathBuf>,
+    /// TCP deployments: message protection (`hollywood_transport::secure`):
+    /// a TLS 1.3 handshake, then every message sealed.
+    pub secure: bool,
     /// Also drop these packets (0-based indices of packets offered to the
     /// lossy link), to script exact scenarios.
     pub drop_packets: Vec<u64>,
@@ -98,6 +101,10 @@ pub struct Impairments {
     /// recomputed, with this probability (a middlebox does it; with
     /// `MiddleboxKind::None` a plain forwarding box is added).
     pub corrupt: f64,
+    /// Each data segment holding a whole message has it forged with this
+    /// probability: a payload byte changed, CRC32C and TCP checksum
+    /// recomputed (`MiddleboxConfig::forge_probability`).
+    pub forge: f64,
     /// The bottleneck rate alternates every `period` between the
     /// scenario's rate and that rate × `factor` (0.01 ..= 100).
     pub rate_swing: Option<(Duration, f64)>,
@@ -270,6 +277,7 @@ impl Default for MessagesScenario {
             base: Config::default(),
             pcap: None,
             keylog: None,
+            secure: false,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
             generic: None,
@@ -334,6 +342,10 @@ pub struct MessagesRun {
     /// Data segments the middlebox changed under a valid checksum
     /// ([`Impairments::corrupt`]).
     pub corrupted_segments: u64,
+    /// Messages the middlebox forged ([`Impairments::forge`]).
+    pub forged: u64,
+    /// The receiver's message-protection counters (secure mode).
+    pub secure: Option<hollywood_transport::secure::SecureStats>,
     /// Per message: a middlebox changed bytes of its frame (a cache
     /// replaying other bytes into its slot, thesis §4.5, or corruption),
     /// so the receiver may have lost it while the sender saw it
@@ -568,11 +580,22 @@ impl MessagesScenario {
         let seed = sim.derive_seed(1);
         let (a, b): (BoxedTransport, BoxedTransport) = match tcp {
             Some(t) => {
-                let (mut a, b) = t.endpoints(&self.base, tx_addr, rx_addr, seed);
+                let (mut a, b) = if self.secure {
+                    let id = hollywood_transport::secure::Identity::generate()?;
+                    t.endpoints_secure(&self.base, tx_addr, rx_addr, seed, &id)?
+                } else {
+                    t.endpoints(&self.base, tx_addr, rx_addr, seed)
+                };
                 // Where an inconsistent-retransmission sender put each
                 // message, for the oracle.
                 a.record_placements();
                 (Box::new(a), Box::new(b))
+            }
+            None if self.secure => {
+                return Err(format!(
+                    "secure mode is for the TCP deployments (QUIC has TLS), not {}",
+                    g.name()
+                ))
             }
             None => g.endpoints(&self.base, tx_addr, rx_addr, seed)?,
         };
@@ -609,7 +632,9 @@ impl MessagesScenario {
             traffic + self.rtt * 20 + Duration::from_secs(30) + Duration::from_secs(127);
         let limit = Instant::ZERO + end_of_traffic;
         let mut cross_sinks = Vec::new();
-        let boxed = self.middlebox != MiddleboxKind::None || self.impair.corrupt > 0.0;
+        let boxed = self.middlebox != MiddleboxKind::None
+            || self.impair.corrupt > 0.0
+            || self.impair.forge > 0.0;
         let (fwd, lossy, mbox) = if !self.cross.is_empty() {
             if boxed || !self.drop_packets.is_empty() || self.impair != Impairments::default() {
                 return Err(
@@ -643,6 +668,7 @@ impl MessagesScenario {
                 kind: self.middlebox,
                 seed: sim.derive_seed(3),
                 corrupt_probability: self.impair.corrupt,
+                forge_probability: self.impair.forge,
                 ..MiddleboxConfig::default()
             }));
             let (f, _) = sim
@@ -802,6 +828,7 @@ impl MessagesScenario {
             run.deframer = rx_details.deframer;
             run.hollywood = tx_details.hollywood;
             run.ooo = rx_details.ooo;
+            run.secure = rx_details.secure;
             run.wire = audit.borrow().report();
         }
         if !done && run.error.is_none() {
@@ -812,6 +839,7 @@ impl MessagesScenario {
         }
         run.cache_replayed_bytes = cache_replayed_bytes;
         run.corrupted_segments = mstats.corrupted;
+        run.forged = mstats.forged;
         run.altered_by_box = altered_by_box;
         run.cross_delivered_bytes = cross_sinks.iter().map(|c| c.bytes(&mut sim)).collect();
         run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
@@ -923,7 +951,9 @@ fn sent_ranges(
     which: Placed,
 ) -> Vec<Option<(Instant, u64, u64)>> {
     let mut sent: Vec<Option<(Instant, u64, u64)>> = vec![None; sc.count as usize];
-    if t.uses_message_queue() {
+    // Placements where the sender reported them: an inconsistent-
+    // retransmission sender, or any sender in secure mode.
+    if t.uses_message_queue() || sc.secure {
         if let Some(base) = log.base {
             for p in placements {
                 if let Some(s) = sent.get_mut(p.id as usize) {

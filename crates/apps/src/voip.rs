@@ -304,6 +304,7 @@ impl VoipScenario {
             base: self.base.clone(),
             pcap: self.pcap.clone(),
             keylog: None,
+            secure: false,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
             generic,

@@ -288,6 +288,8 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         expired_events: run.sender.expired_ids.len() as u64,
         cache_replayed_bytes: 0,
         corrupted_segments: 0,
+        forged: 0,
+        secure: None,
         altered_by_box: Vec::new(),
         sim_time: run.duration,
         error: run.error.clone(),

@@ -81,6 +81,12 @@ pub struct MiddleboxConfig {
     /// box, or an on-path attacker who is not trying to hide). 0 (the
     /// default) draws nothing from the RNG.
     pub corrupt_probability: f64,
+    /// Probability that a data segment holding a whole TCP Hollywood
+    /// message has that message *forged*: one payload byte changed, the
+    /// message CRC32C and the TCP checksum recomputed, the frame re-encoded
+    /// in the same length — an on-path attacker who knows the framing
+    /// (docs/PROTOCOL.md). Only message protection (secure mode) stops it.
+    pub forge_probability: f64,
 }
 
 impl Default for MiddleboxConfig {
@@ -95,6 +101,7 @@ impl Default for MiddleboxConfig {
             cache_bytes: 4 << 20,
             seed: 0,
             corrupt_probability: 0.0,
+            forge_probability: 0.0,
         }
     }
 }
@@ -116,6 +123,8 @@ pub struct MiddleboxStats {
     pub non_tcp: u64,
     /// Data segments with a payload byte changed under a valid checksum.
     pub corrupted: u64,
+    /// Messages forged (`MiddleboxConfig::forge_probability`).
+    pub forged: u64,
 }
 
 type Flow = (SocketAddr, SocketAddr);
@@ -414,6 +423,18 @@ impl Node for Middlebox {
             self.note_altered(tcp.seq + at, 1);
             changed = true;
         }
+        if self.cfg.forge_probability > 0.0
+            && self
+                .rng
+                .gen_bool(self.cfg.forge_probability.clamp(0.0, 1.0))
+        {
+            let x = self.rng.gen_range(1..=255u8);
+            if let Some((at, len)) = forge_one(&mut payload, x) {
+                self.stats.forged += 1;
+                self.note_altered(tcp.seq + at, len);
+                changed = true;
+            }
+        }
         if self.cfg.kind.resegments() {
             self.forward_data(now, out_iface, src, dst, tcp, payload);
         } else if self.cfg.kind.caches() || changed {
@@ -450,6 +471,35 @@ impl Node for Middlebox {
     fn as_any(&mut self) -> &mut dyn std::any::Any {
         self
     }
+}
+
+/// Forge the first whole message in `payload`: flip payload byte bits by
+/// `x` (trying a few positions), recompute its CRC32C and re-encode it,
+/// keeping the frame's length so that the segment stays the same size.
+/// Returns where the frame starts and its length.
+fn forge_one(payload: &mut [u8], x: u8) -> Option<(usize, usize)> {
+    let open = payload.iter().position(|&b| b == 0)?;
+    let close = open + 1 + payload[open + 1..].iter().position(|&b| b == 0)?;
+    if close == open + 1 {
+        return None;
+    }
+    let frame = hollywood_msg::decode_frame(&payload[open + 1..close], 1 << 20).ok()?;
+    if frame.payload.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(close - open + 1);
+    for k in 0..8 {
+        let mut body = frame.payload.clone();
+        let at = (usize::from(x) * 7 + k * 131) % body.len();
+        body[at] ^= x.rotate_left(k as u32) | 1;
+        out.clear();
+        hollywood_msg::encode_frame(&frame.header, &body, &mut out);
+        if out.len() == close - open + 1 {
+            payload[open..=close].copy_from_slice(&out);
+            return Some((open, close - open + 1));
+        }
+    }
+    None
 }
 
 #[cfg(test)]

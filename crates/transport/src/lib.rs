@@ -28,6 +28,7 @@ pub mod host;
 pub mod pair;
 pub mod quic;
 pub mod record;
+pub mod secure;
 pub mod tcp;
 pub mod udp;
 

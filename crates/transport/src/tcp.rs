@@ -21,6 +21,7 @@
 //! The engine has no per-message acknowledgement, so this transport never
 //! reports [`TransportEvent::Acked`].
 
+use crate::secure::{SecureSession, SecureStats, HANDSHAKE_SUBSTREAM, TAG_LEN};
 use crate::{
     ExpiryReason, InMessage, Instant, MessageTransport, OutMessage, Role, SendError,
     TransportEvent, TransportStats, MAX_MESSAGE,
@@ -165,6 +166,23 @@ impl Deployment {
         );
         (a, b)
     }
+
+    /// [`Deployment::endpoints`] in secure mode: the receiver (server)
+    /// presents `identity`, the sender trusts it (module [`crate::secure`]).
+    pub fn endpoints_secure(
+        self,
+        base: &Config,
+        sender: SocketAddr,
+        receiver: SocketAddr,
+        seed: u64,
+        identity: &crate::secure::Identity,
+    ) -> Result<(TcpTransport, TcpTransport), String> {
+        let (a, b) = self.endpoints(base, sender, receiver, seed);
+        Ok((
+            a.with_security(SecureSession::client(identity)?),
+            b.with_security(SecureSession::server(identity)?),
+        ))
+    }
 }
 
 /// Where a TCP Hollywood sender put a message's frame (from the engine's
@@ -190,6 +208,8 @@ pub struct Placement {
 pub struct TcpDetails {
     /// The sender's inconsistent-retransmission counters.
     pub hollywood: HollywoodStats,
+    /// Message protection counters (secure mode only).
+    pub secure: Option<SecureStats>,
     /// The receiver's out-of-order delivery counters.
     pub ooo: OooStats,
     /// The receiver's intermediary-layer counters (CRC rejections,
@@ -204,6 +224,23 @@ pub struct TcpDetails {
 /// Ids increase, so it is a window: an expiry is reported within a few
 /// RTTs of queueing, long before this many later messages.
 const SUBSTREAM_WINDOW: usize = 1 << 16;
+
+/// Secure mode: bytes of messages that may wait for the keys (they arrive
+/// ahead of the handshake's last message only with out-of-order delivery),
+/// each charged its payload plus [`EARLY_OVERHEAD`].
+const EARLY_MAX_BYTES: usize = 1 << 20;
+const EARLY_OVERHEAD: usize = 64;
+
+#[derive(Debug)]
+struct Secure {
+    session: SecureSession,
+    early: VecDeque<(hollywood_msg::Message, Instant)>,
+    early_bytes: usize,
+    /// `Connected` was reported.
+    announced: bool,
+    /// `Failed` was reported.
+    failed: bool,
+}
 
 /// TCP or a TCP Hollywood deployment behind the interface (module docs).
 #[derive(Debug)]
@@ -226,6 +263,9 @@ pub struct TcpTransport {
     frame: Vec<u8>,
     substreams: VecDeque<(u32, u16)>,
     placements: Option<Vec<Placement>>,
+    /// Secure mode (crate::secure): the session, and messages that arrived
+    /// before its keys.
+    secure: Option<Box<Secure>>,
     started: bool,
     connected: bool,
     peer_closed: bool,
@@ -262,10 +302,98 @@ impl TcpTransport {
             frame: Vec::new(),
             substreams: VecDeque::new(),
             placements: None,
+            secure: None,
             started: false,
             connected: false,
             peer_closed: false,
             closed: false,
+        }
+    }
+
+    /// Secure mode (module [`crate::secure`]): a TLS 1.3 handshake on its
+    /// own sub-stream when the connection opens, then every message sealed.
+    /// `Connected` is reported once the handshake completes.
+    pub fn with_security(mut self, session: SecureSession) -> TcpTransport {
+        self.secure = Some(Box::new(Secure {
+            session,
+            early: VecDeque::new(),
+            early_bytes: 0,
+            announced: false,
+            failed: false,
+        }));
+        self
+    }
+
+    /// The connection is up for the application: TCP connected, and in
+    /// secure mode the handshake done.
+    fn ready(&self) -> bool {
+        self.connected && self.secure.as_ref().is_none_or(|s| s.session.is_ready())
+    }
+
+    /// Secure mode: send what the handshake has to say, report `Connected`
+    /// when it is done and open the messages that came before the keys.
+    fn secure_pump(&mut self, now: Instant) {
+        let Some(sec) = self.secure.as_mut() else {
+            return;
+        };
+        let mut out = Vec::new();
+        while let Some(m) = sec.session.poll_handshake() {
+            out.push(m);
+        }
+        let failure = sec.session.failure().map(str::to_string);
+        for (id, bytes) in out {
+            self.frame.clear();
+            if self
+                .framer
+                .frame_id(id, HANDSHAKE_SUBSTREAM, true, &bytes, &mut self.frame)
+                .is_err()
+            {
+                self.secure_fail("handshake message too large".into());
+                return;
+            }
+            let meta = MessageMeta {
+                id,
+                lifetime: None,
+                depends_on: None,
+                replaceable: false,
+                substream: HANDSHAKE_SUBSTREAM,
+            };
+            let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
+                return;
+            };
+            if let Err(e) = c.send_message(now, &self.frame, meta) {
+                self.secure_fail(format!("cannot send the handshake: {e:?}"));
+                return;
+            }
+        }
+        if let Some(f) = failure {
+            self.secure_fail(f);
+            return;
+        }
+        let connected = self.connected;
+        let sec = self.secure.as_mut().expect("checked above");
+        if connected && sec.session.is_ready() && !sec.announced {
+            sec.announced = true;
+            self.events.push_back(TransportEvent::Connected);
+            let early: Vec<_> = sec.early.drain(..).collect();
+            sec.early_bytes = 0;
+            for m in early {
+                self.deliver_one(now, m);
+            }
+        }
+    }
+
+    fn secure_fail(&mut self, why: String) {
+        let Some(sec) = self.secure.as_mut() else {
+            return;
+        };
+        if !sec.failed {
+            sec.failed = true;
+            self.events
+                .push_back(TransportEvent::Failed(format!("secure handshake: {why}")));
+            if let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) {
+                c.abort();
+            }
         }
     }
 
@@ -307,6 +435,7 @@ impl TcpTransport {
             self.stats.srtt = c.srtt().or(self.stats.srtt);
         }
         self.details.deframer = self.deframer.stats();
+        self.details.secure = self.secure.as_ref().map(|s| s.session.stats());
         self.stats.packets_lost = self.details.retransmitted_segments;
         self.stats.malformed =
             self.ep.stats().malformed_dropped + self.details.deframer.crc_rejected;
@@ -368,6 +497,7 @@ impl TcpTransport {
     /// many.
     fn deliver(&mut self, now: Instant, stream: Option<(Instant, Instant)>) -> usize {
         let mut k = 0;
+        let mut handshake = false;
         while let Some(m) = self.deframer.poll_message() {
             let received = match stream {
                 Some((first, _)) if k == 0 => first,
@@ -375,16 +505,54 @@ impl TcpTransport {
                 None => Instant::from_nanos(m.arrival_ns),
             };
             k += 1;
-            self.stats.messages_delivered += 1;
-            self.events.push_back(TransportEvent::Message(InMessage {
-                id: m.id,
-                substream: m.substream,
-                payload: m.payload,
-                arrival: now,
-                received: received.min(now),
-            }));
+            if let Some(sec) = self.secure.as_mut() {
+                if m.substream == HANDSHAKE_SUBSTREAM {
+                    handshake = true;
+                    if let Err(e) = sec.session.handle_handshake(&m.payload) {
+                        self.secure_fail(e);
+                    }
+                    continue;
+                }
+                if !sec.session.is_ready() {
+                    // Out-of-order delivery can hand up a message before
+                    // the handshake's last one: it waits for the keys.
+                    let cost = m.payload.len() + EARLY_OVERHEAD;
+                    let room = sec.early_bytes + cost <= EARLY_MAX_BYTES;
+                    sec.session.note_early(!room);
+                    if room {
+                        sec.early_bytes += cost;
+                        sec.early.push_back((m, received.min(now)));
+                    }
+                    continue;
+                }
+            }
+            self.deliver_one(now, (m, received.min(now)));
+        }
+        if handshake {
+            self.secure_pump(now);
         }
         k
+    }
+
+    /// Hand one deframed message (and when it reached the stack) to the
+    /// application: opened first in secure mode.
+    fn deliver_one(&mut self, now: Instant, (m, received): (hollywood_msg::Message, Instant)) {
+        let payload = match self.secure.as_mut() {
+            Some(sec) => match sec.session.open(m.id, m.substream, &m.payload) {
+                Ok(p) => p,
+                // Changed, spliced, replayed or foreign: counted, dropped.
+                Err(_) => return,
+            },
+            None => m.payload,
+        };
+        self.stats.messages_delivered += 1;
+        self.events.push_back(TransportEvent::Message(InMessage {
+            id: m.id,
+            substream: m.substream,
+            payload,
+            arrival: now,
+            received,
+        }));
     }
 
     fn expired(&mut self, e: ExpiredMessage) {
@@ -405,7 +573,12 @@ impl TcpTransport {
         match event {
             Event::Connected if !self.connected => {
                 self.connected = true;
-                self.events.push_back(TransportEvent::Connected);
+                if self.secure.is_some() {
+                    // Ready once the handshake is done (secure_pump).
+                    self.secure_pump(now);
+                } else {
+                    self.events.push_back(TransportEvent::Connected);
+                }
                 self.drain(now);
             }
             Event::Connected | Event::Readable => self.drain(now),
@@ -555,28 +728,42 @@ impl MessageTransport for TcpTransport {
     }
 
     fn send_ref(&mut self, now: Instant, msg: &OutMessage) -> Result<(), SendError> {
-        if !self.connected || self.closed {
+        if !self.ready() || self.closed {
             return Err(SendError::NotConnected);
         }
-        if msg.payload.len() > MAX_MESSAGE {
+        let tag = if self.secure.is_some() { TAG_LEN } else { 0 };
+        if msg.payload.len() + tag > MAX_MESSAGE {
             return Err(SendError::TooLarge(msg.payload.len()));
+        }
+        if tag > 0 && msg.substream == HANDSHAKE_SUBSTREAM {
+            return Err(SendError::Invalid(format!(
+                "sub-stream {HANDSHAKE_SUBSTREAM} carries the secure handshake"
+            )));
         }
         let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
             return Err(SendError::NotConnected);
         };
         // The frame is longer than the payload: no room for the payload,
         // no room for the frame, and framing it (COBS, CRC) would be wasted.
-        if !c.poll_send_room(msg.payload.len()) {
+        if !c.poll_send_room(msg.payload.len() + tag) {
             return Err(SendError::WouldBlock);
         }
         self.frame.clear();
+        let sealed = match self.secure.as_mut() {
+            Some(sec) => sec.session.seal(msg.id, msg.substream, &msg.payload),
+            None => None,
+        };
+        let body = sealed.as_deref().unwrap_or(&msg.payload);
         if self
             .framer
-            .frame_id(msg.id, msg.substream, false, &msg.payload, &mut self.frame)
+            .frame_id(msg.id, msg.substream, false, body, &mut self.frame)
             .is_err()
         {
             return Err(SendError::TooLarge(msg.payload.len()));
         }
+        let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
+            return Err(SendError::NotConnected);
+        };
         let meta = MessageMeta {
             id: msg.id,
             lifetime: msg.lifetime,
@@ -584,7 +771,23 @@ impl MessageTransport for TcpTransport {
             replaceable: true,
             substream: msg.substream,
         };
+        // A sender without the message queue writes the frame at the end
+        // of its byte stream; in secure mode its placement is recorded too
+        // (sealed frames' lengths cannot be derived from the payloads).
+        let end = c.snd_una() + c.send_buffered();
+        let queue = c.config().hollywood.inconsistent_retransmissions;
         let r = c.send_message(now, &self.frame, meta);
+        if r.is_ok() && !queue && self.secure.is_some() {
+            if let Some(p) = &mut self.placements {
+                p.push(Placement {
+                    id: msg.id,
+                    time: now,
+                    seq: end,
+                    len: self.frame.len() as u32,
+                    first: true,
+                });
+            }
+        }
         if r.is_err() {
             // Nothing was queued: the retry must not leave a gap.
             self.framer.retract(msg.substream, msg.id);

@@ -226,6 +226,8 @@ fn conditions(seed: u64, index: usize, messages: u32) -> (Conditions, MessagesSc
             reorder: (reorder > 0.0).then_some((reorder, Duration::from_millis(5))),
             duplicate,
             corrupt,
+            // Forgery is an attack, not chaos: `sim messages --forge`.
+            forge: 0.0,
             rate_swing: Some((swing, rate_factor)),
         },
         ..MessagesScenario::default()

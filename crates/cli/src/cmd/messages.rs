@@ -69,6 +69,17 @@ pub struct MessagesArgs {
     /// `tshark -o tls.keylog_file:FILE` decrypts the --pcap capture.
     #[arg(long, requires = "pcap")]
     keylog: Option<std::path::PathBuf>,
+    /// Message protection for the TCP deployments: a TLS 1.3 handshake,
+    /// then every message sealed (AES-256-GCM, keys from the TLS exporter;
+    /// docs/SECURITY.md). `on` (`--secure` alone), `off`, or `both`: each
+    /// transport plain and secure, side by side.
+    #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "on", value_parser = parse_secure)]
+    secure: Secure,
+    /// An on-path attacker forges this fraction of the data segments that
+    /// hold a whole message: a payload byte changed, the message CRC32C
+    /// and the TCP checksum recomputed (e.g. 2%).
+    #[arg(long, default_value = "0", value_parser = hollywood_experiments::units::parse_fraction)]
+    forge: f64,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -77,6 +88,23 @@ pub struct MessagesArgs {
     /// never_arrived), expired_reported, first_tx_dropped, network_dropped.
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+}
+
+/// `--secure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secure {
+    Off,
+    On,
+    Both,
+}
+
+fn parse_secure(s: &str) -> Result<Secure, String> {
+    match s {
+        "off" => Ok(Secure::Off),
+        "on" => Ok(Secure::On),
+        "both" => Ok(Secure::Both),
+        _ => Err(format!("--secure {s}: use on, off or both")),
+    }
 }
 
 /// A transport of `sim messages`.
@@ -173,6 +201,15 @@ pub use hollywood_experiments::stats::Percentiles;
 pub struct MessagesReport {
     /// Transport name.
     pub transport: &'static str,
+    /// Message protection on (`--secure`).
+    pub secure: bool,
+    /// Messages the on-path attacker forged (`--forge`).
+    pub forged: u64,
+    /// Forged messages the receiving application accepted (delivered with
+    /// content that was not sent).
+    pub forgeries_accepted: u64,
+    /// Secure mode: messages whose tag did not verify (dropped).
+    pub auth_failed: u64,
     /// Middlebox name.
     pub middlebox: &'static str,
     /// Congestion control.
@@ -265,8 +302,17 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
         .zip(&run.arrival)
         .filter(|(e, a)| **e && a.is_some())
         .count() as u64;
+    let sec = run.secure.unwrap_or_default();
     MessagesReport {
         transport: generic.map_or(run.scenario.transport.name(), GenericTransport::name),
+        secure: run.scenario.secure,
+        forged: run.forged,
+        forgeries_accepted: if run.scenario.impair.forge > 0.0 {
+            run.corrupt_delivered
+        } else {
+            0
+        },
+        auth_failed: sec.auth_failed,
         middlebox: middlebox_name(run.scenario.middlebox),
         cc: run.scenario.base.cc.name(),
         sent,
@@ -386,14 +432,36 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
     if a.messages == 0 {
         return Err("--messages must be at least 1".into());
     }
-    let several = a.transport.0.len() > 1;
+    let modes: &[bool] = match a.secure {
+        Secure::Off => &[false],
+        Secure::On => &[true],
+        Secure::Both => &[false, true],
+    };
+    let several = a.transport.0.len() * modes.len() > 1;
     if several && a.pcap.is_some() {
         return Err("--pcap needs a single transport".into());
     }
+    if !(0.0..=1.0).contains(&a.forge) {
+        return Err("--forge: use a fraction from 0 to 100%".into());
+    }
     let mut csv = open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
-    for (index, choice) in a.transport.0.iter().enumerate() {
+    let runs = a
+        .transport
+        .0
+        .iter()
+        .flat_map(|c| modes.iter().map(move |&s| (c, s)));
+    for (index, (choice, secure)) in runs.enumerate() {
         let (transport, generic) = choice.scenario_transport(a.cc);
+        if generic.is_some() && (secure || a.forge > 0.0) {
+            if several {
+                continue; // QUIC has TLS; the forging box models TCP framing
+            }
+            return Err(format!(
+                "--secure and --forge apply to the TCP transports, not {}",
+                choice.name()
+            ));
+        }
         if generic.is_some() && a.middlebox != MiddleboxKind::None {
             if several {
                 continue; // the middleboxes model TCP boxes
@@ -425,6 +493,11 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
             },
             generic,
             group: a.group,
+            secure,
+            impair: hollywood_apps::scenario::Impairments {
+                forge: a.forge,
+                ..hollywood_apps::scenario::Impairments::default()
+            },
             ..MessagesScenario::default()
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
@@ -460,7 +533,10 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
         if let Some(e) = &r.error {
             return Err(format!("{}: the connection failed: {e}", r.transport));
         }
-        if r.corrupt_delivered > 0 || r.duplicates_delivered > 0 || r.seq_holes_on_wire > 0 {
+        // Forgeries accepted without protection are the attack's result,
+        // shown, not a transport fault; with protection there must be none.
+        let corrupt = r.corrupt_delivered - r.forgeries_accepted * u64::from(!r.secure);
+        if corrupt > 0 || r.duplicates_delivered > 0 || r.seq_holes_on_wire > 0 {
             return Err(format!(
                 "{}: an invariant was violated (corrupt/duplicate delivery or a sequence hole)",
                 r.transport
@@ -484,7 +560,7 @@ fn print_table(a: &MessagesArgs, reports: &[MessagesReport]) {
         a.cc.name()
     );
     println!(
-        "{:<14} {:>16} {:>6} {:>6} {:>9} {:>9} {:>8} {:>10} {:>6} {:>6}",
+        "{:<21} {:>16} {:>6} {:>6} {:>9} {:>9} {:>8} {:>10} {:>6} {:>6}",
         "transport",
         "on time (oracle)",
         "late",
@@ -497,9 +573,14 @@ fn print_table(a: &MessagesArgs, reports: &[MessagesReport]) {
         "resets"
     );
     for r in reports {
+        let name = if r.secure {
+            format!("{}+secure", r.transport)
+        } else {
+            r.transport.to_string()
+        };
         println!(
-            "{:<14} {:>16} {:>6} {:>6} {:>9.1} {:>9.1} {:>8} {:>10} {:>6} {:>6}",
-            r.transport,
+            "{:<21} {:>16} {:>6} {:>6} {:>9.1} {:>9.1} {:>8} {:>10} {:>6} {:>6}",
+            name,
             format!("{} ({})", r.on_time, r.oracle_on_time),
             r.late,
             r.never_arrived,
@@ -510,6 +591,22 @@ fn print_table(a: &MessagesArgs, reports: &[MessagesReport]) {
             r.retransmissions,
             r.streams_reset
         );
+    }
+    if a.forge > 0.0 {
+        println!("forgeries (a payload byte changed, CRC32C and TCP checksum recomputed):");
+        for r in reports {
+            println!(
+                "  {:<21} forged {:>6}  accepted by the application {:>6}  rejected (tag) {:>6}",
+                if r.secure {
+                    format!("{}+secure", r.transport)
+                } else {
+                    r.transport.to_string()
+                },
+                r.forged,
+                r.forgeries_accepted,
+                r.auth_failed
+            );
+        }
     }
 }
 
@@ -547,4 +644,13 @@ fn print_human(a: &MessagesArgs, run: &MessagesRun, r: &MessagesReport) {
         "  transport delay ms: p50 {:.1}, p99 {:.1}, max {:.1}",
         r.transport_delay_ms.p50, r.transport_delay_ms.p99, r.transport_delay_ms.max
     );
+    if r.secure || r.forged > 0 {
+        println!(
+            "  security: {}; forged {}, forgeries accepted {}, tags rejected {}",
+            if r.secure { "messages sealed" } else { "plain" },
+            r.forged,
+            r.forgeries_accepted,
+            r.auth_failed
+        );
+    }
 }
