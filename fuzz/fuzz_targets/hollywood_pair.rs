@@ -7,14 +7,19 @@
 //! drop, duplicate, reorder or *corrupt* (one payload byte changed under a
 //! valid checksum, as a middlebox would) queued segments, advance virtual
 //! time, and send messages with lifetimes, dependencies, sub-streams and
-//! an ordered sub-stream (thesis §8.3.2), or close. A final honest phase
-//! delivers everything until the connection is quiet.
+//! an ordered sub-stream (thesis §8.3.2), or close, or *forge* a message
+//! (a payload byte changed, its CRC32C recomputed: an on-path attacker).
+//! One configuration bit turns secure mode on (`hollywood_transport::
+//! secure`: the TLS 1.3 handshake is run in memory, every message is
+//! sealed before framing and opened after deframing). A final honest
+//! phase delivers everything until the connection is quiet.
 //!
 //! The delivery invariants, checked after every step:
 //! - nothing panics;
 //! - every message handed up has exactly the bytes sent under its id, on
 //!   its sub-stream (a corrupted frame fails its CRC32C, never arrives
-//!   changed), at most once;
+//!   changed), at most once — in plain mode a forged message may arrive
+//!   changed (the attack works); in secure mode never;
 //! - an ordered sub-stream's messages come up in the order they were sent;
 //! - no data segment from the sender starts above every byte sent before
 //!   it (no sequence hole on the wire, thesis §4.2);
@@ -27,6 +32,7 @@ use hollywood_msg::{Deframer, DeframerConfig, Framer, FramerConfig};
 use hollywood_tcp::{
     CcAlgorithm, Config, Connection, Event, Instant, MessageMeta, SendMessageError, State,
 };
+use hollywood_transport::secure::{Identity, SecureSession};
 use hollywood_wire::{SeqNumber, TcpRepr};
 use libfuzzer_sys::fuzz_target;
 use std::collections::{HashMap, VecDeque};
@@ -101,6 +107,10 @@ struct World {
     /// End of the highest data byte the sender has sent.
     high: Option<SeqNumber>,
     corrupted: bool,
+    /// A message was forged (CRC recomputed).
+    forged: bool,
+    /// Secure mode: the sender's and the receiver's sessions.
+    sec: Option<(SecureSession, SecureSession)>,
     failed: bool,
     /// The receiver delivers out of order (segments), else a byte stream.
     ooo: bool,
@@ -174,13 +184,27 @@ impl World {
             }
         }
         self.deframer.handle_timeout(now_ns);
-        while let Some(m) = self.deframer.poll_message() {
+        while let Some(mut m) = self.deframer.poll_message() {
             let i = m.id as usize;
+            if let Some((_, rx)) = &mut self.sec {
+                match rx.open(m.id, m.substream, &m.payload) {
+                    Ok(p) => m.payload = p,
+                    // A forgery, or a replay at another position.
+                    Err(_) => continue,
+                }
+            }
             assert!(i < self.sent.len(), "message {} never sent", m.id);
             assert!(!self.delivered[i], "message {} delivered twice", m.id);
             let s = &self.sent[i];
             assert_eq!(m.substream, s.substream, "message {} sub-stream", m.id);
-            assert!(m.payload == payload(m.id, s.len), "message {} corrupt", m.id);
+            if m.payload != payload(m.id, s.len) {
+                // Only a forgery without protection gets through changed.
+                assert!(
+                    self.forged && self.sec.is_none(),
+                    "message {} delivered with bytes that were not sent",
+                    m.id
+                );
+            }
             if s.ordered {
                 if let Some(&last) = self.ordered_last.get(&m.substream) {
                     assert!(m.id > last, "ordered {} after {}", m.id, last);
@@ -232,8 +256,13 @@ impl World {
         };
         let id = self.sent.len() as u32;
         self.buf.clear();
+        let plain = payload(id, len);
+        let body = match &mut self.sec {
+            Some((tx, _)) => tx.seal(id, substream, &plain).expect("keys"),
+            None => plain,
+        };
         self.framer
-            .frame_id(id, substream, ordered, &payload(id, len), &mut self.buf)
+            .frame_id(id, substream, ordered, &body, &mut self.buf)
             .expect("within the framer's limit");
         let meta = MessageMeta {
             id,
@@ -266,6 +295,39 @@ impl World {
         }
     }
 
+    /// Forge the first whole message in the front segment to the receiver:
+    /// a payload byte changed, CRC32C recomputed, same length.
+    fn forge(&mut self, x: u8) {
+        let Some((_, p)) = self.c2s.front_mut() else {
+            return;
+        };
+        let Some(open) = p.iter().position(|&b| b == 0) else {
+            return;
+        };
+        let Some(close) = p[open + 1..].iter().position(|&b| b == 0).map(|k| open + 1 + k) else {
+            return;
+        };
+        let Ok(f) = hollywood_msg::decode_frame(&p[open + 1..close], 1 << 20) else {
+            return;
+        };
+        if f.payload.is_empty() {
+            return;
+        }
+        let mut out = Vec::new();
+        for k in 0..8usize {
+            let mut body = f.payload.clone();
+            let at = (usize::from(x) * 7 + k * 131) % body.len();
+            body[at] ^= x.rotate_left(k as u32) | 1;
+            out.clear();
+            hollywood_msg::encode_frame(&f.header, &body, &mut out);
+            if out.len() == close - open + 1 {
+                p[open..=close].copy_from_slice(&out);
+                self.forged = true;
+                return;
+            }
+        }
+    }
+
     /// Deliver everything and let time pass until nothing is left to do.
     fn run_quiet(&mut self, rounds: usize) {
         for _ in 0..rounds {
@@ -287,6 +349,25 @@ impl World {
             self.settle();
         }
     }
+}
+
+/// Two sessions after a TLS 1.3 handshake in memory (one identity per
+/// process: generating a key per input would dominate the run).
+fn secure_pair() -> (SecureSession, SecureSession) {
+    static ID: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
+    let id = ID.get_or_init(|| Identity::generate().expect("identity"));
+    let mut c = SecureSession::client(id).expect("client");
+    let mut s = SecureSession::server(id).expect("server");
+    for _ in 0..4 {
+        while let Some((_, m)) = c.poll_handshake() {
+            s.handle_handshake(&m).expect("handshake");
+        }
+        while let Some((_, m)) = s.poll_handshake() {
+            c.handle_handshake(&m).expect("handshake");
+        }
+    }
+    assert!(c.is_ready() && s.is_ready());
+    (c, s)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -336,6 +417,8 @@ fuzz_target!(|data: &[u8]| {
         last_on: HashMap::new(),
         high: None,
         corrupted: false,
+        forged: false,
+        sec: (b1 & 0x40 != 0).then(secure_pair),
         failed: false,
         ooo: b0 & 0x40 == 0,
         buf: Vec::new(),
@@ -395,6 +478,10 @@ fuzz_target!(|data: &[u8]| {
             }
             110..=199 => w.send(&mut inp),
             200 => w.tx.close(),
+            201..=210 => {
+                let x = inp.u8();
+                w.forge(x);
+            }
             _ => {
                 let rounds = usize::from(inp.u8() % 16) + 1;
                 w.run_quiet(rounds);
@@ -403,7 +490,7 @@ fuzz_target!(|data: &[u8]| {
         w.settle();
     }
     w.run_quiet(10_000);
-    if !w.corrupted && !w.failed {
+    if !w.corrupted && !w.forged && !w.failed {
         for i in 0..w.sent.len() {
             assert!(
                 w.delivered[i] || w.expired[i],
