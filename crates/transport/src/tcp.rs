@@ -231,6 +231,14 @@ const SUBSTREAM_WINDOW: usize = 1 << 16;
 const EARLY_MAX_BYTES: usize = 1 << 20;
 const EARLY_OVERHEAD: usize = 64;
 
+/// Received messages waiting in the event queue for the application:
+/// past this many bytes (each message charged its payload plus
+/// [`EVENT_OVERHEAD`], so empty messages count too) the transport stops
+/// taking data from the engine, whose window then closes; it resumes when
+/// the application has taken half of them.
+pub const RX_QUEUE_LIMIT: usize = 8 << 20;
+const EVENT_OVERHEAD: usize = 64;
+
 #[derive(Debug)]
 struct Secure {
     session: SecureSession,
@@ -266,6 +274,12 @@ pub struct TcpTransport {
     /// Secure mode (crate::secure): the session, and messages that arrived
     /// before its keys.
     secure: Option<Box<Secure>>,
+    /// Bytes of received messages in `events` (payload + EVENT_OVERHEAD).
+    rx_queued: usize,
+    /// Draining stopped at RX_QUEUE_LIMIT; resumes from `poll_event`.
+    rx_held: bool,
+    /// The latest time the transport was called with.
+    last_now: Instant,
     started: bool,
     connected: bool,
     peer_closed: bool,
@@ -303,6 +317,9 @@ impl TcpTransport {
             substreams: VecDeque::new(),
             placements: None,
             secure: None,
+            rx_queued: 0,
+            rx_held: false,
+            last_now: Instant::ZERO,
             started: false,
             connected: false,
             peer_closed: false,
@@ -441,26 +458,48 @@ impl TcpTransport {
             self.ep.stats().malformed_dropped + self.details.deframer.crc_rejected;
     }
 
+    /// Room in the event queue for more received messages.
+    fn rx_room(&mut self) -> bool {
+        self.rx_held = self.rx_queued >= RX_QUEUE_LIMIT;
+        !self.rx_held
+    }
+
+    /// Bytes of received messages waiting for the application (bounded by
+    /// about [`RX_QUEUE_LIMIT`]).
+    pub fn rx_queued_bytes(&self) -> usize {
+        self.rx_queued
+    }
+
     /// Hand everything readable to the deframer, then its messages to the
-    /// application.
+    /// application, while the event queue has room.
     fn drain(&mut self, now: Instant) {
         if self.ooo {
-            let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
-                return;
-            };
-            // Each segment at the time it reached the engine: a message's
-            // stack arrival is that of the segment that completed it.
-            while let Some(s) = c.recv_segment() {
+            loop {
+                if !self.rx_room() {
+                    return;
+                }
+                let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
+                    return;
+                };
+                // Each segment at the time it reached the engine: a
+                // message's stack arrival is that of the segment that
+                // completed it.
+                let Some(s) = c.recv_segment() else {
+                    // Everything below RCV.NXT has been pushed: fragments
+                    // that can no longer complete may go.
+                    self.deframer.advance_floor(c.rcv_nxt().0);
+                    self.deliver(now, None);
+                    return;
+                };
                 self.deframer
                     .push_segment(s.seq.0, &s.payload, s.arrival.as_nanos());
+                self.deliver(now, None);
             }
-            // Everything below RCV.NXT has been pushed: fragments that can
-            // no longer complete may go.
-            self.deframer.advance_floor(c.rcv_nxt().0);
-            self.deliver(now, None);
-            return;
         }
         loop {
+            if !self.rx_room() {
+                return;
+            }
             let piece = {
                 let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
                     return;
@@ -546,6 +585,7 @@ impl TcpTransport {
             None => m.payload,
         };
         self.stats.messages_delivered += 1;
+        self.rx_queued += payload.len() + EVENT_OVERHEAD;
         self.events.push_back(TransportEvent::Message(InMessage {
             id: m.id,
             substream: m.substream,
@@ -684,12 +724,14 @@ impl MessageTransport for TcpTransport {
     }
 
     fn handle_packet(&mut self, now: Instant, packet: &[u8]) {
+        self.last_now = now;
         self.stats.packets_received += 1;
         self.ep.handle_packet(now, packet);
         self.pump(now);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        self.last_now = now;
         if self.ep.poll_timeout().is_some_and(|t| t <= now) {
             self.ep.handle_timeout(now);
         }
@@ -819,7 +861,15 @@ impl MessageTransport for TcpTransport {
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front()?;
+        if let TransportEvent::Message(m) = &e {
+            self.rx_queued -= m.payload.len() + EVENT_OVERHEAD;
+            if self.rx_held && self.rx_queued < RX_QUEUE_LIMIT / 2 {
+                let now = self.last_now;
+                self.drain(now);
+            }
+        }
+        Some(e)
     }
 
     fn close(&mut self, now: Instant) {

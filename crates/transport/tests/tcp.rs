@@ -506,3 +506,74 @@ mod secure {
         assert_eq!(e, SendError::NotConnected);
     }
 }
+
+/// A receiving application that stops polling while the peer floods it
+/// with empty messages: the transport stops taking data from the engine
+/// once about RX_QUEUE_LIMIT bytes of messages wait (each charged its
+/// overhead, so empty ones count), the window closes, and everything
+/// arrives once the application polls again.
+#[test]
+fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
+    use hollywood_transport::tcp::RX_QUEUE_LIMIT;
+    let (c, s) = addrs();
+    let (mut a, mut b) = Deployment::Hollywood.endpoints(&Config::default(), c, s, 9);
+    let mut now = Instant::ZERO;
+    a.start(now);
+    b.start(now);
+    let mut sent = 0u32;
+    let mut max_queued = 0;
+    let mut step = |a: &mut TcpTransport, b: &mut TcpTransport, now: Instant| {
+        for _ in 0..64 {
+            let mut moved = false;
+            while let Some(p) = a.poll_transmit(now) {
+                b.handle_packet(now, &p);
+                moved = true;
+            }
+            while let Some(p) = b.poll_transmit(now) {
+                a.handle_packet(now, &p);
+                moved = true;
+            }
+            a.handle_timeout(now);
+            b.handle_timeout(now);
+            if !moved {
+                break;
+            }
+        }
+    };
+    // The sender polls its events; the receiver does not (yet).
+    for _ in 0..3_000 {
+        step(&mut a, &mut b, now);
+        while a.poll_event().is_some() {}
+        for _ in 0..200 {
+            match a.send(now, OutMessage::new(sent, Vec::new())) {
+                Ok(()) => sent += 1,
+                Err(SendError::WouldBlock) => break,
+                Err(SendError::NotConnected) => break,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        max_queued = max_queued.max(b.rx_queued_bytes());
+        now += Duration::from_millis(1);
+    }
+    assert!(sent > 200_000, "the sender got far enough: {sent}");
+    assert!(
+        max_queued <= RX_QUEUE_LIMIT + 64 * 1500,
+        "queued {max_queued} > limit {RX_QUEUE_LIMIT} + one segment of empty messages"
+    );
+    // Now the application reads: everything arrives, once, in order.
+    let mut got = Vec::new();
+    for _ in 0..20_000 {
+        while let Some(e) = b.poll_event() {
+            if let TransportEvent::Message(m) = e {
+                got.push(m.id);
+            }
+        }
+        if got.len() == sent as usize {
+            break;
+        }
+        step(&mut a, &mut b, now);
+        now += Duration::from_millis(1);
+    }
+    assert_eq!(got.len(), sent as usize);
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+}
