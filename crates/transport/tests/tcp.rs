@@ -522,7 +522,7 @@ fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
     b.start(now);
     let mut sent = 0u32;
     let mut max_queued = 0;
-    let mut step = |a: &mut TcpTransport, b: &mut TcpTransport, now: Instant| {
+    let step = |a: &mut TcpTransport, b: &mut TcpTransport, now: Instant| {
         for _ in 0..64 {
             let mut moved = false;
             while let Some(p) = a.poll_transmit(now) {
