@@ -204,15 +204,100 @@ impl ReplayWindow {
     }
 }
 
+/// The sending direction's key: seals messages.
+pub struct Sealer {
+    dir: Direction,
+    sealed: u64,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sealer")
+            .field("sealed", &self.sealed)
+            .finish()
+    }
+}
+
+impl Sealer {
+    /// Seal `payload` as message `id` on `substream`.
+    pub fn seal(&mut self, id: u32, substream: u16, payload: &[u8]) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(payload.len() + TAG_LEN);
+        buf.extend_from_slice(payload);
+        self.dir
+            .key
+            .seal_in_place_append_tag(
+                self.dir.nonce(id),
+                ring::aead::Aad::from(aad(id, substream)),
+                &mut buf,
+            )
+            .expect("AES-GCM seals any payload under 64 GiB");
+        self.sealed += 1;
+        buf
+    }
+
+    /// Messages sealed.
+    pub fn sealed(&self) -> u64 {
+        self.sealed
+    }
+}
+
+/// The receiving direction's key and replay window: opens messages.
+pub struct Opener {
+    dir: Direction,
+    replay: ReplayWindow,
+    stats: SecureStats,
+}
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opener")
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Opener {
+    /// Open message `id` on `substream`: its payload, or why not (counted).
+    pub fn open(&mut self, id: u32, substream: u16, sealed: &[u8]) -> Result<Vec<u8>, Rejected> {
+        let mut buf = sealed.to_vec();
+        let n = match self.dir.key.open_in_place(
+            self.dir.nonce(id),
+            ring::aead::Aad::from(aad(id, substream)),
+            &mut buf,
+        ) {
+            Ok(p) => p.len(),
+            Err(_) => {
+                self.stats.auth_failed += 1;
+                return Err(Rejected::Auth);
+            }
+        };
+        if let Err(r) = self.replay.check(id) {
+            match r {
+                Rejected::Replayed => self.stats.replayed += 1,
+                _ => self.stats.too_old += 1,
+            }
+            return Err(r);
+        }
+        buf.truncate(n);
+        self.stats.opened += 1;
+        Ok(buf)
+    }
+
+    /// Counters of the receiving direction (`opened`, `auth_failed`,
+    /// `replayed`, `too_old`).
+    pub fn stats(&self) -> SecureStats {
+        self.stats
+    }
+}
+
 /// One end's TLS handshake and message keys (sans-IO: handshake bytes in
 /// and out as message payloads).
 pub struct SecureSession {
     tls: rustls::Connection,
     client: bool,
-    seal: Option<Direction>,
-    open: Option<Direction>,
+    seal: Option<Sealer>,
+    open: Option<Opener>,
     next_handshake_id: u32,
-    replay: ReplayWindow,
     stats: SecureStats,
     failed: Option<String>,
 }
@@ -270,7 +355,6 @@ impl SecureSession {
             seal: None,
             open: None,
             next_handshake_id: HANDSHAKE_FIRST_ID,
-            replay: ReplayWindow::new(),
             stats: SecureStats::default(),
             failed: None,
         }
@@ -288,7 +372,22 @@ impl SecureSession {
 
     /// Counters.
     pub fn stats(&self) -> SecureStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(o) = &self.open {
+            let o = o.stats;
+            s.opened = o.opened;
+            s.auth_failed = o.auth_failed;
+            s.replayed = o.replayed;
+            s.too_old = o.too_old;
+        }
+        s.sealed = self.seal.as_ref().map_or(0, |x| x.sealed);
+        s
+    }
+
+    /// Once ready: the two directions, for a connection whose halves are
+    /// driven apart (a sending and a receiving task).
+    pub fn into_halves(self) -> Option<(Sealer, Opener)> {
+        Some((self.seal?, self.open?))
     }
 
     /// The next handshake message to send: its id and payload (all the
@@ -341,13 +440,16 @@ impl SecureSession {
                 .export_keying_material(&mut km[..], EXPORTER_LABEL, None)
                 .map_err(|e| self.fail(format!("TLS exporter: {e}")))?;
             let (c, s) = (Direction::new(&km[..44]), Direction::new(&km[44..]));
-            if self.client {
-                self.seal = Some(c);
-                self.open = Some(s);
-            } else {
-                self.seal = Some(s);
-                self.open = Some(c);
-            }
+            let (mine, theirs) = if self.client { (c, s) } else { (s, c) };
+            self.seal = Some(Sealer {
+                dir: mine,
+                sealed: 0,
+            });
+            self.open = Some(Opener {
+                dir: theirs,
+                replay: ReplayWindow::new(),
+                stats: SecureStats::default(),
+            });
         }
         Ok(())
     }
@@ -360,47 +462,15 @@ impl SecureSession {
     /// Seal `payload` as message `id` on `substream`. `None` before the
     /// keys are there.
     pub fn seal(&mut self, id: u32, substream: u16, payload: &[u8]) -> Option<Vec<u8>> {
-        let d = self.seal.as_ref()?;
-        let mut buf = Vec::with_capacity(payload.len() + TAG_LEN);
-        buf.extend_from_slice(payload);
-        d.key
-            .seal_in_place_append_tag(
-                d.nonce(id),
-                ring::aead::Aad::from(aad(id, substream)),
-                &mut buf,
-            )
-            .expect("AES-GCM seals any payload under 64 GiB");
-        self.stats.sealed += 1;
-        Some(buf)
+        Some(self.seal.as_mut()?.seal(id, substream, payload))
     }
 
     /// Open message `id` on `substream`: its payload, or why not (counted).
     pub fn open(&mut self, id: u32, substream: u16, sealed: &[u8]) -> Result<Vec<u8>, Rejected> {
-        let Some(d) = self.open.as_ref() else {
-            return Err(Rejected::NotReady);
-        };
-        let mut buf = sealed.to_vec();
-        let n = match d.key.open_in_place(
-            d.nonce(id),
-            ring::aead::Aad::from(aad(id, substream)),
-            &mut buf,
-        ) {
-            Ok(p) => p.len(),
-            Err(_) => {
-                self.stats.auth_failed += 1;
-                return Err(Rejected::Auth);
-            }
-        };
-        if let Err(r) = self.replay.check(id) {
-            match r {
-                Rejected::Replayed => self.stats.replayed += 1,
-                _ => self.stats.too_old += 1,
-            }
-            return Err(r);
+        match self.open.as_mut() {
+            Some(o) => o.open(id, substream, sealed),
+            None => Err(Rejected::NotReady),
         }
-        buf.truncate(n);
-        self.stats.opened += 1;
-        Ok(buf)
     }
 
     /// Count a message that waited for the keys (`dropped`: there was no

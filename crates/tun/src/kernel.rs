@@ -55,8 +55,11 @@ use crate::message::{
     StreamError,
 };
 use crate::netns::NetNs;
-use hollywood_msg::{Deframer, DeframerConfig, Framer, FramerConfig};
+use hollywood_msg::{encode_frame, Deframer, DeframerConfig, FrameHeader, Framer, FramerConfig};
 use hollywood_tcp::{ExpiredMessage, ExpiryReason};
+use hollywood_transport::secure::{
+    Identity, Opener, Sealer, SecureSession, SecureStats, HANDSHAKE_SUBSTREAM,
+};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -95,6 +98,8 @@ pub struct KernelStream {
 pub struct KernelSender {
     w: OwnedWriteHalf,
     framer: MessageFramer,
+    /// Secure mode: seals every message ([`KernelStream::secure_client`]).
+    sealer: Option<Sealer>,
     stats: MessageStats,
     expired: ExpiredLog,
     buf: Vec<u8>,
@@ -106,6 +111,8 @@ pub struct KernelSender {
 pub struct KernelReceiver {
     r: OwnedReadHalf,
     deframer: Deframer,
+    /// Secure mode: opens every message; what does not open is dropped.
+    opener: Option<Opener>,
     /// Time zero of the deframer's clock.
     epoch: tokio::time::Instant,
     buf: Vec<u8>,
@@ -162,6 +169,7 @@ impl KernelStream {
             tx: KernelSender {
                 w,
                 framer: MessageFramer::new(Framer::new(options.framer)),
+                sealer: None,
                 stats: MessageStats::default(),
                 expired: ExpiredLog::default(),
                 buf: Vec::new(),
@@ -170,12 +178,102 @@ impl KernelStream {
             rx: KernelReceiver {
                 r,
                 deframer: Deframer::new(options.deframer),
+                opener: None,
                 epoch: tokio::time::Instant::now(),
                 buf: vec![0; 64 << 10],
                 received: 0,
                 eof: false,
             },
         })
+    }
+
+    /// Secure mode, client end (docs/SECURITY.md): a TLS 1.3 handshake
+    /// in messages on sub-stream [`HANDSHAKE_SUBSTREAM`], trusting only
+    /// `server`'s certificate; then every message is sealed and opened
+    /// with keys from the TLS exporter. Call on a fresh connection, with
+    /// the peer calling [`KernelStream::secure_server`].
+    pub async fn secure_client(self, server: &Identity) -> Result<KernelStream, StreamError> {
+        let s = SecureSession::client(server).map_err(StreamError::Security)?;
+        self.handshake(s).await
+    }
+
+    /// Secure mode, server end, presenting `identity`.
+    pub async fn secure_server(self, identity: &Identity) -> Result<KernelStream, StreamError> {
+        let s = SecureSession::server(identity).map_err(StreamError::Security)?;
+        self.handshake(s).await
+    }
+
+    async fn handshake(mut self, mut session: SecureSession) -> Result<KernelStream, StreamError> {
+        use tokio::io::AsyncWriteExt;
+        let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+        loop {
+            while let Some((id, bytes)) = session.poll_handshake() {
+                self.tx.buf.clear();
+                // Outside the application's id sequence (its ids from 0
+                // stay as they were); the kernel keeps the order.
+                let header = FrameHeader {
+                    substream: HANDSHAKE_SUBSTREAM,
+                    id,
+                    substream_seq: None,
+                    ordered_prev: None,
+                };
+                encode_frame(&header, &bytes, &mut self.tx.buf);
+                self.tx.w.write_all(&self.tx.buf).await?;
+            }
+            if let Some(f) = session.failure() {
+                return Err(StreamError::Security(f.to_string()));
+            }
+            if session.is_ready() {
+                break;
+            }
+            // The peer's next handshake message. Application messages
+            // that follow it stay in the deframer for `recv_message`.
+            let m = loop {
+                if let Some(m) = self.rx.deframer.poll_message() {
+                    break m;
+                }
+                let n = tokio::time::timeout_at(deadline, self.rx.r.read(&mut self.rx.buf))
+                    .await
+                    .map_err(|_| StreamError::ConnectTimeout(CONNECT_TIMEOUT))??;
+                if n == 0 {
+                    return Err(StreamError::Security(
+                        "the peer closed during the handshake".into(),
+                    ));
+                }
+                let now = self.rx.now_ns();
+                self.rx.deframer.push_stream(&self.rx.buf[..n], now);
+            };
+            if m.substream != HANDSHAKE_SUBSTREAM {
+                return Err(StreamError::Security(
+                    "the peer sent a message before the handshake completed".into(),
+                ));
+            }
+            if let Err(e) = session.handle_handshake(&m.payload) {
+                // Let the peer learn why (a TLS alert), then give up.
+                while let Some((id, bytes)) = session.poll_handshake() {
+                    self.tx.buf.clear();
+                    let header = FrameHeader {
+                        substream: HANDSHAKE_SUBSTREAM,
+                        id,
+                        substream_seq: None,
+                        ordered_prev: None,
+                    };
+                    encode_frame(&header, &bytes, &mut self.tx.buf);
+                    let _ = self.tx.w.write_all(&self.tx.buf).await;
+                }
+                return Err(StreamError::Security(e));
+            }
+        }
+        let (sealer, opener) = session.into_halves().expect("ready");
+        self.tx.sealer = Some(sealer);
+        self.rx.opener = Some(opener);
+        Ok(self)
+    }
+
+    /// Secure mode: the receiving direction's counters (`opened`,
+    /// `auth_failed`, `replayed`, `too_old`); `None` in plain mode.
+    pub fn secure_stats(&self) -> Option<SecureStats> {
+        self.rx.secure_stats()
     }
 
     /// The halves, for use from two tasks.
@@ -218,7 +316,7 @@ impl KernelSender {
             return Err(StreamError::Closed);
         }
         self.buf.clear();
-        let id = self.framer.frame(&m, &mut self.buf)?;
+        let id = self.framer.frame(&m, self.sealer.as_mut(), &mut self.buf)?;
         self.stats.messages_sent += 1;
         self.stats.framed_bytes_sent += self.buf.len() as u64;
         // Ordered messages are never dropped (as at the engine, where
@@ -282,6 +380,25 @@ impl KernelSender {
 }
 
 impl KernelReceiver {
+    /// Secure mode: the message opened, or `None` if it does not open
+    /// (changed, spliced, replayed, foreign: counted, dropped) or is a
+    /// stray handshake message. Plain mode: the message.
+    fn opened(&mut self, mut m: hollywood_msg::Message) -> Option<hollywood_msg::Message> {
+        let Some(o) = &mut self.opener else {
+            return Some(m);
+        };
+        if m.substream == HANDSHAKE_SUBSTREAM {
+            return None;
+        }
+        m.payload = o.open(m.id, m.substream, &m.payload).ok()?;
+        Some(m)
+    }
+
+    /// Secure mode: the receiving direction's counters.
+    pub fn secure_stats(&self) -> Option<SecureStats> {
+        self.opener.as_ref().map(Opener::stats)
+    }
+
     fn now_ns(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
@@ -303,14 +420,19 @@ impl KernelReceiver {
     pub async fn recv_message(&mut self) -> Result<Option<ReceivedMessage>, StreamError> {
         loop {
             if let Some(m) = self.deframer.poll_message() {
-                return Ok(Some(self.message(m)));
+                if let Some(m) = self.opened(m) {
+                    return Ok(Some(self.message(m)));
+                }
+                continue;
             }
             if self.eof {
                 // Release ordered messages still waiting for a predecessor
                 // that can no longer arrive, then report the end.
                 self.deframer.finish();
-                if let Some(m) = self.deframer.poll_message() {
-                    return Ok(Some(self.message(m)));
+                while let Some(m) = self.deframer.poll_message() {
+                    if let Some(m) = self.opened(m) {
+                        return Ok(Some(self.message(m)));
+                    }
                 }
                 return Ok(None);
             }

@@ -170,6 +170,9 @@ pub enum StreamError {
     WrongMode(&'static str),
     /// A kernel socket operation failed.
     Io(io::Error),
+    /// Secure mode: the TLS handshake failed (untrusted certificate, a
+    /// peer that does not speak it), or the peer sent data before it.
+    Security(String),
 }
 
 impl fmt::Display for StreamError {
@@ -189,6 +192,7 @@ impl fmt::Display for StreamError {
             StreamError::Meta(e) => write!(f, "message refused: {e}"),
             StreamError::WrongMode(why) => write!(f, "wrong stream mode: {why}"),
             StreamError::Io(e) => write!(f, "socket error: {e}"),
+            StreamError::Security(e) => write!(f, "secure handshake failed: {e}"),
         }
     }
 }
@@ -237,6 +241,7 @@ impl From<StreamError> for io::Error {
             }
             StreamError::Engine(hollywood_tcp::Error::AddrInUse) => io::ErrorKind::AddrInUse,
             StreamError::Engine(_) | StreamError::StackFailed(_) => io::ErrorKind::Other,
+            StreamError::Security(_) => io::ErrorKind::PermissionDenied,
         };
         io::Error::new(kind, e)
     }
@@ -341,12 +346,28 @@ impl MessageFramer {
     }
 
     /// Check and frame `m`, appending the frame to `out`; returns the id.
-    pub(crate) fn frame(&mut self, m: &SendMessage, out: &mut Vec<u8>) -> Result<u32, StreamError> {
+    /// With `sealer` (secure mode) the payload is sealed under its id first.
+    pub(crate) fn frame(
+        &mut self,
+        m: &SendMessage,
+        sealer: Option<&mut hollywood_transport::secure::Sealer>,
+        out: &mut Vec<u8>,
+    ) -> Result<u32, StreamError> {
         self.check(m)?;
-        let id = self
-            .framer
-            .frame(m.substream, m.ordered, &m.payload, out)
-            .map_err(StreamError::TooLarge)?;
+        let id = match sealer {
+            Some(s) => {
+                let id = self.framer.next_id();
+                let sealed = s.seal(id, m.substream, &m.payload);
+                self.framer
+                    .frame_id(id, m.substream, m.ordered, &sealed, out)
+                    .map_err(StreamError::TooLarge)?;
+                id
+            }
+            None => self
+                .framer
+                .frame(m.substream, m.ordered, &m.payload, out)
+                .map_err(StreamError::TooLarge)?,
+        };
         if let Some(d) = m.depends_on {
             self.latest_dependency.insert(m.substream, d);
         }
@@ -402,7 +423,7 @@ mod tests {
                     ..SendMessage::default()
                 };
                 let mut out = Vec::new();
-                f.frame(&m, &mut out).unwrap();
+                f.frame(&m, None, &mut out).unwrap();
                 assert!(
                     out.len() <= MessageFramer::frame_len_bound(&m),
                     "len {len}: {} > bound",
@@ -427,24 +448,30 @@ mod tests {
     fn dependency_rules_consume_no_id() {
         let mut f = MessageFramer::default();
         let mut out = Vec::new();
-        assert_eq!(f.frame(&SendMessage::new(*b"a"), &mut out).unwrap(), 0);
-        assert_eq!(f.frame(&SendMessage::new(*b"b"), &mut out).unwrap(), 1);
+        assert_eq!(
+            f.frame(&SendMessage::new(*b"a"), None, &mut out).unwrap(),
+            0
+        );
+        assert_eq!(
+            f.frame(&SendMessage::new(*b"b"), None, &mut out).unwrap(),
+            1
+        );
         // Forward (or self) dependency: id 2 would be assigned next.
         assert!(matches!(
-            f.frame(&SendMessage::new(*b"c").depends_on(2), &mut out),
+            f.frame(&SendMessage::new(*b"c").depends_on(2), None, &mut out),
             Err(StreamError::Meta(MetaError::ForwardDependency))
         ));
         assert_eq!(
-            f.frame(&SendMessage::new(*b"c").depends_on(1), &mut out)
+            f.frame(&SendMessage::new(*b"c").depends_on(1), None, &mut out)
                 .unwrap(),
             2
         );
         assert!(matches!(
-            f.frame(&SendMessage::new(*b"d").depends_on(0), &mut out),
+            f.frame(&SendMessage::new(*b"d").depends_on(0), None, &mut out),
             Err(StreamError::Meta(MetaError::DecreasingDependency))
         ));
         assert_eq!(
-            f.frame(&SendMessage::new(*b"d").depends_on(1), &mut out)
+            f.frame(&SendMessage::new(*b"d").depends_on(1), None, &mut out)
                 .unwrap(),
             3
         );
@@ -454,7 +481,7 @@ mod tests {
             ..FramerConfig::default()
         }));
         assert!(matches!(
-            small.frame(&SendMessage::new(vec![1; 5]), &mut out),
+            small.frame(&SendMessage::new(vec![1; 5]), None, &mut out),
             Err(StreamError::TooLarge(_))
         ));
         // Everything framed decodes, in order, with the ids returned.

@@ -779,7 +779,7 @@ impl StreamSender {
         }
         poll_fn(|cx| self.poll_space(cx, bound, Mode::Messages)).await?;
         let mut frame = Vec::with_capacity(bound);
-        let id = self.framer.frame(&m, &mut frame)?;
+        let id = self.framer.frame(&m, None, &mut frame)?;
         {
             let mut st = self.shared.lock();
             st.stats.messages.messages_sent += 1;
@@ -1821,7 +1821,8 @@ mod tests {
         let mut f = MessageFramer::default();
         let mut wire = Vec::new();
         for _ in 0..1000 {
-            f.frame(&SendMessage::new(Vec::new()), &mut wire).unwrap();
+            f.frame(&SendMessage::new(Vec::new()), None, &mut wire)
+                .unwrap();
         }
         let mut d = Deframer::default();
         d.push_stream(&wire, 0);
@@ -1838,6 +1839,7 @@ mod tests {
         for i in 0..3u8 {
             f.frame(
                 &SendMessage::new(vec![i + 1; 10]).substream(u16::from(i)),
+                None,
                 &mut wire,
             )
             .unwrap();

@@ -225,3 +225,66 @@ fn ordered_messages_are_never_dropped_at_the_sender() {
         assert_eq!(got, vec![0, 1, 2]);
     });
 }
+
+#[test]
+fn secure_mode_seals_messages_both_ways() {
+    use hollywood_transport::secure::Identity;
+    use hollywood_tun::kernel::KernelListener;
+    run(async {
+        let id = Identity::generate().unwrap();
+        let (a, b) = pair().await;
+        let (a, b) = tokio::join!(a.secure_client(&id), b.secure_server(&id));
+        let (mut a, mut b) = (a.expect("client handshake"), b.expect("server handshake"));
+        for i in 0..50u32 {
+            let got = a
+                .send_message(SendMessage::new(body(i, 300)).substream((i % 3) as u16))
+                .await
+                .unwrap();
+            assert_eq!(got, i, "application ids from 0, the handshake apart");
+        }
+        b.send_message(SendMessage::new(*b"back")).await.unwrap();
+        a.close().await.unwrap();
+        let mut n = 0;
+        while let Some(m) = b.recv_message().await.unwrap() {
+            assert_eq!(m.payload, body(m.id, 300));
+            assert_eq!(m.substream, (m.id % 3) as u16);
+            n += 1;
+        }
+        assert_eq!(n, 50);
+        let s = b.secure_stats().expect("secure");
+        assert_eq!((s.opened, s.auth_failed), (50, 0));
+        assert_eq!(a.recv_message().await.unwrap().unwrap().payload, b"back");
+
+        // A client that trusts another certificate gives up; the server
+        // learns it too.
+        let other = Identity::generate().unwrap();
+        let l = KernelListener::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(KernelStream::connect(addr), l.accept());
+        let (c, s) = tokio::join!(
+            c.unwrap().secure_client(&other),
+            s.unwrap().0.secure_server(&id)
+        );
+        let e = c.expect_err("untrusted certificate");
+        assert!(
+            matches!(e, StreamError::Security(ref m) if m.contains("certificate")),
+            "{e}"
+        );
+        assert!(s.is_err(), "the server does not complete either");
+
+        // A plain peer is not mistaken for a secure one.
+        let (c, s) = pair().await;
+        let mut s = s;
+        let client = tokio::spawn(async move { c.secure_client(&id).await });
+        s.send_message(SendMessage::new(*b"plain hello"))
+            .await
+            .unwrap();
+        let e = client
+            .await
+            .unwrap()
+            .expect_err("no handshake from a plain peer");
+        assert!(matches!(e, StreamError::Security(_)), "{e}");
+    });
+}
