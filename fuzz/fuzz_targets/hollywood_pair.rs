@@ -152,6 +152,9 @@ impl World {
         while let Some(e) = self.tx.poll_event() {
             match e {
                 Event::Expired(x) => {
+                    if trace() {
+                        eprintln!("expired {} {:?}", x.id, x.reason);
+                    }
                     let i = x.id as usize;
                     assert!(i < self.sent.len(), "expired id {} never sent", x.id);
                     assert!(!self.expired[i], "message {} reported twice", x.id);
@@ -210,6 +213,9 @@ impl World {
                     assert!(m.id > last, "ordered {} after {}", m.id, last);
                 }
                 self.ordered_last.insert(m.substream, m.id);
+            }
+            if trace() {
+                eprintln!("delivered {}", m.id);
             }
             self.delivered[i] = true;
         }
@@ -271,7 +277,11 @@ impl World {
             replaceable: !ordered,
             substream,
         };
-        match self.tx.send_message(self.now, &self.buf, meta) {
+        let r = self.tx.send_message(self.now, &self.buf, meta);
+        if trace() {
+            eprintln!("send {id} len {len} frame {} {meta:?} -> {r:?}", self.buf.len());
+        }
+        match r {
             Ok(()) => {
                 self.sent.push(Sent {
                     len,

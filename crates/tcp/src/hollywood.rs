@@ -90,7 +90,11 @@
 //!   never on a duplicate) and no other segment that ACK covers went out
 //!   with the same TSval (the engine passes no echo then: the segments of
 //!   one RTO burst share a millisecond, and the one that reached the left
-//!   edge may be another): the message keeps (or regains) its own way to
+//!   edge may be another), and only when the copy's slot is the whole
+//!   segment (the echo says the segment reached the left edge, not that
+//!   the receiver lacked every slot in it). A copy counts as trusted only
+//!   on a connection with SACK, where a D-SACK can refute it. Otherwise
+//!   the message keeps (or regains) its own way to
 //!   the receiver, and is reported `Displaced` if it has none left. Retransmissions after duplicate ACKs, SACK or
 //!   RACK loss marks or a partial ACK carry trusted copies.
 //!
@@ -596,6 +600,11 @@ impl MessageTable {
         self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len() as u64);
     }
 
+    /// A copy of a message travels in another message's slot.
+    pub fn has_carried(&self) -> bool {
+        !self.carried.is_empty()
+    }
+
     /// Whether message `id` is still queued, in a slot or carried.
     fn tracked(&self, id: u32) -> bool {
         self.carried.contains_key(&id)
@@ -892,6 +901,15 @@ impl MessageTable {
                 continue;
             }
             let received = self.slots[i].partially_received || self.slots[i].slot_received;
+            // An echo of this segment's TSval says the segment reached the
+            // receiver's left edge, not that every slot in it was new
+            // there: it speaks for a copy only when the copy's slot is the
+            // whole segment (found by the `hollywood_pair` fuzz target: a
+            // segment of several slots whose first ones the receiver held).
+            let how = Resend {
+                tsval: how.tsval.filter(|_| s_seq == seq && s_end == end),
+                ..how
+            };
             if let Some(r) = self.decide_retransmit(i, arrival, how) {
                 out.push(r);
             }

@@ -1732,7 +1732,11 @@ impl Connection {
             let path_loss = self.stats.data_bytes_first_retransmitted as f64
                 / self.stats.data_bytes_first_sent.max(1) as f64;
             let how = crate::hollywood::Resend {
-                evidence,
+                // A copy counts as delivered with its slot only if a
+                // D-SACK could say otherwise (RFC 2883 needs SACK): without
+                // SACK a delayed original that the receiver kept instead
+                // would hide the copy's loss (found by `hollywood_pair`).
+                evidence: evidence && self.neg.sack,
                 tsval: self.neg.timestamps.then(|| self.ts_now(now)),
                 path_loss,
             };

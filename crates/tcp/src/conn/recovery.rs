@@ -176,12 +176,15 @@ impl Connection {
         let ts_offset = self.ts_offset;
         let ts_of = |t: Instant| ((t.as_nanos() / 1_000_000) as u32).wrapping_add(ts_offset);
         let mut same_ts = 0usize;
-        if let Some(e) = tsecr {
-            // A segment the ACK ends inside (a resegmenting box) counts too.
-            let i = self.rtxq.index_from(ack);
-            if let Some(s) = self.rtxq.get(i) {
-                same_ts += usize::from(s.seq < ack && ts_of(s.last_sent) == e);
-            }
+        if let Some(e) = tsecr.filter(|_| self.messages.has_carried()) {
+            // Segments still outstanding count too: the one that reached
+            // the left edge may be any of the burst (only while a copy
+            // waits for its proof, so the walk is rare).
+            let from = self.rtxq.index_from(ack);
+            same_ts += (from..self.rtxq.len())
+                .filter_map(|i| self.rtxq.get(i))
+                .filter(|s| ts_of(s.last_sent) == e)
+                .count();
         }
         let rack = &mut self.rack;
         let rate = &mut self.rate;
