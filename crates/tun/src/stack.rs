@@ -266,6 +266,8 @@ struct ConnState {
     /// The application let go of both halves while data it never read was
     /// waiting: the task answers with RST (RFC 1122 §4.2.2.13).
     unread_dropped: bool,
+    /// The stream was split into halves that live apart.
+    split: bool,
     /// Our FIN was handed to the engine.
     fin_sent: bool,
     /// Our FIN was acknowledged.
@@ -297,6 +299,7 @@ impl ConnState {
             closed: false,
             rx_pending: false,
             unread_dropped: false,
+            split: false,
             fin_sent: false,
             fin_acked: false,
             stats: StreamStats::default(),
@@ -627,6 +630,7 @@ impl Stream {
 
     /// The two halves, for use from two tasks.
     pub fn split(self) -> (StreamSender, StreamReceiver) {
+        self.tx.shared.lock().split = true;
         (self.tx, self.rx)
     }
 
@@ -879,7 +883,19 @@ impl StreamSender {
 
 impl Drop for StreamSender {
     fn drop(&mut self) {
-        self.shared.lock().sender_alive = false;
+        let mut st = self.shared.lock();
+        st.sender_alive = false;
+        if !st.split {
+            // A whole `Stream` goes: its receiving half goes with it, at
+            // once. The task must not see the sender gone and the receiver
+            // alive in between, or it would close with a FIN (which the
+            // peer reads as an orderly end) before it learns that data was
+            // left unread and resets (RFC 1122 §4.2.2.13). Split halves
+            // dropped one by one are a half-close first, by design.
+            st.receiver_alive = false;
+            st.unread_dropped |= !st.rx_bytes.is_empty() || !st.rx_msgs.is_empty();
+        }
+        drop(st);
         self.ctl.waker.wake();
     }
 }
