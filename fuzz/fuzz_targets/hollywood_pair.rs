@@ -32,7 +32,7 @@ use hollywood_msg::{Deframer, DeframerConfig, Framer, FramerConfig};
 use hollywood_tcp::{
     CcAlgorithm, Config, Connection, Event, Instant, MessageMeta, SendMessageError, State,
 };
-use hollywood_transport::secure::{Identity, SecureSession};
+use hollywood_transport::secure::{handshake_in_memory, Identity, SecureSession};
 use hollywood_wire::{SeqNumber, TcpRepr};
 use libfuzzer_sys::fuzz_target;
 use std::collections::{HashMap, VecDeque};
@@ -368,14 +368,7 @@ fn secure_pair() -> (SecureSession, SecureSession) {
     let id = ID.get_or_init(|| Identity::generate().expect("identity"));
     let mut c = SecureSession::client(id).expect("client");
     let mut s = SecureSession::server(id).expect("server");
-    for _ in 0..4 {
-        while let Some((_, m)) = c.poll_handshake() {
-            s.handle_handshake(&m).expect("handshake");
-        }
-        while let Some((_, m)) = s.poll_handshake() {
-            c.handle_handshake(&m).expect("handshake");
-        }
-    }
+    handshake_in_memory(&mut c, &mut s).expect("handshake");
     assert!(c.is_ready() && s.is_ready());
     (c, s)
 }

@@ -6,7 +6,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hollywood_msg::{Deframer, Framer};
-use hollywood_transport::secure::{Identity, SecureSession};
+use hollywood_transport::secure::{handshake_in_memory, Identity, SecureSession};
 
 const SIZES: [usize; 3] = [160, 1200, 64 * 1024];
 
@@ -26,14 +26,7 @@ fn sessions() -> (SecureSession, SecureSession) {
     let id = Identity::generate().unwrap();
     let mut c = SecureSession::client(&id).unwrap();
     let mut s = SecureSession::server(&id).unwrap();
-    for _ in 0..4 {
-        while let Some((_, m)) = c.poll_handshake() {
-            s.handle_handshake(&m).unwrap();
-        }
-        while let Some((_, m)) = s.poll_handshake() {
-            c.handle_handshake(&m).unwrap();
-        }
-    }
+    handshake_in_memory(&mut c, &mut s).unwrap();
     (c, s)
 }
 
@@ -82,14 +75,7 @@ fn handshake(c: &mut Criterion) {
         b.iter(|| {
             let mut cl = SecureSession::client(&id).unwrap();
             let mut sv = SecureSession::server(&id).unwrap();
-            for _ in 0..4 {
-                while let Some((_, m)) = cl.poll_handshake() {
-                    sv.handle_handshake(&m).unwrap();
-                }
-                while let Some((_, m)) = sv.poll_handshake() {
-                    cl.handle_handshake(&m).unwrap();
-                }
-            }
+            handshake_in_memory(&mut cl, &mut sv).unwrap();
             black_box(cl.is_ready())
         })
     });

@@ -203,23 +203,29 @@ impl KernelStream {
         self.handshake(s).await
     }
 
-    async fn handshake(mut self, mut session: SecureSession) -> Result<KernelStream, StreamError> {
+    /// Write what the handshake has to say, as frames on
+    /// [`HANDSHAKE_SUBSTREAM`] outside the application's id sequence (its
+    /// ids from 0 stay as they were; the kernel keeps the order).
+    async fn send_handshake(&mut self, session: &mut SecureSession) -> Result<(), StreamError> {
         use tokio::io::AsyncWriteExt;
+        while let Some((id, bytes)) = session.poll_handshake() {
+            self.tx.buf.clear();
+            let header = FrameHeader {
+                substream: HANDSHAKE_SUBSTREAM,
+                id,
+                substream_seq: None,
+                ordered_prev: None,
+            };
+            encode_frame(&header, &bytes, &mut self.tx.buf);
+            self.tx.w.write_all(&self.tx.buf).await?;
+        }
+        Ok(())
+    }
+
+    async fn handshake(mut self, mut session: SecureSession) -> Result<KernelStream, StreamError> {
         let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
         loop {
-            while let Some((id, bytes)) = session.poll_handshake() {
-                self.tx.buf.clear();
-                // Outside the application's id sequence (its ids from 0
-                // stay as they were); the kernel keeps the order.
-                let header = FrameHeader {
-                    substream: HANDSHAKE_SUBSTREAM,
-                    id,
-                    substream_seq: None,
-                    ordered_prev: None,
-                };
-                encode_frame(&header, &bytes, &mut self.tx.buf);
-                self.tx.w.write_all(&self.tx.buf).await?;
-            }
+            self.send_handshake(&mut session).await?;
             if let Some(f) = session.failure() {
                 return Err(StreamError::Security(f.to_string()));
             }
@@ -250,17 +256,7 @@ impl KernelStream {
             }
             if let Err(e) = session.handle_handshake(&m.payload) {
                 // Let the peer learn why (a TLS alert), then give up.
-                while let Some((id, bytes)) = session.poll_handshake() {
-                    self.tx.buf.clear();
-                    let header = FrameHeader {
-                        substream: HANDSHAKE_SUBSTREAM,
-                        id,
-                        substream_seq: None,
-                        ordered_prev: None,
-                    };
-                    encode_frame(&header, &bytes, &mut self.tx.buf);
-                    let _ = self.tx.w.write_all(&self.tx.buf).await;
-                }
+                let _ = self.send_handshake(&mut session).await;
                 return Err(StreamError::Security(e));
             }
         }
