@@ -31,6 +31,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# A clean checkout gains nothing from incremental artifacts, and they took
+# a third of target/ (CI's disk is not large).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+
 # --- static checks -----------------------------------------------------------
 step "cargo fmt --check"
 cargo fmt --all -- --check
