@@ -64,6 +64,8 @@ enum Command {
     Middlebox(cmd::middlebox::MiddleboxArgs),
     /// Partial deployments on real packets (root): engine or Linux at each end, lossy path, wire audited.
     Interop(cmd::interop::InteropArgs),
+    /// The attack lab (root): RST/SYN/data/ACK injection, SYN flood, zero window, SACK reneging against the engine and Linux.
+    Attack(cmd::attack::AttackArgs),
     /// The thesis VoIP call over the emulator (root): Linux TCP vs our engine (standard mode) vs the simulator.
     Calibrate(cmd::calibrate::CalibrateArgs),
     /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood (root): on time, in one table.
@@ -120,6 +122,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Middlebox(args) => cmd::middlebox::run(args),
         Command::Interop(args) => cmd::interop::run(args),
+        Command::Attack(args) => cmd::attack::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Compare(args) => cmd::compare::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),

@@ -247,27 +247,32 @@ pub struct PairRun {
 }
 
 /// Either kind of stream.
-enum Sock {
+pub(crate) enum Sock {
     Engine(Stream),
     Kernel(Box<KernelStream>),
 }
 
 impl Sock {
-    async fn send_message(&mut self, m: SendMessage) -> std::result::Result<u32, StreamError> {
+    pub(crate) async fn send_message(
+        &mut self,
+        m: SendMessage,
+    ) -> std::result::Result<u32, StreamError> {
         match self {
             Sock::Engine(s) => s.send_message(m).await,
             Sock::Kernel(s) => s.send_message(m).await,
         }
     }
 
-    async fn recv_message(&mut self) -> std::result::Result<Option<ReceivedMessage>, StreamError> {
+    pub(crate) async fn recv_message(
+        &mut self,
+    ) -> std::result::Result<Option<ReceivedMessage>, StreamError> {
         match self {
             Sock::Engine(s) => s.recv_message().await,
             Sock::Kernel(s) => s.recv_message().await,
         }
     }
 
-    async fn close(&mut self) -> std::result::Result<(), StreamError> {
+    pub(crate) async fn close(&mut self) -> std::result::Result<(), StreamError> {
         match self {
             Sock::Engine(s) => s.close().await,
             Sock::Kernel(s) => MessageStream::close(s.as_mut()).await,
@@ -281,14 +286,14 @@ impl Sock {
         }
     }
 
-    fn message_stats(&self) -> MessageStats {
+    pub(crate) fn message_stats(&self) -> MessageStats {
         match self {
             Sock::Engine(s) => s.stats().messages,
             Sock::Kernel(s) => s.message_stats(),
         }
     }
 
-    fn engine_stats(&self) -> Option<StreamStats> {
+    pub(crate) fn engine_stats(&self) -> Option<StreamStats> {
         match self {
             Sock::Engine(s) => Some(s.stats()),
             Sock::Kernel(_) => None,

@@ -22,6 +22,7 @@
 // An adapter crate: real clocks, threads and processes live here.
 #![allow(clippy::disallowed_methods)]
 
+pub mod attack;
 pub mod bench;
 pub mod calibrate;
 pub mod capture;

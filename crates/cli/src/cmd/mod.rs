@@ -1,5 +1,6 @@
 //! One module per command.
 pub mod analyze;
+pub mod attack;
 pub mod bench;
 pub mod bulk;
 pub mod calibrate;
