@@ -66,6 +66,8 @@ enum Command {
     Interop(cmd::interop::InteropArgs),
     /// The attack lab (root): RST/SYN/data/ACK injection, SYN flood, zero window, SACK reneging against the engine and Linux.
     Attack(cmd::attack::AttackArgs),
+    /// A long run on real packets (root): engine at both ends, loss both ways; memory, stalls, every message accounted.
+    Soak(cmd::soak::SoakArgs),
     /// The thesis VoIP call over the emulator (root): Linux TCP vs our engine (standard mode) vs the simulator.
     Calibrate(cmd::calibrate::CalibrateArgs),
     /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood (root): on time, in one table.
@@ -123,6 +125,7 @@ fn main() -> ExitCode {
         Command::Middlebox(args) => cmd::middlebox::run(args),
         Command::Interop(args) => cmd::interop::run(args),
         Command::Attack(args) => cmd::attack::run(args),
+        Command::Soak(args) => cmd::soak::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Compare(args) => cmd::compare::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),

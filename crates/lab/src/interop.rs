@@ -131,6 +131,10 @@ pub struct PairSpec {
     /// system default (`net.ipv4.tcp_congestion_control`, which new
     /// namespaces inherit: BBR on the lab machine).
     pub kernel_cc: Option<String>,
+    /// Secure mode at both ends (docs/SECURITY.md): a TLS 1.3 handshake
+    /// after the connect (not counted in the schedule), then every message
+    /// sealed. The wire audit then identifies messages by their frame id.
+    pub secure: bool,
 }
 
 impl PairSpec {
@@ -185,6 +189,8 @@ pub struct ReceiverSide {
     /// Engine with out-of-order delivery: segments handed up ahead of a
     /// hole (`OooStats::out_of_order`); `None` for a kernel receiver.
     pub ooo_segments: Option<u64>,
+    /// Secure mode: the receiver's opening counters.
+    pub secure: Option<hollywood_transport::secure::SecureStats>,
 }
 
 /// Everything one run produced.
@@ -290,6 +296,29 @@ impl Sock {
         match self {
             Sock::Engine(s) => s.stats().messages,
             Sock::Kernel(s) => s.message_stats(),
+        }
+    }
+
+    /// Secure mode, `client` or server end: the handshake, then sealed
+    /// messages.
+    pub(crate) async fn secure(
+        self,
+        client: bool,
+        id: &hollywood_transport::secure::Identity,
+    ) -> std::result::Result<Sock, StreamError> {
+        Ok(match (self, client) {
+            (Sock::Engine(s), true) => Sock::Engine(s.secure_client(id).await?),
+            (Sock::Engine(s), false) => Sock::Engine(s.secure_server(id).await?),
+            (Sock::Kernel(s), true) => Sock::Kernel(Box::new(s.secure_client(id).await?)),
+            (Sock::Kernel(s), false) => Sock::Kernel(Box::new(s.secure_server(id).await?)),
+        })
+    }
+
+    /// Secure mode: the receiving direction's counters.
+    pub(crate) fn secure_stats(&self) -> Option<hollywood_transport::secure::SecureStats> {
+        match self {
+            Sock::Engine(s) => s.secure_stats(),
+            Sock::Kernel(s) => s.secure_stats(),
         }
     }
 
@@ -451,9 +480,14 @@ pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
     )
     .ok();
     let resets_on_wire = audit.totals().rsts;
-    let ir_carried_ids = ir_carried_ids(&pcap_file, spec.port, spec.size)?;
-    let wire_msgs =
-        crate::wiremsg::WireMessages::read(&pcap_file, spec.port, spec.size, spec.messages)?;
+    let ir_carried_ids = ir_carried_ids(&pcap_file, spec.port, spec.size, spec.secure)?;
+    let wire_msgs = crate::wiremsg::WireMessages::read(
+        &pcap_file,
+        spec.port,
+        spec.size,
+        spec.messages,
+        spec.secure,
+    )?;
     let network_dropped = wire_msgs.network_dropped(&drop_log);
     let moved_ids = wire_msgs.moved();
     let error = sender.error.clone().or(receiver.error.clone());
@@ -485,7 +519,7 @@ pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
 /// the data direction (towards `port`) of a capture: each such segment is
 /// deframed on its own (a slot starts and ends at frame boundaries,
 /// thesis §4.2 consistent segmentation; the rest is zero padding).
-fn ir_carried_ids(pcap_file: &Path, port: u16, size: usize) -> Result<Vec<u32>> {
+fn ir_carried_ids(pcap_file: &Path, port: u16, size: usize, sealed: bool) -> Result<Vec<u32>> {
     let f = std::fs::File::open(pcap_file)?;
     let mut rd = hollywood_wire::pcap::Reader::new(std::io::BufReader::new(f))?;
     let lt = rd.linktype();
@@ -510,7 +544,7 @@ fn ir_carried_ids(pcap_file: &Path, port: u16, size: usize) -> Result<Vec<u32>> 
         let mut d = hollywood_msg::Deframer::new(hollywood_msg::DeframerConfig::default());
         d.push_segment(tcp.seq.0, payload, 0);
         while let Some(m) = d.poll_message() {
-            if let Some(id) = workload::check_payload(&m.payload, size) {
+            if let Some(id) = workload::wire_id(m.id, &m.payload, size, sealed) {
                 ids.insert(id);
             }
         }
@@ -594,6 +628,13 @@ async fn exchange(
     let (mut rx, _listener, receiver_cc) = accept
         .await?
         .map_err(|_| "the receiver accepted no connection within 15 s")??;
+    if spec.secure {
+        let id = hollywood_transport::secure::Identity::generate()
+            .map_err(|e| format!("secure mode: {e}"))?;
+        let (t, r) = tokio::join!(tx.secure(true, &id), rx.secure(false, &id));
+        tx = t.map_err(|e| format!("sender: {e}"))?;
+        rx = r.map_err(|e| format!("receiver: {e}"))?;
+    }
     let epoch = tokio::time::Instant::now();
     let n = spec.messages;
     let end_of_sending = spec.send_offset(n.saturating_sub(1)) + spec.interval;
@@ -637,6 +678,7 @@ async fn exchange(
         }
         out.side.messages = rx.message_stats();
         out.side.ooo_segments = rx.engine_stats().map(|s| s.ooo.out_of_order);
+        out.side.secure = rx.secure_stats();
         // Close our direction too (the sender reads nothing; a kernel
         // sender's socket is then closed cleanly rather than reset).
         let _ = tokio::time::timeout(Duration::from_secs(3), rx.close()).await;
@@ -871,6 +913,8 @@ pub struct InteropSpec {
     pub lab: String,
     /// Congestion control of the kernel ends (`None`: system default).
     pub kernel_cc: Option<String>,
+    /// Secure mode at both ends (docs/SECURITY.md).
+    pub secure: bool,
     /// Congestion control of the engine ends.
     pub engine_cc: CcAlgorithm,
 }
@@ -893,6 +937,7 @@ impl InteropSpec {
             pcap_dir: None,
             lab: lab.to_string(),
             kernel_cc: None,
+            secure: false,
             engine_cc: CcAlgorithm::default(),
         }
     }
@@ -934,6 +979,7 @@ impl InteropSpec {
             }),
             drain: Duration::from_secs(10),
             kernel_cc: self.kernel_cc.clone(),
+            secure: self.secure,
             schedule: None,
         }
     }
@@ -1043,6 +1089,11 @@ pub struct InteropReport {
     pub error: Option<String>,
     /// The capture file, if kept.
     pub pcap: Option<PathBuf>,
+    /// Secure mode at both ends.
+    pub secure: bool,
+    /// Secure mode: messages the receiver refused to open (tag, replay,
+    /// too old); there is no attacker on this path, so any is a fault.
+    pub auth_failed: Option<u64>,
 }
 
 impl InteropReport {
@@ -1108,6 +1159,11 @@ impl InteropReport {
             duration_s: run.duration.as_secs_f64(),
             error: run.error.clone(),
             pcap: run.pcap.clone(),
+            secure: run.spec.secure,
+            auth_failed: run
+                .receiver
+                .secure
+                .map(|s| s.auth_failed + s.replayed + s.too_old),
         }
     }
 
@@ -1157,6 +1213,9 @@ impl InteropReport {
         if let Some(e) = &self.error {
             check(false, e.clone());
         }
+        if let Some(n) = self.auth_failed {
+            check(n == 0, format!("{n} messages failed to open (secure mode)"));
+        }
         v
     }
 
@@ -1165,9 +1224,10 @@ impl InteropReport {
         let opt = |o: Option<u64>| o.map_or("-".to_string(), |v| v.to_string());
         let mut s = String::new();
         s += &format!(
-            "interop {} → {}: {} messages (sender congestion control: {}; engine {}, kernel {})\n",
+            "interop {} → {}{}: {} messages (sender congestion control: {}; engine {}, kernel {})\n",
             self.sender.name(),
             self.receiver.name(),
+            if self.secure { " (secure mode)" } else { "" },
             self.messages,
             self.sender_cc,
             self.engine_cc,

@@ -32,6 +32,7 @@ pub mod messages;
 pub mod middlebox;
 pub mod netem;
 pub mod quicwire;
+pub mod soak;
 pub mod topology;
 pub mod wiremsg;
 pub mod workload;

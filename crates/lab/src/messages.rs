@@ -225,6 +225,7 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         pcap: None,
         drain: Duration::from_secs(10),
         kernel_cc: None,
+        secure: false,
     };
     if spec.size != sc.size {
         return Err(format!(

@@ -35,6 +35,8 @@ pub struct WireMessages {
     first: Vec<Option<Vec<u64>>>,
     /// Every (stream position, id) at which a frame was seen.
     positions: Vec<(u64, u32)>,
+    /// Secure mode: payloads are sealed; ids come from the frame header.
+    sealed: bool,
 }
 
 /// The reassembled byte stream of first transmissions, with which packet
@@ -98,7 +100,13 @@ impl Stream {
 impl WireMessages {
     /// Read `pcap` (the data direction is the flow toward `port`) for
     /// `count` workload messages of `size` payload bytes.
-    pub fn read(pcap: &Path, port: u16, size: usize, count: u32) -> std::io::Result<WireMessages> {
+    pub fn read(
+        pcap: &Path,
+        port: u16,
+        size: usize,
+        count: u32,
+        sealed: bool,
+    ) -> std::io::Result<WireMessages> {
         let f = std::fs::File::open(pcap)?;
         let mut rd = hollywood_wire::pcap::Reader::new(std::io::BufReader::new(f))
             .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -106,6 +114,7 @@ impl WireMessages {
         let mut w = WireMessages {
             first: vec![None; count as usize],
             positions: Vec::new(),
+            sealed,
         };
         let mut base: Option<SeqNumber> = None;
         let mut stream = Stream::default();
@@ -154,12 +163,20 @@ impl WireMessages {
     }
 
     fn note(&mut self, pos: u64, encoded: &[u8], size: usize, owners: &[u64]) {
-        let Ok(f) = hollywood_msg::decode_frame(encoded, size.max(1)) else {
+        let wire_size = if self.sealed {
+            size + hollywood_transport::secure::TAG_LEN
+        } else {
+            size
+        };
+        let Ok(f) = hollywood_msg::decode_frame(encoded, wire_size.max(1)) else {
             return;
         };
-        let Some(id) = workload::check_payload(&f.payload, size) else {
+        let Some(id) = workload::wire_id(f.header.id, &f.payload, size, self.sealed) else {
             return;
         };
+        if id as usize >= self.first.len() {
+            return;
+        }
         self.positions.push((pos, id));
         if let Some(slot) = self.first.get_mut(id as usize) {
             if slot.is_none() {
@@ -260,7 +277,30 @@ mod tests {
         WireMessages {
             first: vec![None; n as usize],
             positions: Vec::new(),
+            sealed: false,
         }
+    }
+
+    #[test]
+    fn sealed_frames_are_named_by_their_frame_id() {
+        // Secure mode: the payload is ciphertext plus a tag, so the id
+        // comes from the header; a payload of the wrong length, or an id
+        // beyond the workload, names nothing.
+        let mut w = fresh(4);
+        w.sealed = true;
+        let mut f = hollywood_msg::Framer::default();
+        let mut bytes = Vec::new();
+        let tag = hollywood_transport::secure::TAG_LEN;
+        for (id, len) in [(2, SIZE + tag), (3, SIZE), (9, SIZE + tag)] {
+            f.frame_id(id, 0, false, &vec![0xA5; len], &mut bytes)
+                .unwrap();
+        }
+        let mut s = Stream::default();
+        for (pos, enc, owners) in s.push(&bytes, 7) {
+            w.note(pos, &enc, SIZE, &owners);
+        }
+        assert_eq!(w.first, vec![None, None, Some(vec![7]), None]);
+        assert_eq!(w.positions.len(), 1);
     }
 
     #[test]

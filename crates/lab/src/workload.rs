@@ -46,6 +46,19 @@ pub fn check_payload(p: &[u8], size: usize) -> Option<u32> {
         .then_some(id)
 }
 
+/// The workload id of a message read back from the wire: from its payload
+/// ([`check_payload`]), or, when the payload is `sealed` (secure mode,
+/// docs/SECURITY.md: ciphertext plus a 16-byte tag), from the message
+/// layer's `frame_id`, which equals the workload id when the sender's ids
+/// count from 0 (the handshake's ids lie outside that range).
+pub fn wire_id(frame_id: u32, payload: &[u8], size: usize, sealed: bool) -> Option<u32> {
+    if sealed {
+        (payload.len() == size + hollywood_transport::secure::TAG_LEN).then_some(frame_id)
+    } else {
+        check_payload(payload, size)
+    }
+}
+
 /// What the receiving application saw.
 #[derive(Debug, Clone, Default)]
 pub struct Tally {

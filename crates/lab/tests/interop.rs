@@ -16,6 +16,10 @@ use std::sync::Mutex;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn go(test: &str, sender: End, receiver: End) -> Option<InteropReport> {
+    go_with(test, sender, receiver, false)
+}
+
+fn go_with(test: &str, sender: End, receiver: End, secure: bool) -> Option<InteropReport> {
     if !hollywood_tun::is_root() {
         hollywood_tun::skip(&format!(
             "{test} needs root (network namespaces, TUN devices, tshark)"
@@ -29,10 +33,11 @@ fn go(test: &str, sender: End, receiver: End) -> Option<InteropReport> {
         std::process::id(),
         &sender.name()[..1],
         &receiver.name()[..1]
-    );
+    ) + if secure { "s" } else { "" };
     let mut spec = InteropSpec::new(sender, receiver, &lab);
     spec.messages = 400;
     spec.seed = 5;
+    spec.secure = secure;
     let r = interop::run(&spec).unwrap_or_else(|e| panic!("{test}: {e}"));
     eprintln!("{}", r.to_text());
     // Always: intact, exactly once, no hole, no RST, every message
@@ -80,6 +85,22 @@ fn engine_to_engine_uses_ir_and_delivers_out_of_order() {
     // instead, so `ooo_delivered` may be small or zero here.
     assert!(r.ooo_segments.expect("engine receiver") > 0, "{r:?}");
     assert!(r.lost_to_ir > 0, "{r:?}");
+}
+
+#[test]
+fn secure_mode_engine_to_kernel_keeps_every_invariant() {
+    // Sealed messages (docs/SECURITY.md) from our engine to the kernel
+    // fallback's implementation: the same invariants, every message opened,
+    // and inconsistent retransmissions still carry whole sealed messages.
+    let Some(r) = go_with("secure_engine_to_kernel", End::Engine, End::Kernel, true) else {
+        return;
+    };
+    assert!(r.secure);
+    assert_eq!(r.auth_failed, Some(0), "{r:?}");
+    let ir_sent = r.ir_sent.expect("engine sender");
+    assert!(ir_sent > 0, "{r:?}");
+    assert!(r.ir_seen_on_wire >= ir_sent, "{r:?}");
+    assert_eq!(r.ooo_delivered, r.ooo_via_replacement, "{r:?}");
 }
 
 #[test]

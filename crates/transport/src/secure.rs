@@ -343,6 +343,11 @@ impl SecureSession {
             .with_no_client_auth()
             .with_single_cert(vec![identity.cert.clone()], key)
             .map_err(|e| format!("server TLS: {e}"))?;
+        // No session resumption, so no tickets: rustls would send two
+        // after the handshake, messages a sending-only client never reads
+        // (a kernel socket closed with unread data sends RST, not FIN).
+        let mut config = config;
+        config.send_tls13_tickets = 0;
         let c = rustls::ServerConnection::new(Arc::new(config))
             .map_err(|e| format!("server TLS: {e}"))?;
         Ok(SecureSession::new(rustls::Connection::Server(c), false))

@@ -290,6 +290,10 @@ pub(crate) struct MessageFramer {
     /// Latest dependency declared per sub-stream (dependencies are
     /// non-decreasing within a sub-stream, thesis §4.2).
     latest_dependency: std::collections::BTreeMap<u16, u32>,
+    /// Secure mode: frames the handshake's messages, whose ids lie outside
+    /// the application's sequence (a framer of their own leaves the
+    /// application's next id alone).
+    handshake: Option<Framer>,
 }
 
 impl MessageFramer {
@@ -297,6 +301,7 @@ impl MessageFramer {
         MessageFramer {
             framer,
             latest_dependency: std::collections::BTreeMap::new(),
+            handshake: None,
         }
     }
 
@@ -343,6 +348,28 @@ impl MessageFramer {
             self.latest_dependency.get(&m.substream).copied(),
         )
         .map_err(StreamError::Meta)
+    }
+
+    /// Frame a secure-mode handshake message `id` on
+    /// [`HANDSHAKE_SUBSTREAM`](hollywood_transport::secure::HANDSHAKE_SUBSTREAM),
+    /// ordered (an out-of-order receiver must hand TLS its records in
+    /// order), outside the application's id sequence.
+    pub(crate) fn frame_handshake(
+        &mut self,
+        id: u32,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), StreamError> {
+        self.handshake
+            .get_or_insert_with(Framer::default)
+            .frame_id(
+                id,
+                hollywood_transport::secure::HANDSHAKE_SUBSTREAM,
+                true,
+                payload,
+                out,
+            )
+            .map_err(StreamError::TooLarge)
     }
 
     /// Check and frame `m`, appending the frame to `out`; returns the id.

@@ -80,6 +80,9 @@ use hollywood_tcp::{
     Config, ConnHandle, Connection, ConnectionStats, Endpoint, EndpointEvent, EndpointStats, Event,
     ExpiredMessage, HollywoodStats, Instant, MessageMeta, OooStats, SendMessageError, State,
 };
+use hollywood_transport::secure::{
+    Identity, Opener, Sealer, SecureSession, SecureStats, HANDSHAKE_SUBSTREAM, TAG_LEN,
+};
 use std::collections::{HashMap, VecDeque};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
@@ -175,6 +178,8 @@ pub struct StreamStats {
     pub ooo: OooStats,
     /// Smoothed RTT (RFC 6298), when known.
     pub srtt: Option<Duration>,
+    /// Retransmission timeout (RFC 6298, with backoff), last seen.
+    pub rto: Option<Duration>,
     /// Connection state (last seen); `None` before the first update.
     pub state: Option<State>,
 }
@@ -353,6 +358,8 @@ struct Shared {
     recv_queue: usize,
     /// The engine's send buffer: no frame larger than this can be queued.
     send_buffer: usize,
+    /// Secure mode: the handshake's time limit.
+    connect_timeout: Duration,
     state: Mutex<ConnState>,
 }
 
@@ -606,6 +613,8 @@ pub struct StreamSender {
     shared: Arc<Shared>,
     ctl: Arc<Control>,
     framer: MessageFramer,
+    /// Secure mode: seals every message (docs/SECURITY.md).
+    sealer: Option<Box<Sealer>>,
 }
 
 /// The receiving half of a [`Stream`]. Dropping it discards what arrives
@@ -614,7 +623,16 @@ pub struct StreamSender {
 pub struct StreamReceiver {
     shared: Arc<Shared>,
     ctl: Arc<Control>,
+    /// Secure mode: opens every message.
+    opener: Option<Box<Opener>>,
+    /// Secure mode: application messages that out-of-order delivery
+    /// handed up before the handshake's last message, with their bytes
+    /// (at most [`EARLY_MAX_BYTES`]).
+    early: VecDeque<ReceivedMessage>,
 }
+
+/// Secure mode: application messages held while the handshake finishes.
+const EARLY_MAX_BYTES: usize = 1 << 20;
 
 impl Stream {
     fn new(shared: Arc<Shared>, ctl: Arc<Control>, options: StackOptions) -> Stream {
@@ -623,9 +641,101 @@ impl Stream {
                 shared: shared.clone(),
                 ctl: ctl.clone(),
                 framer: MessageFramer::new(Framer::new(options.framer)),
+                sealer: None,
             },
-            rx: StreamReceiver { shared, ctl },
+            rx: StreamReceiver {
+                shared,
+                ctl,
+                opener: None,
+                early: VecDeque::new(),
+            },
         }
+    }
+
+    /// Secure mode, client end (docs/SECURITY.md): a TLS 1.3 handshake in
+    /// ordered messages on sub-stream
+    /// [`HANDSHAKE_SUBSTREAM`](hollywood_transport::secure::HANDSHAKE_SUBSTREAM)
+    /// trusting only `server`'s certificate; then every message is sealed
+    /// and opened with keys from the TLS exporter. Call on a fresh
+    /// connection whose peer calls [`Stream::secure_server`] (or
+    /// `KernelStream::secure_server`: the two interoperate).
+    pub async fn secure_client(
+        self,
+        server: &Identity,
+    ) -> std::result::Result<Stream, StreamError> {
+        let s = SecureSession::client(server).map_err(StreamError::Security)?;
+        self.handshake(s).await
+    }
+
+    /// Secure mode, server end, presenting `identity`.
+    pub async fn secure_server(
+        self,
+        identity: &Identity,
+    ) -> std::result::Result<Stream, StreamError> {
+        let s = SecureSession::server(identity).map_err(StreamError::Security)?;
+        self.handshake(s).await
+    }
+
+    async fn handshake(
+        mut self,
+        mut session: SecureSession,
+    ) -> std::result::Result<Stream, StreamError> {
+        let timeout = self.tx.shared.connect_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut early_bytes = 0;
+        loop {
+            while let Some((id, bytes)) = session.poll_handshake() {
+                self.tx.send_handshake(id, &bytes).await?;
+            }
+            if let Some(f) = session.failure() {
+                return Err(StreamError::Security(f.to_string()));
+            }
+            if session.is_ready() {
+                break;
+            }
+            let m = tokio::time::timeout_at(deadline, self.rx.recv_message())
+                .await
+                .map_err(|_| StreamError::ConnectTimeout(timeout))??
+                .ok_or_else(|| {
+                    StreamError::Security("the peer closed during the handshake".into())
+                })?;
+            if m.substream != HANDSHAKE_SUBSTREAM {
+                if !self.rx.shared.ooo {
+                    // In order, nothing may come before the handshake.
+                    return Err(StreamError::Security(
+                        "the peer sent a message before the handshake completed".into(),
+                    ));
+                }
+                // Out-of-order delivery handed up an application message
+                // before the handshake's last one: it waits for the keys.
+                early_bytes += m.payload.len() + RX_MESSAGE_OVERHEAD;
+                session.note_early(early_bytes > EARLY_MAX_BYTES);
+                if early_bytes > EARLY_MAX_BYTES {
+                    return Err(StreamError::Security(
+                        "the peer sent more than 1 MiB before the handshake completed".into(),
+                    ));
+                }
+                self.rx.early.push_back(m);
+                continue;
+            }
+            if let Err(e) = session.handle_handshake(&m.payload) {
+                // Let the peer learn why (a TLS alert), then give up.
+                while let Some((id, bytes)) = session.poll_handshake() {
+                    let _ = self.tx.send_handshake(id, &bytes).await;
+                }
+                return Err(StreamError::Security(e));
+            }
+        }
+        let (sealer, opener) = session.into_halves().expect("ready");
+        self.tx.sealer = Some(Box::new(sealer));
+        self.rx.opener = Some(Box::new(opener));
+        Ok(self)
+    }
+
+    /// Secure mode: the receiving direction's counters (opened,
+    /// authentication failures, replays); `None` in plain mode.
+    pub fn secure_stats(&self) -> Option<SecureStats> {
+        self.rx.secure_stats()
     }
 
     /// The two halves, for use from two tasks.
@@ -781,9 +891,12 @@ impl StreamSender {
                 max: MessageFramer::max_payload_within(self.shared.send_buffer),
             }));
         }
+        let bound = bound + if self.sealer.is_some() { TAG_LEN } else { 0 };
         poll_fn(|cx| self.poll_space(cx, bound, Mode::Messages)).await?;
         let mut frame = Vec::with_capacity(bound);
-        let id = self.framer.frame(&m, None, &mut frame)?;
+        let id = self
+            .framer
+            .frame(&m, self.sealer.as_deref_mut(), &mut frame)?;
         {
             let mut st = self.shared.lock();
             st.stats.messages.messages_sent += 1;
@@ -799,6 +912,28 @@ impl StreamSender {
             queued: called,
         });
         Ok(id)
+    }
+
+    /// Secure mode: queue handshake message `id` (reliable, ordered, not
+    /// replaceable, outside the application's ids).
+    async fn send_handshake(
+        &mut self,
+        id: u32,
+        bytes: &[u8],
+    ) -> std::result::Result<(), StreamError> {
+        let mut frame = Vec::new();
+        self.framer.frame_handshake(id, bytes, &mut frame)?;
+        poll_fn(|cx| self.poll_space(cx, frame.len(), Mode::Messages)).await?;
+        self.push(TxItem::Message {
+            frame,
+            id,
+            lifetime: None,
+            depends_on: None,
+            replaceable: false,
+            substream: HANDSHAKE_SUBSTREAM,
+            queued: tokio::time::Instant::now(),
+        });
+        Ok(())
     }
 
     /// Wait until everything queued has entered the engine's send buffer.
@@ -978,24 +1113,60 @@ impl StreamReceiver {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<std::result::Result<Option<ReceivedMessage>, StreamError>> {
-        let mut st = self.lock_mode(Mode::Messages)?;
-        if let Some(m) = st.rx_msgs.pop_front() {
-            st.rx_msg_bytes -= m.payload.len() + RX_MESSAGE_OVERHEAD;
-            st.stats.messages.messages_received += 1;
-            self.unstall(&mut st);
-            return Poll::Ready(Ok(Some(m)));
+        if self.opener.is_some() {
+            while let Some(m) = self.early.pop_front() {
+                if let Some(m) = self.opened(m) {
+                    self.shared.lock().stats.messages.messages_received += 1;
+                    return Poll::Ready(Ok(Some(m)));
+                }
+            }
         }
-        if st.eof {
-            return Poll::Ready(Ok(None));
+        loop {
+            let m = {
+                let mut st = self.lock_mode(Mode::Messages)?;
+                let Some(m) = st.rx_msgs.pop_front() else {
+                    if st.eof {
+                        return Poll::Ready(Ok(None));
+                    }
+                    if let Some(f) = &st.failure {
+                        return Poll::Ready(Err(f.to_error()));
+                    }
+                    if st.closed && !st.rx_pending {
+                        return Poll::Ready(Ok(None));
+                    }
+                    st.rx_waker = Some(cx.waker().clone());
+                    return Poll::Pending;
+                };
+                st.rx_msg_bytes -= m.payload.len() + RX_MESSAGE_OVERHEAD;
+                self.unstall(&mut st);
+                m
+            };
+            if let Some(m) = self.opened(m) {
+                self.shared.lock().stats.messages.messages_received += 1;
+                return Poll::Ready(Ok(Some(m)));
+            }
         }
-        if let Some(f) = &st.failure {
-            return Poll::Ready(Err(f.to_error()));
+    }
+
+    /// Secure mode: the message opened, or `None` if it does not open
+    /// (changed, spliced, replayed, foreign: counted in
+    /// [`StreamReceiver::secure_stats`], dropped) or is a stray handshake
+    /// message. Plain mode: the message.
+    fn opened(&mut self, mut m: ReceivedMessage) -> Option<ReceivedMessage> {
+        let Some(o) = &mut self.opener else {
+            return Some(m);
+        };
+        if m.substream == HANDSHAKE_SUBSTREAM {
+            return None;
         }
-        if st.closed && !st.rx_pending {
-            return Poll::Ready(Ok(None));
-        }
-        st.rx_waker = Some(cx.waker().clone());
-        Poll::Pending
+        m.payload = o.open(m.id, m.substream, &m.payload).ok()?;
+        Some(m)
+    }
+
+    /// Secure mode: the receiving direction's counters; `None` in plain
+    /// mode.
+    pub fn secure_stats(&self) -> Option<SecureStats> {
+        self.opener.as_deref().map(Opener::stats)
     }
 
     /// Message mode: the next message, in arrival order (ordered
@@ -1298,6 +1469,7 @@ impl Driver {
             send_queue: self.options.send_queue,
             recv_queue: self.options.recv_queue,
             send_buffer: conn.config().send_buffer,
+            connect_timeout: self.options.connect_timeout,
             state: Mutex::new(ConnState::new()),
         })
     }
@@ -1727,6 +1899,7 @@ impl Driver {
         st.stats.hollywood = *conn.hollywood_stats();
         st.stats.ooo = *conn.ooo_stats();
         st.stats.srtt = conn.srtt().or(st.stats.srtt);
+        st.stats.rto = Some(conn.rto());
         st.stats.state = Some(state);
         st.rx_pending = st.receiver_alive
             && st.failure.is_none()

@@ -24,7 +24,9 @@
 //! half-closed without sending; m out-of-order delivery with a tiny receive
 //! queue (backpressure) loses nothing; n `close` while the peer's data and
 //! FIN wait unread (the data stays readable after); o dropping a stream
-//! with unread data resets the peer, as Linux does.
+//! with unread data resets the peer, as Linux does; p secure mode
+//! (docs/SECURITY.md) engine↔engine with loss and engine→kernel, and an
+//! untrusted certificate refused.
 //!
 //! Cases run one at a time (a lock) and each builds and removes its own
 //! namespaces (Drop guards, also on panic; stale ones from killed runs are
@@ -1070,5 +1072,122 @@ fn m_out_of_order_receiver_under_backpressure_loses_nothing() {
         eprintln!("ooo {:?} deframer {:?}", st.ooo, st.messages.deframer);
         all_ids_in_order(&r);
         stack.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn p_secure_mode_engine_to_engine_with_loss_and_engine_to_kernel() {
+    use hollywood_transport::secure::Identity;
+    let Some(_serial) = start("p_secure_mode_engine_to_engine_with_loss_and_engine_to_kernel")
+    else {
+        return;
+    };
+    run(async {
+        let lab = Lab::new();
+        let id = Identity::generate().expect("identity");
+        // Engine ↔ engine, 3 % loss at the sender's host, both extensions:
+        // the handshake on an ordered sub-stream survives out-of-order
+        // delivery, and sealed messages survive inconsistent
+        // retransmissions (each replacement is a whole sealed message).
+        let sender = lab.stack("hwstun0", TUN0, hollywood(), 0.03, 91);
+        let receiver = lab.stack("hwstun1", TUN1, hollywood(), 0.0, 0);
+        let plan = Plan {
+            seed: 12,
+            burst: 10,
+            pause: Duration::from_millis(2),
+            lifetime: Some(Duration::from_millis(3)),
+            ordered_every: Some(7),
+        };
+        let remote = SocketAddr::new(ENGINE2.into(), 9011);
+        let mut listener = receiver.listen(remote, None).await.expect("listen");
+        let server_id = id.clone();
+        let rx = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.expect("accept");
+            let mut s = s.secure_server(&server_id).await.expect("secure server");
+            let r = recv_all(&mut s, plan).await;
+            (r, s.secure_stats().expect("secure"))
+        });
+        let s = sender
+            .connect(engine_addr(0), remote, None)
+            .await
+            .expect("connect");
+        let mut s = s.secure_client(&id).await.expect("secure client");
+        let expired = send_all(&mut s, plan).await;
+        let (r, sec) = rx.await.expect("receiver task");
+        eprintln!(
+            "secure engine↔engine: delivered {}, expired {}, {sec:?}, sender {:?}",
+            r.ids.len(),
+            expired.len(),
+            s.stats().hollywood
+        );
+        let delivered: HashSet<u32> = r.ids.iter().copied().collect();
+        let missing: Vec<u32> = (0..COUNT)
+            .filter(|i| !delivered.contains(i) && !expired.contains(i))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "lost without an Expired report: {missing:?}"
+        );
+        assert_eq!(sec.opened, r.ids.len() as u64);
+        assert_eq!((sec.auth_failed, sec.replayed), (0, 0));
+        assert!(
+            s.stats().hollywood.ir_sent > 0,
+            "inconsistent retransmissions of sealed messages happened"
+        );
+        let mut chain = r.ordered.clone();
+        chain.sort_unstable();
+        assert_eq!(r.ordered, chain, "the ordered sub-stream in chain order");
+
+        // Engine → kernel: the two implementations of secure mode agree.
+        let listener = KernelListener::bind_in(&lab.b, kernel_addr(9012)).expect("kernel listen");
+        let server_id = id.clone();
+        let krx = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.expect("kernel accept");
+            let mut s = s
+                .secure_server(&server_id)
+                .await
+                .expect("kernel secure server");
+            let r = recv_all(&mut s, reliable(13)).await;
+            (r, s.secure_stats().expect("secure"))
+        });
+        let s = sender
+            .connect(engine_addr(0), kernel_addr(9012), None)
+            .await
+            .expect("connect to the kernel");
+        let mut s = s
+            .secure_client(&id)
+            .await
+            .expect("secure client to the kernel");
+        send_all(&mut s, reliable(13)).await;
+        let (r, sec) = krx.await.expect("kernel receiver");
+        all_ids_in_order(&r);
+        assert_eq!((sec.opened, sec.auth_failed), (u64::from(COUNT), 0));
+
+        // A client that trusts another certificate gives up.
+        let other = Identity::generate().expect("identity");
+        let remote = SocketAddr::new(ENGINE2.into(), 9013);
+        let mut listener = receiver.listen(remote, None).await.expect("listen");
+        let server = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.expect("accept");
+            s.secure_server(&id).await.map(|_| ())
+        });
+        let s = sender
+            .connect(engine_addr(0), remote, None)
+            .await
+            .expect("connect");
+        let e = s
+            .secure_client(&other)
+            .await
+            .expect_err("untrusted certificate");
+        assert!(
+            matches!(e, StreamError::Security(ref m) if m.contains("certificate")),
+            "{e}"
+        );
+        assert!(
+            server.await.expect("server task").is_err(),
+            "the server gives up too"
+        );
+        sender.shutdown().await.expect("shutdown sender");
+        receiver.shutdown().await.expect("shutdown receiver");
     });
 }

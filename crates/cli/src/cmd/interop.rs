@@ -55,6 +55,10 @@ pub struct InteropArgs {
     /// Keep the captures here (interop-<sender>-<receiver>.pcap).
     #[arg(long)]
     pcap_dir: Option<PathBuf>,
+    /// Secure mode at both ends (docs/SECURITY.md): TLS 1.3 handshake,
+    /// every message sealed; the wire audit reads frame ids.
+    #[arg(long)]
+    secure: bool,
     /// One JSON object (a list with --all).
     #[arg(long)]
     json: bool,
@@ -98,6 +102,7 @@ pub fn run(a: InteropArgs) -> Result<(), String> {
         spec.pcap_dir = a.pcap_dir.clone();
         spec.kernel_cc = a.kernel_cc.clone();
         spec.engine_cc = a.engine_cc;
+        spec.secure = a.secure;
         if !a.json {
             eprintln!(
                 "running {} → {} ({} messages, {:?} apart)…",

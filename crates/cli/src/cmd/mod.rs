@@ -17,5 +17,6 @@ pub mod middlebox;
 pub mod netem;
 pub mod repro;
 pub mod scaling;
+pub mod soak;
 pub mod video;
 pub mod voip;
