@@ -132,6 +132,15 @@ pub struct Config {
     /// loses window scaling (its window is at most 64 KiB) and SACK: they do
     /// not fit in the cookie. Default true.
     pub syn_cookies: bool,
+    /// Endpoint only (the configuration given to `Endpoint::new`):
+    /// connections in any state the endpoint keeps at most. Beyond it a
+    /// SYN to a listener is dropped, a returning SYN cookie is answered
+    /// with RST (both counted in `EndpointStats::conn_limit_dropped`), and
+    /// `connect` fails with `Error::TooManyConnections`. With each
+    /// connection's buffers bounded (`send_buffer`, `recv_buffer`), this
+    /// bounds what a peer that opens connections and never reads can make
+    /// the endpoint hold (docs/ATTACKS.md, zero-window). Default 4096.
+    pub max_connections: usize,
 }
 
 /// The TCP Hollywood switches (thesis ch. 4). Neither changes how ACKs,
@@ -245,6 +254,7 @@ impl Default for Config {
             hollywood: HollywoodConfig::default(),
             syn_backlog: 256,
             syn_cookies: true,
+            max_connections: 4096,
         }
     }
 }

@@ -135,6 +135,9 @@ pub struct EndpointStats {
     /// ACKs to a listener whose cookie was invalid or expired while cookies
     /// were in use (answered with RST).
     pub syn_cookies_rejected: u64,
+    /// SYNs dropped and SYN-cookie ACKs reset because the endpoint held
+    /// `Config::max_connections`.
+    pub conn_limit_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -285,6 +288,9 @@ impl Endpoint {
         };
         if self.by_tuple.contains_key(&(local, remote)) {
             return Err(Error::AddrInUse);
+        }
+        if self.conns.len() >= self.config.max_connections {
+            return Err(Error::TooManyConnections);
         }
         let iss = self.isn.isn(now, local, remote);
         let conn = Connection::connect(now, config, local, remote, iss);
@@ -453,6 +459,10 @@ impl Endpoint {
                 }
                 // Second check: any ACK is bad: <SEQ=SEG.ACK><CTL=RST>.
                 self.queue_rst(local, remote, &tcp, payload.len());
+            } else if f.syn() && self.conns.len() >= self.config.max_connections {
+                // No room for another connection: drop, as a full accept
+                // queue does; the client retries.
+                self.stats.conn_limit_dropped += 1;
             } else if f.syn() {
                 // Third check: SYN → SYN-RECEIVED with a new TCB, unless
                 // the backlog is full (RFC 4987).
@@ -578,6 +588,11 @@ impl Endpoint {
         });
         if !valid {
             self.stats.syn_cookies_rejected += 1;
+            return false;
+        }
+        if self.conns.len() >= self.config.max_connections {
+            // A valid cookie, but no room: the caller answers with RST.
+            self.stats.conn_limit_dropped += 1;
             return false;
         }
         let iss = SeqNumber(cookie);

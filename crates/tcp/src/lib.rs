@@ -76,6 +76,8 @@ pub enum Error {
     InvalidAddress,
     /// The handle does not name a live connection.
     UnknownConnection,
+    /// The endpoint holds `Config::max_connections` already.
+    TooManyConnections,
 }
 
 impl core::fmt::Display for Error {
@@ -89,6 +91,7 @@ impl core::fmt::Display for Error {
             Error::AddrInUse => "address in use",
             Error::InvalidAddress => "invalid address",
             Error::UnknownConnection => "unknown connection",
+            Error::TooManyConnections => "too many connections",
         })
     }
 }

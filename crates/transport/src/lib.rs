@@ -176,6 +176,18 @@ pub enum SendError {
     Invalid(String),
 }
 
+/// Received messages waiting in a transport's event queue for the
+/// application: past this many bytes (each message charged its payload
+/// plus [`EVENT_OVERHEAD`], so empty messages count too) a transport stops
+/// taking more. TCP and TCP Hollywood stop pulling from the engine, whose
+/// window closes; QUIC stops reading its streams and datagrams, so
+/// quinn's flow control closes; UDP drops the datagram, as a full socket
+/// buffer does ([`TransportStats::rx_queue_dropped`]). Reading resumes
+/// when the application has taken half.
+pub const RX_QUEUE_LIMIT: usize = 8 << 20;
+/// What each queued received message is charged besides its payload.
+pub(crate) const EVENT_OVERHEAD: usize = 64;
+
 /// Counters every transport keeps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TransportStats {
@@ -199,6 +211,10 @@ pub struct TransportStats {
     pub streams_reset_received: u64,
     /// Packets or records refused as malformed.
     pub malformed: u64,
+    /// Messages dropped because the application had left
+    /// [`RX_QUEUE_LIMIT`] of received ones untaken (UDP only; the others
+    /// stop reading instead).
+    pub rx_queue_dropped: u64,
     /// Smoothed RTT when last known.
     pub srtt: Option<Duration>,
 }

@@ -44,7 +44,7 @@ use crate::clock::{Clock, VirtualSystemTime};
 use crate::record::{self, StreamParser};
 use crate::{
     ExpiryReason, InMessage, Instant, MessageTransport, OutMessage, SendError, TransportEvent,
-    TransportStats, MAX_MESSAGE,
+    TransportStats, EVENT_OVERHEAD, MAX_MESSAGE, RX_QUEUE_LIMIT,
 };
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{
@@ -286,6 +286,17 @@ const EXPIRED: u32 = 1;
 /// malformed (an ordered reader's quinn would hold at most a stream
 /// receive window, 1.25 MB by default).
 const PENDING_MAX: usize = 8 << 20;
+/// Out-of-order bytes all receive streams of a connection may hold
+/// together: unordered reads return quinn's flow-control credit as soon as
+/// a chunk is read, so what waits here behind holes is outside quinn's
+/// windows. The stream whose chunk crosses it is stopped as malformed. A
+/// legitimate peer's holes hold at most what was in flight (its
+/// congestion window).
+const CONN_PENDING_MAX: usize = 16 << 20;
+/// quinn's connection-wide receive window (its default is unlimited, so
+/// only `max_streams` × the 1.25 MB stream window bounded what quinn
+/// buffers): 64 MiB covers 5 Gb/s at 100 ms.
+const CONN_RECEIVE_WINDOW: u32 = 64 << 20;
 
 /// One receive stream. quinn's unordered reads hand over each chunk as it
 /// arrives; they are put back in order here, so the records are exactly
@@ -429,6 +440,11 @@ pub struct QuicTransport {
     /// Datagrams the endpoint itself produced (refusals, stateless resets).
     responses: VecDeque<Vec<u8>>,
     events: VecDeque<TransportEvent>,
+    /// Bytes of received messages in `events` (payload + EVENT_OVERHEAD).
+    rx_queued: usize,
+    /// Reading stopped at RX_QUEUE_LIMIT (quinn's flow control then
+    /// closes); resumes from `poll_event`.
+    rx_held: bool,
     // Sender.
     backlog: VecDeque<(OutMessage, Instant)>,
     backlog_bytes: usize,
@@ -448,6 +464,8 @@ pub struct QuicTransport {
     close_sent: bool,
     // Receiver.
     parsers: HashMap<StreamId, RecvState>,
+    /// Sum of the parsers' `pending_bytes` (≤ [`CONN_PENDING_MAX`]).
+    pending_total: usize,
     /// Records ready for the application, with when their last byte
     /// reached the stack.
     records: Vec<(record::Header, Vec<u8>, Instant)>,
@@ -474,6 +492,12 @@ impl std::fmt::Debug for QuicTransport {
 }
 
 impl QuicTransport {
+    /// Bytes of received messages waiting for the application (bounded by
+    /// about [`RX_QUEUE_LIMIT`] plus what one read of a stream yields).
+    pub fn rx_queued_bytes(&self) -> usize {
+        self.rx_queued
+    }
+
     /// A QUIC endpoint at `local`. `seed` makes the run deterministic in
     /// time and sizes (quinn's RNG); TLS and connection ids stay random in
     /// their bytes, never in their lengths.
@@ -490,6 +514,7 @@ impl QuicTransport {
         let mut tc = TransportConfig::default();
         tc.max_concurrent_uni_streams(VarInt::from_u32(cfg.max_streams.max(1)))
             .max_concurrent_bidi_streams(VarInt::from_u32(0))
+            .receive_window(VarInt::from_u32(CONN_RECEIVE_WINDOW))
             .enable_segmentation_offload(false);
         match cfg.cc {
             QuicCc::NewReno => {
@@ -535,6 +560,8 @@ impl QuicTransport {
             connected: false,
             responses: VecDeque::new(),
             events: VecDeque::new(),
+            rx_queued: 0,
+            rx_held: false,
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             streams: BTreeMap::new(),
@@ -547,6 +574,7 @@ impl QuicTransport {
             close_requested: false,
             close_sent: false,
             parsers: HashMap::new(),
+            pending_total: 0,
             records: Vec::new(),
             stats: TransportStats::default(),
             scratch: Vec::new(),
@@ -732,6 +760,9 @@ impl QuicTransport {
     }
 
     fn read_stream(&mut self, id: StreamId) {
+        if self.rx_held {
+            return;
+        }
         let Some((_, conn)) = self.conn.as_mut() else {
             return;
         };
@@ -745,10 +776,14 @@ impl QuicTransport {
         let state = self.parsers.entry(id).or_default();
         let mut bad = false;
         let mut ended = false;
+        // The other streams' pending bytes.
+        let others = self.pending_total - state.pending_bytes;
         loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => {
-                    if state.take(chunk.offset, chunk.bytes, now, &mut self.records) {
+                    if state.take(chunk.offset, chunk.bytes, now, &mut self.records)
+                        || others + state.pending_bytes > CONN_PENDING_MAX
+                    {
                         bad = true;
                         break;
                     }
@@ -770,12 +805,14 @@ impl QuicTransport {
                 }
             }
         }
+        let mine = state.pending_bytes;
         let _ = chunks.finalize();
         if bad {
             self.stats.malformed += 1;
             let _ = conn.recv_stream(id).stop(VarInt::from_u32(MALFORMED));
             ended = true;
         }
+        self.pending_total = others + if ended { 0 } else { mine };
         if ended {
             self.parsers.remove(&id);
         }
@@ -783,6 +820,11 @@ impl QuicTransport {
     }
 
     fn read_datagrams(&mut self) {
+        if self.rx_held {
+            // quinn keeps at most `datagram_receive_buffer_size` and
+            // drops the oldest beyond it.
+            return;
+        }
         let Some((_, conn)) = self.conn.as_mut() else {
             return;
         };
@@ -797,6 +839,7 @@ impl QuicTransport {
 
     fn deliver_records(&mut self) {
         for (h, payload, received) in self.records.drain(..) {
+            self.rx_queued += payload.len() + EVENT_OVERHEAD;
             self.stats.messages_delivered += 1;
             self.events.push_back(TransportEvent::Message(InMessage {
                 id: h.id,
@@ -806,6 +849,7 @@ impl QuicTransport {
                 received,
             }));
         }
+        self.rx_held = self.rx_queued >= RX_QUEUE_LIMIT;
     }
 
     fn drain_all_streams(&mut self) {
@@ -1273,7 +1317,16 @@ impl MessageTransport for QuicTransport {
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front()?;
+        if let TransportEvent::Message(m) = &e {
+            self.rx_queued -= m.payload.len() + EVENT_OVERHEAD;
+            if self.rx_held && self.rx_queued < RX_QUEUE_LIMIT / 2 {
+                self.rx_held = false;
+                self.drain_all_streams();
+                self.read_datagrams();
+            }
+        }
+        Some(e)
     }
 
     fn close(&mut self, now: Instant) {

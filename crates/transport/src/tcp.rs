@@ -231,13 +231,8 @@ const SUBSTREAM_WINDOW: usize = 1 << 16;
 const EARLY_MAX_BYTES: usize = 1 << 20;
 const EARLY_OVERHEAD: usize = 64;
 
-/// Received messages waiting in the event queue for the application:
-/// past this many bytes (each message charged its payload plus
-/// [`EVENT_OVERHEAD`], so empty messages count too) the transport stops
-/// taking data from the engine, whose window then closes; it resumes when
-/// the application has taken half of them.
-pub const RX_QUEUE_LIMIT: usize = 8 << 20;
-const EVENT_OVERHEAD: usize = 64;
+use crate::EVENT_OVERHEAD;
+pub use crate::RX_QUEUE_LIMIT;
 
 #[derive(Debug)]
 struct Secure {

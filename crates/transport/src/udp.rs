@@ -6,6 +6,7 @@
 use crate::record;
 use crate::{
     InMessage, Instant, MessageTransport, OutMessage, SendError, TransportEvent, TransportStats,
+    EVENT_OVERHEAD, RX_QUEUE_LIMIT,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -20,12 +21,20 @@ pub struct UdpTransport {
     remote: Option<SocketAddr>,
     out: VecDeque<Vec<u8>>,
     events: VecDeque<TransportEvent>,
+    /// Bytes of received messages in `events` (payload + EVENT_OVERHEAD).
+    rx_queued: usize,
     stats: TransportStats,
     started: bool,
     closed: bool,
 }
 
 impl UdpTransport {
+    /// Bytes of received messages waiting for the application (at most
+    /// [`RX_QUEUE_LIMIT`]).
+    pub fn rx_queued_bytes(&self) -> usize {
+        self.rx_queued
+    }
+
     /// An endpoint at `local`; a sender names its `remote`.
     pub fn new(local: SocketAddr, remote: Option<SocketAddr>) -> UdpTransport {
         UdpTransport {
@@ -33,6 +42,7 @@ impl UdpTransport {
             remote,
             out: VecDeque::new(),
             events: VecDeque::new(),
+            rx_queued: 0,
             stats: TransportStats::default(),
             started: false,
             closed: false,
@@ -63,6 +73,13 @@ impl MessageTransport for UdpTransport {
         self.stats.packets_received += 1;
         match record::parse_datagram(d.payload) {
             Ok((h, p)) => {
+                let cost = p.len() + EVENT_OVERHEAD;
+                if self.rx_queued + cost > RX_QUEUE_LIMIT {
+                    // A full socket buffer: the datagram is dropped.
+                    self.stats.rx_queue_dropped += 1;
+                    return;
+                }
+                self.rx_queued += cost;
                 self.stats.messages_delivered += 1;
                 self.events.push_back(TransportEvent::Message(InMessage {
                     id: h.id,
@@ -105,7 +122,11 @@ impl MessageTransport for UdpTransport {
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front()?;
+        if let TransportEvent::Message(m) = &e {
+            self.rx_queued -= m.payload.len() + EVENT_OVERHEAD;
+        }
+        Some(e)
     }
 
     fn close(&mut self, _now: Instant) {
@@ -121,5 +142,45 @@ impl MessageTransport for UdpTransport {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A receiving application that stops polling: datagrams beyond
+    /// [`RX_QUEUE_LIMIT`] of queued messages are dropped and counted (each
+    /// charged its overhead, so empty ones count); once it polls, new ones
+    /// are taken again.
+    #[test]
+    fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
+        let (ca, cb): (SocketAddr, SocketAddr) = (
+            "10.0.0.1:4000".parse().unwrap(),
+            "10.0.0.2:4000".parse().unwrap(),
+        );
+        let mut a = UdpTransport::new(ca, Some(cb));
+        let mut b = UdpTransport::new(cb, None);
+        let now = Instant::ZERO;
+        a.start(now);
+        b.start(now);
+        let n = RX_QUEUE_LIMIT / EVENT_OVERHEAD + 1000;
+        for i in 0..n as u32 {
+            a.send(now, OutMessage::new(i, Vec::new())).unwrap();
+            let p = a.poll_transmit(now).unwrap();
+            b.handle_packet(now, &p);
+        }
+        assert!(b.rx_queued_bytes() <= RX_QUEUE_LIMIT);
+        assert_eq!(b.stats().rx_queue_dropped, 1000);
+        let mut got = 0;
+        while let Some(e) = b.poll_event() {
+            got += u64::from(matches!(e, TransportEvent::Message(_)));
+        }
+        assert_eq!(got, b.stats().messages_delivered);
+        assert_eq!(b.rx_queued_bytes(), 0);
+        a.send(now, OutMessage::new(0, vec![1; 10])).unwrap();
+        let p = a.poll_transmit(now).unwrap();
+        b.handle_packet(now, &p);
+        assert!(matches!(b.poll_event(), Some(TransportEvent::Message(_))));
     }
 }

@@ -243,3 +243,90 @@ fn udp_sends_each_message_once() {
     assert_eq!(o.arrival.iter().filter(|a| a.is_none()).count(), 1);
     assert!(o.arrival[3].is_none());
 }
+
+/// A receiving application that stops polling while the peer floods it:
+/// the transport stops reading quinn's streams once about RX_QUEUE_LIMIT
+/// bytes of messages wait (quinn's flow control then closes), and every
+/// message arrives once the application polls again. Per mapping that
+/// uses streams, and for datagrams (quinn drops beyond its buffer).
+#[test]
+fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
+    use hollywood_transport::{MessageTransport, SendError, RX_QUEUE_LIMIT};
+    for name in ["quic-ss", "quic-pps"] {
+        let (c, s) = addrs();
+        let id = QuicIdentity::generate().unwrap();
+        let cfg = QuicConfig::named(name).unwrap();
+        let mut a = QuicTransport::new(cfg.clone(), Role::Client { remote: s }, c, &id, 3).unwrap();
+        let mut b = QuicTransport::new(cfg, Role::Server, s, &id, 4).unwrap();
+        let mut now = Instant::ZERO;
+        b.start(now);
+        a.start(now);
+        let step = |a: &mut QuicTransport, b: &mut QuicTransport, now: Instant| {
+            for _ in 0..64 {
+                let mut moved = false;
+                while let Some(p) = a.poll_transmit(now) {
+                    b.handle_packet(now, &p);
+                    moved = true;
+                }
+                while let Some(p) = b.poll_transmit(now) {
+                    a.handle_packet(now, &p);
+                    moved = true;
+                }
+                if a.poll_timeout().is_some_and(|t| t <= now) {
+                    a.handle_timeout(now);
+                }
+                if b.poll_timeout().is_some_and(|t| t <= now) {
+                    b.handle_timeout(now);
+                }
+                if !moved {
+                    break;
+                }
+            }
+        };
+        let mut sent = 0u32;
+        let mut max_queued = 0;
+        for _ in 0..4_000 {
+            step(&mut a, &mut b, now);
+            while a.poll_event().is_some() {}
+            for _ in 0..400 {
+                match a.send(now, OutMessage::new(sent, vec![7; 16])) {
+                    Ok(()) => sent += 1,
+                    Err(SendError::WouldBlock) => break,
+                    Err(e) => panic!("{name}: {e:?}"),
+                }
+            }
+            max_queued = max_queued.max(b.rx_queued_bytes());
+            now += Duration::from_millis(1);
+        }
+        // The limit was reached (80 B charged per queued message), so the
+        // hold engaged.
+        assert!(
+            max_queued >= RX_QUEUE_LIMIT,
+            "{name}: queued only {max_queued}, sent {sent}"
+        );
+        assert!(
+            max_queued <= RX_QUEUE_LIMIT + (2 << 20),
+            "{name}: queued {max_queued} > limit {RX_QUEUE_LIMIT} + one read of quinn's window"
+        );
+        let mut got = vec![false; sent as usize];
+        let mut n = 0;
+        for _ in 0..20_000 {
+            while let Some(e) = b.poll_event() {
+                if let TransportEvent::Message(m) = e {
+                    assert!(!got[m.id as usize], "{name}: message {} twice", m.id);
+                    got[m.id as usize] = true;
+                    n += 1;
+                }
+            }
+            if n == sent as usize {
+                break;
+            }
+            step(&mut a, &mut b, now);
+            now += Duration::from_millis(1);
+        }
+        assert_eq!(
+            n, sent as usize,
+            "{name}: every message once the application reads"
+        );
+    }
+}

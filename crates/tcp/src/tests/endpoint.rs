@@ -291,6 +291,34 @@ fn syn_flood_keeps_the_backlog_and_cookies_let_a_client_in() {
 }
 
 #[test]
+fn the_endpoint_holds_at_most_max_connections() {
+    // A server endpoint with room for 3 connections: SYNs beyond are
+    // dropped (no SYN-ACK, no state), and its own connect fails; once one
+    // connection is gone a client gets in.
+    let server = Config {
+        max_connections: 3,
+        ..Config::default()
+    };
+    let mut p = Pair::new(Config::default(), server, 23);
+    p.b.listen(p.b_addr).unwrap();
+    flood(&mut p, 10);
+    assert_eq!(p.b.connection_count(), 3);
+    assert_eq!(p.b.stats().syns_received, 3);
+    assert_eq!(p.b.stats().conn_limit_dropped, 7);
+    let other: std::net::SocketAddr = "10.0.0.9:80".parse().unwrap();
+    assert_eq!(
+        p.b.connect(p.now, p.b_addr, other),
+        Err(crate::Error::TooManyConnections)
+    );
+    // The spoofed half-open connections give up; a client connects.
+    p.run_for(Duration::from_secs(200));
+    assert_eq!(p.b.connection_count(), 0);
+    let (ha, hb) = p.connect();
+    let data = Pair::data(50_000, 5);
+    assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(60)), data);
+}
+
+#[test]
 fn syn_flood_without_cookies_drops_and_a_client_connects_afterwards() {
     let server = Config {
         syn_cookies: false,
