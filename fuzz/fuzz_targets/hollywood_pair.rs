@@ -311,30 +311,8 @@ impl World {
         let Some((_, p)) = self.c2s.front_mut() else {
             return;
         };
-        let Some(open) = p.iter().position(|&b| b == 0) else {
-            return;
-        };
-        let Some(close) = p[open + 1..].iter().position(|&b| b == 0).map(|k| open + 1 + k) else {
-            return;
-        };
-        let Ok(f) = hollywood_msg::decode_frame(&p[open + 1..close], 1 << 20) else {
-            return;
-        };
-        if f.payload.is_empty() {
-            return;
-        }
-        let mut out = Vec::new();
-        for k in 0..8usize {
-            let mut body = f.payload.clone();
-            let at = (usize::from(x) * 7 + k * 131) % body.len();
-            body[at] ^= x.rotate_left(k as u32) | 1;
-            out.clear();
-            hollywood_msg::encode_frame(&f.header, &body, &mut out);
-            if out.len() == close - open + 1 {
-                p[open..=close].copy_from_slice(&out);
-                self.forged = true;
-                return;
-            }
+        if hollywood_msg::forge::forge_first_frame(p, x).is_some() {
+            self.forged = true;
         }
     }
 

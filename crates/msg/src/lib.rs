@@ -32,6 +32,7 @@
 pub mod cobs;
 mod dedup;
 pub mod deframer;
+pub mod forge;
 pub mod frame;
 pub mod framer;
 mod ordered;

@@ -429,7 +429,7 @@ impl Node for Middlebox {
                 .gen_bool(self.cfg.forge_probability.clamp(0.0, 1.0))
         {
             let x = self.rng.gen_range(1..=255u8);
-            if let Some((at, len)) = forge_one(&mut payload, x) {
+            if let Some((at, len)) = hollywood_msg::forge::forge_first_frame(&mut payload, x) {
                 self.stats.forged += 1;
                 self.note_altered(tcp.seq + at, len);
                 changed = true;
@@ -471,35 +471,6 @@ impl Node for Middlebox {
     fn as_any(&mut self) -> &mut dyn std::any::Any {
         self
     }
-}
-
-/// Forge the first whole message in `payload`: flip payload byte bits by
-/// `x` (trying a few positions), recompute its CRC32C and re-encode it,
-/// keeping the frame's length so that the segment stays the same size.
-/// Returns where the frame starts and its length.
-fn forge_one(payload: &mut [u8], x: u8) -> Option<(usize, usize)> {
-    let open = payload.iter().position(|&b| b == 0)?;
-    let close = open + 1 + payload[open + 1..].iter().position(|&b| b == 0)?;
-    if close == open + 1 {
-        return None;
-    }
-    let frame = hollywood_msg::decode_frame(&payload[open + 1..close], 1 << 20).ok()?;
-    if frame.payload.is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(close - open + 1);
-    for k in 0..8 {
-        let mut body = frame.payload.clone();
-        let at = (usize::from(x) * 7 + k * 131) % body.len();
-        body[at] ^= x.rotate_left(k as u32) | 1;
-        out.clear();
-        hollywood_msg::encode_frame(&frame.header, &body, &mut out);
-        if out.len() == close - open + 1 {
-            payload[open..=close].copy_from_slice(&out);
-            return Some((open, close - open + 1));
-        }
-    }
-    None
 }
 
 #[cfg(test)]
