@@ -15,8 +15,10 @@ pub struct SoakArgs {
     /// How long messages are sent.
     #[arg(long, default_value = "600s", value_parser = parse_duration)]
     duration: Duration,
-    /// Memory growth is measured from the end of this warm-up.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    /// Memory growth is measured from the end of this warm-up (long
+    /// enough for the engines' receive rings to become resident: about
+    /// 4 MiB at the default ~36 KB/s takes 2 minutes).
+    #[arg(long, default_value = "180s", value_parser = parse_duration)]
     warmup: Duration,
     /// Round-trip time (half each way).
     #[arg(long, default_value = "40ms", value_parser = parse_duration)]
