@@ -257,6 +257,17 @@ impl std::fmt::Debug for Opener {
 }
 
 impl Opener {
+    /// An application message's payload opened, for a receiver after the
+    /// handshake: `None` for a stray handshake message (sub-stream
+    /// [`HANDSHAKE_SUBSTREAM`]) or a message that does not open (changed,
+    /// spliced, replayed, foreign: counted in [`Opener::stats`]).
+    pub fn open_application(&mut self, id: u32, substream: u16, sealed: &[u8]) -> Option<Vec<u8>> {
+        if substream == HANDSHAKE_SUBSTREAM {
+            return None;
+        }
+        self.open(id, substream, sealed).ok()
+    }
+
     /// Open message `id` on `substream`: its payload, or why not (counted).
     pub fn open(&mut self, id: u32, substream: u16, sealed: &[u8]) -> Result<Vec<u8>, Rejected> {
         let mut buf = sealed.to_vec();

@@ -380,13 +380,9 @@ impl KernelReceiver {
     /// (changed, spliced, replayed, foreign: counted, dropped) or is a
     /// stray handshake message. Plain mode: the message.
     fn opened(&mut self, mut m: hollywood_msg::Message) -> Option<hollywood_msg::Message> {
-        let Some(o) = &mut self.opener else {
-            return Some(m);
-        };
-        if m.substream == HANDSHAKE_SUBSTREAM {
-            return None;
+        if let Some(o) = &mut self.opener {
+            m.payload = o.open_application(m.id, m.substream, &m.payload)?;
         }
-        m.payload = o.open(m.id, m.substream, &m.payload).ok()?;
         Some(m)
     }
 

@@ -1153,13 +1153,9 @@ impl StreamReceiver {
     /// [`StreamReceiver::secure_stats`], dropped) or is a stray handshake
     /// message. Plain mode: the message.
     fn opened(&mut self, mut m: ReceivedMessage) -> Option<ReceivedMessage> {
-        let Some(o) = &mut self.opener else {
-            return Some(m);
-        };
-        if m.substream == HANDSHAKE_SUBSTREAM {
-            return None;
+        if let Some(o) = &mut self.opener {
+            m.payload = o.open_application(m.id, m.substream, &m.payload)?;
         }
-        m.payload = o.open(m.id, m.substream, &m.payload).ok()?;
         Some(m)
     }
 
