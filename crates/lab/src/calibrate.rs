@@ -162,6 +162,7 @@ impl CalibrateSpec {
             drain: Duration::from_secs(15),
             kernel_cc: self.kernel_cc.clone(),
             secure: false,
+            identity: None,
         }
     }
 }

@@ -135,6 +135,9 @@ pub struct PairSpec {
     /// after the connect (not counted in the schedule), then every message
     /// sealed. The wire audit then identifies messages by their frame id.
     pub secure: bool,
+    /// Secure mode: the server's certificate and key (the client trusts
+    /// it); `None`: a fresh self-signed one.
+    pub identity: Option<hollywood_transport::secure::Identity>,
 }
 
 impl PairSpec {
@@ -629,8 +632,11 @@ async fn exchange(
         .await?
         .map_err(|_| "the receiver accepted no connection within 15 s")??;
     if spec.secure {
-        let id = hollywood_transport::secure::Identity::generate()
-            .map_err(|e| format!("secure mode: {e}"))?;
+        let id = match &spec.identity {
+            Some(id) => id.clone(),
+            None => hollywood_transport::secure::Identity::generate()
+                .map_err(|e| format!("secure mode: {e}"))?,
+        };
         let (t, r) = tokio::join!(tx.secure(true, &id), rx.secure(false, &id));
         tx = t.map_err(|e| format!("sender: {e}"))?;
         rx = r.map_err(|e| format!("receiver: {e}"))?;
@@ -915,6 +921,8 @@ pub struct InteropSpec {
     pub kernel_cc: Option<String>,
     /// Secure mode at both ends (docs/SECURITY.md).
     pub secure: bool,
+    /// Secure mode: the certificate to use (`None`: self-signed).
+    pub identity: Option<hollywood_transport::secure::Identity>,
     /// Congestion control of the engine ends.
     pub engine_cc: CcAlgorithm,
 }
@@ -938,6 +946,7 @@ impl InteropSpec {
             lab: lab.to_string(),
             kernel_cc: None,
             secure: false,
+            identity: None,
             engine_cc: CcAlgorithm::default(),
         }
     }
@@ -980,6 +989,7 @@ impl InteropSpec {
             drain: Duration::from_secs(10),
             kernel_cc: self.kernel_cc.clone(),
             secure: self.secure,
+            identity: self.identity.clone(),
             schedule: None,
         }
     }

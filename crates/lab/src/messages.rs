@@ -226,6 +226,7 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         drain: Duration::from_secs(10),
         kernel_cc: None,
         secure: false,
+        identity: None,
     };
     if spec.size != sc.size {
         return Err(format!(

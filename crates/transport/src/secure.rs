@@ -55,11 +55,14 @@ pub const REPLAY_WINDOW: u32 = 1 << 16;
 /// The name the self-signed certificate is issued to.
 pub const SERVER_NAME: &str = "hollywood.invalid";
 
-/// A server's certificate and key, which the client also trusts.
+/// A server's certificate and key, which the client also trusts (the
+/// certificate is pinned as the only trust anchor), and the name the
+/// client checks it against.
 #[derive(Debug, Clone)]
 pub struct Identity {
     cert: CertificateDer<'static>,
     key: Vec<u8>,
+    name: String,
 }
 
 impl Identity {
@@ -73,15 +76,78 @@ impl Identity {
         Ok(Identity {
             cert: cert.der().clone(),
             key: key.serialize_der(),
+            name: SERVER_NAME.to_string(),
         })
     }
 
-    /// From a DER certificate and a PKCS#8 DER key (e.g. read from files).
+    /// From a DER certificate and a PKCS#8 DER key issued to
+    /// [`SERVER_NAME`].
     pub fn from_der(cert: Vec<u8>, pkcs8_key: Vec<u8>) -> Identity {
         Identity {
             cert: CertificateDer::from(cert),
             key: pkcs8_key,
+            name: SERVER_NAME.to_string(),
         }
+    }
+
+    /// From files: a certificate and its PKCS#8 private key, each PEM
+    /// (`-----BEGIN …`) or DER, the certificate valid for `name` (a DNS
+    /// name or an IP address in its subject alternative names). Fails
+    /// with a clear message when a file cannot be read or parsed, or the
+    /// key does not belong to the certificate.
+    pub fn from_files(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        name: &str,
+    ) -> Result<Identity, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::PrivatePkcs8KeyDer;
+        let read =
+            |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+        let (c, k) = (read(cert)?, read(key)?);
+        let is_pem = |b: &[u8]| b.trim_ascii_start().starts_with(b"-----BEGIN");
+        let cert_der = if is_pem(&c) {
+            CertificateDer::from_pem_slice(&c)
+                .map_err(|e| format!("{}: not a PEM certificate: {e}", cert.display()))?
+        } else {
+            CertificateDer::from(c)
+        };
+        let key_der = if is_pem(&k) {
+            PrivatePkcs8KeyDer::from_pem_slice(&k)
+                .map_err(|e| format!("{}: not a PEM PKCS#8 private key: {e}", key.display()))?
+                .secret_pkcs8_der()
+                .to_vec()
+        } else {
+            k
+        };
+        ServerName::try_from(name.to_string()).map_err(|e| format!("server name {name:?}: {e}"))?;
+        let id = Identity {
+            cert: cert_der,
+            key: key_der,
+            name: name.to_string(),
+        };
+        // rustls checks that the key parses and matches the certificate;
+        // a handshake in memory checks the rest as a client will (the
+        // name, an end-entity certificate), before any connection.
+        let files = format!("{} and {}", cert.display(), key.display());
+        let mut s = SecureSession::server(&id).map_err(|e| format!("{files}: {e}"))?;
+        let mut c = SecureSession::client(&id).map_err(|e| format!("{files}: {e}"))?;
+        handshake_in_memory(&mut c, &mut s).map_err(|e| {
+            let hint = if e.contains("CaUsedAsEndEntity") {
+                " (a CA certificate; make an end-entity one, e.g. `openssl req -x509 ... \
+                 -addext basicConstraints=critical,CA:FALSE`)"
+            } else {
+                ""
+            };
+            format!("{files}: a client would refuse it: {e}{hint}")
+        })?;
+        Ok(id)
+    }
+
+    /// The name the client checks the certificate against.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -339,7 +405,7 @@ impl SecureSession {
             .map_err(|e| format!("client TLS: {e}"))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let name = ServerName::try_from(SERVER_NAME).map_err(|e| e.to_string())?;
+        let name = ServerName::try_from(server.name.clone()).map_err(|e| e.to_string())?;
         let c = rustls::ClientConnection::new(Arc::new(config), name)
             .map_err(|e| format!("client TLS: {e}"))?;
         Ok(SecureSession::new(rustls::Connection::Client(c), true))
@@ -538,6 +604,56 @@ mod tests {
         handshake_in_memory(&mut c, &mut s).unwrap();
         assert!(c.is_ready() && s.is_ready());
         (c, s)
+    }
+
+    #[test]
+    fn an_identity_from_pem_or_der_files_is_checked_and_used() {
+        let dir = std::env::temp_dir().join(format!("hw-identity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["media.example".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let other = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let f = |n: &str, b: &[u8]| {
+            let p = dir.join(n);
+            std::fs::write(&p, b).unwrap();
+            p
+        };
+        let cert_pem = f("cert.pem", cert.pem().as_bytes());
+        let key_pem = f("key.pem", key.serialize_pem().as_bytes());
+        let cert_der = f("cert.der", cert.der());
+        let key_der = f("key.der", &key.serialize_der());
+        let other_pem = f("other.pem", other.serialize_pem().as_bytes());
+        for (c, k) in [
+            (&cert_pem, &key_pem),
+            (&cert_der, &key_der),
+            (&cert_pem, &key_der),
+        ] {
+            let id = Identity::from_files(c, k, "media.example").unwrap();
+            let mut cl = SecureSession::client(&id).unwrap();
+            let mut sv = SecureSession::server(&id).unwrap();
+            handshake_in_memory(&mut cl, &mut sv).unwrap();
+            assert!(cl.is_ready() && sv.is_ready());
+        }
+        // The wrong name: a client would refuse the certificate, so the
+        // files are refused up front.
+        let e = Identity::from_files(&cert_pem, &key_pem, "elsewhere.example").unwrap_err();
+        assert!(e.contains("not valid for name"), "{e}");
+        // A CA certificate (what `openssl req -x509` makes by default).
+        let mut ca = rcgen::CertificateParams::new(vec!["media.example".to_string()]).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_pem = f("ca.pem", ca.self_signed(&key).unwrap().pem().as_bytes());
+        let e = Identity::from_files(&ca_pem, &key_pem, "media.example").unwrap_err();
+        assert!(e.contains("CA:FALSE"), "{e}");
+        // A key of another certificate, a missing file, a bad name.
+        let e = Identity::from_files(&cert_pem, &other_pem, "media.example").unwrap_err();
+        assert!(e.contains("other.pem"), "{e}");
+        let e = Identity::from_files(&dir.join("none.pem"), &key_pem, "media.example").unwrap_err();
+        assert!(e.contains("none.pem"), "{e}");
+        assert!(Identity::from_files(&cert_pem, &key_pem, "not a name!").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

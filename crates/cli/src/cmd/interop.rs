@@ -59,6 +59,16 @@ pub struct InteropArgs {
     /// every message sealed; the wire audit reads frame ids.
     #[arg(long)]
     secure: bool,
+    /// Secure mode: the server's certificate (PEM or DER; default: a
+    /// fresh self-signed one). The client trusts exactly this one.
+    #[arg(long, requires = "key", requires = "secure")]
+    cert: Option<PathBuf>,
+    /// Secure mode: the certificate's PKCS#8 private key (PEM or DER).
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// Secure mode: the name the certificate is checked against.
+    #[arg(long, default_value = hollywood_transport::secure::SERVER_NAME, requires = "cert")]
+    server_name: String,
     /// One JSON object (a list with --all).
     #[arg(long)]
     json: bool,
@@ -82,6 +92,14 @@ pub fn run(a: InteropArgs) -> Result<(), String> {
     if a.messages == 0 {
         return Err("--messages must be at least 1".into());
     }
+    // Read the certificate before any lab is built: a bad file fails fast.
+    let identity = match (&a.cert, &a.key) {
+        (Some(c), Some(k)) => Some(
+            hollywood_transport::secure::Identity::from_files(c, k, &a.server_name)
+                .map_err(|e| format!("--cert/--key: {e}"))?,
+        ),
+        _ => None,
+    };
     let pairs: Vec<(End, End)> = if a.all {
         interop::MATRIX.to_vec()
     } else {
@@ -103,6 +121,7 @@ pub fn run(a: InteropArgs) -> Result<(), String> {
         spec.kernel_cc = a.kernel_cc.clone();
         spec.engine_cc = a.engine_cc;
         spec.secure = a.secure;
+        spec.identity = identity.clone();
         if !a.json {
             eprintln!(
                 "running {} → {} ({} messages, {:?} apart)…",
