@@ -112,17 +112,24 @@ fn up_twice_then_down_leaves_nothing() {
         "0.2",
         "10.88.2.2",
     ]);
-    let avg: f64 = out
-        .lines()
-        .find(|l| l.contains("min/avg/max"))
-        .and_then(|l| l.split('=').nth(1))
-        .and_then(|v| v.trim().split('/').nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no ping summary in {out}"));
+    // min/avg/max: the emulator adds exactly the configured delay, so the
+    // fastest ping shows it; a loaded machine (the rest of the suite) only
+    // adds scheduling delay on top, which the average may show (21.4 ms
+    // once under load).
+    let rtt = |k: usize| -> f64 {
+        out.lines()
+            .find(|l| l.contains("min/avg/max"))
+            .and_then(|l| l.split('=').nth(1))
+            .and_then(|v| v.trim().split('/').nth(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no ping summary in {out}"))
+    };
+    let (min, avg) = (rtt(0), rtt(1));
     assert!(
-        (20.0..21.0).contains(&avg),
-        "RTT {avg} ms for 20 ms configured"
+        (20.0..21.0).contains(&min),
+        "min RTT {min} ms for 20 ms configured"
     );
+    assert!(avg < 25.0, "average RTT {avg} ms for 20 ms configured");
     let status = hollywood(&[
         "lab", "exec", "b", "--name", &name, "--", "sh", "-c", "exit 7",
     ]);
