@@ -750,13 +750,6 @@ fn linux_tcp_mem_kib(ns: &NetNs) -> Option<i64> {
     None
 }
 
-/// This process's resident memory in KiB.
-fn rss_kib() -> Option<i64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn run_victim(kind: Kind, victim: Victim, spec: &AttackSpec) -> Result<VictimReport> {
     let name = format!(
         "{}-{}",
@@ -855,7 +848,7 @@ async fn exchange(
         Victim::Engine => Default::default(),
     };
     let memory = |lab: &Lab| match victim {
-        Victim::Engine => rss_kib(),
+        Victim::Engine => workload::rss_kib(),
         Victim::Linux => linux_tcp_mem_kib(lab.ns(Host::B)),
     };
     let attacker = Arc::new(Mutex::new(attacker));

@@ -204,20 +204,6 @@ fn heap_kib() -> i64 {
     0
 }
 
-fn rss_kib() -> i64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
-
 /// Per-message flags of the [`Ledger`].
 const DELIVERED: u8 = 1;
 const ON_TIME: u8 = 2;
@@ -392,7 +378,7 @@ pub fn run(spec: &SoakSpec, mut progress: impl FnMut(&SoakSample)) -> Result<Soa
                 }
                 let s = SoakSample {
                     t_s: start.elapsed().as_secs_f64(),
-                    rss_kib: rss_kib(),
+                    rss_kib: workload::rss_kib().unwrap_or(0),
                     heap_kib: heap_kib(),
                     sent: i + 1,
                     delivered: l.delivered,

@@ -118,6 +118,13 @@ impl Tally {
     }
 }
 
+/// This process's resident memory in KiB (`VmRSS`), if /proc tells.
+pub fn rss_kib() -> Option<i64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Milliseconds as a float.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
