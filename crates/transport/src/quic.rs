@@ -225,6 +225,11 @@ impl Default for QuicConfig {
 pub struct QuicIdentity {
     cert: rustls::pki_types::CertificateDer<'static>,
     key: Vec<u8>,
+    /// The name the client checks the certificate against.
+    name: String,
+    /// The client verifies the server's certificate against `cert`
+    /// (pinned). Off only for [`QuicIdentity::unverified`].
+    verify: bool,
 }
 
 impl QuicIdentity {
@@ -238,7 +243,35 @@ impl QuicIdentity {
         Ok(QuicIdentity {
             cert: cert.der().clone(),
             key: key.serialize_der(),
+            name: "localhost".to_string(),
+            verify: true,
         })
+    }
+
+    /// The certificate, key and name of a TCP secure-mode identity, so
+    /// that one pinned certificate serves QUIC and TLS over TCP alike.
+    pub fn from_identity(id: &crate::secure::Identity) -> QuicIdentity {
+        QuicIdentity {
+            cert: id.cert_der().clone(),
+            key: id.key_der().to_vec(),
+            name: id.name().to_string(),
+            verify: true,
+        }
+    }
+
+    /// A fresh server identity whose clients do not verify it: the
+    /// connection is encrypted but not authenticated (an active attacker
+    /// on the path can impersonate the server). QUIC cannot run without
+    /// TLS; this is what an application that asked for no security gets.
+    pub fn unverified() -> Result<QuicIdentity, String> {
+        let mut id = QuicIdentity::generate()?;
+        id.verify = false;
+        Ok(id)
+    }
+
+    /// Whether a client checks the server's certificate.
+    pub fn verifies(&self) -> bool {
+        self.verify
     }
 
     fn server_config(&self, transport: Arc<TransportConfig>) -> Result<ServerConfig, String> {
@@ -261,11 +294,17 @@ impl QuicIdentity {
         // What quinn's `ClientConfig::with_root_certificates` builds (TLS
         // 1.3 only, ring), plus the key-log hook.
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| format!("client TLS: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .map_err(|e| format!("client TLS: {e}"))?;
+        let mut tls = if self.verify {
+            builder.with_root_certificates(roots).with_no_client_auth()
+        } else {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                .with_no_client_auth()
+        };
         if let Some(k) = key_log {
             tls.key_log = k;
         }
@@ -274,6 +313,57 @@ impl QuicIdentity {
         let mut c = ClientConfig::new(Arc::new(quic));
         c.transport_config(transport);
         Ok(c)
+    }
+}
+
+/// The verifier of [`QuicIdentity::unverified`]: any certificate is
+/// accepted, but the handshake signature is still checked against it, so
+/// the keys are the server's (encryption without authentication).
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -433,6 +523,8 @@ pub struct QuicTransport {
     vtime: Arc<VirtualSystemTime>,
     endpoint: Endpoint,
     client_config: Option<ClientConfig>,
+    /// The name the client checks the server's certificate against.
+    server_name: String,
     conn: Option<(ConnectionHandle, Connection)>,
     now: Instant,
     started: bool,
@@ -554,6 +646,7 @@ impl QuicTransport {
             vtime,
             endpoint: Endpoint::new(Arc::new(ec), server, true, None),
             client_config,
+            server_name: identity.name.clone(),
             conn: None,
             now: Instant::ZERO,
             started: false,
@@ -1162,7 +1255,7 @@ impl MessageTransport for QuicTransport {
         if let (Role::Client { remote }, Some(cc)) = (self.role, self.client_config.take()) {
             match self
                 .endpoint
-                .connect(self.std_now(), cc, remote, "localhost")
+                .connect(self.std_now(), cc, remote, &self.server_name)
             {
                 Ok((h, c)) => self.conn = Some((h, c)),
                 Err(e) => self

@@ -149,6 +149,18 @@ impl Identity {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The certificate (DER).
+    #[must_use]
+    pub fn cert_der(&self) -> &CertificateDer<'static> {
+        &self.cert
+    }
+
+    /// The PKCS#8 private key (DER).
+    #[must_use]
+    pub(crate) fn key_der(&self) -> &[u8] {
+        &self.key
+    }
 }
 
 /// Counters of a secure session.

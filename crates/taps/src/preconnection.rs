@@ -1,0 +1,546 @@
+//! [`Preconnection`] (RFC 9622 §6): endpoints, properties and security;
+//! [`Preconnection::initiate`] races the candidates (RFC 9623 §4.3) and
+//! [`Preconnection::listen`] listens on all of them.
+
+use crate::connection::{Connection, Semantics};
+use crate::properties::{Protocol, SecurityParameters, TransportProperties};
+use crate::quic::{self, QuicListener};
+use crate::Error;
+use hollywood_transport::quic::QuicIdentity;
+use hollywood_tun::kernel::{KernelOptions, KernelStream};
+use hollywood_tun::message::StreamError;
+use hollywood_tun::stack::Stack;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+/// The delay between starting one candidate and the next (RFC 9623
+/// §4.3.2 staggered racing; the RFC's example value).
+pub const DEFAULT_RACING_DELAY: Duration = Duration::from_millis(250);
+/// How long [`Preconnection::initiate`] tries before it gives up.
+pub const DEFAULT_ESTABLISHMENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Unsent bytes a kernel TCP socket may hold (Linux `TCP_NOTSENT_LOWAT`):
+/// messages wait in the message layer instead, where a lifetime can still
+/// expire them (thesis §4.4 at a kernel sender).
+pub const KERNEL_NOTSENT_LOWAT: u32 = 16 << 10;
+
+/// Where to connect (RFC 9622 §6.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteEndpoint {
+    host: Option<String>,
+    ip: Option<IpAddr>,
+    port: Option<u16>,
+}
+
+impl RemoteEndpoint {
+    /// An empty endpoint (set a host or address and a port).
+    pub fn new() -> RemoteEndpoint {
+        RemoteEndpoint::default()
+    }
+
+    /// `WithHostName`: resolved when the connection is initiated.
+    #[must_use]
+    pub fn with_host_name(mut self, host: impl Into<String>) -> RemoteEndpoint {
+        self.host = Some(host.into());
+        self
+    }
+
+    /// `WithIPAddress`.
+    #[must_use]
+    pub fn with_ip_address(mut self, ip: IpAddr) -> RemoteEndpoint {
+        self.ip = Some(ip);
+        self
+    }
+
+    /// `WithPort`.
+    #[must_use]
+    pub fn with_port(mut self, port: u16) -> RemoteEndpoint {
+        self.port = Some(port);
+        self
+    }
+
+    /// Address and port at once.
+    pub fn from_addr(addr: SocketAddr) -> RemoteEndpoint {
+        RemoteEndpoint::new()
+            .with_ip_address(addr.ip())
+            .with_port(addr.port())
+    }
+
+    async fn resolve(&self) -> Result<SocketAddr, Error> {
+        let port = self
+            .port
+            .ok_or_else(|| Error::Endpoint("the remote endpoint has no port".into()))?;
+        if let Some(ip) = self.ip {
+            return Ok(SocketAddr::new(ip, port));
+        }
+        let host = self.host.as_deref().ok_or_else(|| {
+            Error::Endpoint("the remote endpoint has no host name or address".into())
+        })?;
+        let mut addrs = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| Error::Endpoint(format!("resolving {host}: {e}")))?;
+        addrs
+            .next()
+            .ok_or_else(|| Error::Endpoint(format!("{host} has no address")))
+    }
+}
+
+/// Where to listen or connect from (RFC 9622 §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalEndpoint {
+    /// The address (a listener's QUIC candidate needs a specific one).
+    pub ip: IpAddr,
+    /// The port (0: any).
+    pub port: u16,
+}
+
+impl LocalEndpoint {
+    /// From an address and port.
+    pub fn from_addr(addr: SocketAddr) -> LocalEndpoint {
+        LocalEndpoint {
+            ip: addr.ip(),
+            port: addr.port(),
+        }
+    }
+
+    fn addr(self) -> SocketAddr {
+        SocketAddr::new(self.ip, self.port)
+    }
+}
+
+/// TCP Hollywood on our engine: a [`Stack`] on a TUN device
+/// (`hollywood_tun::Stack::spawn`, which needs `CAP_NET_ADMIN`) and the
+/// engine's address on it. Traffic from that address must be routed to
+/// the network (in the lab, `Lab::engine_tun`; on a host, a route or NAT
+/// for the TUN's subnet).
+#[derive(Clone)]
+pub struct Engine {
+    /// The engine.
+    pub stack: Stack,
+    /// The engine's address on its TUN device.
+    pub addr: IpAddr,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("addr", &self.addr).finish()
+    }
+}
+
+/// Everything a connection is made from (RFC 9622 §6).
+#[derive(Debug, Clone)]
+pub struct Preconnection {
+    remote: Option<RemoteEndpoint>,
+    local: Option<LocalEndpoint>,
+    properties: TransportProperties,
+    security: SecurityParameters,
+    racing_delay: Duration,
+    establishment_timeout: Duration,
+    protocols: Vec<Protocol>,
+    engine: Option<Engine>,
+}
+
+impl Preconnection {
+    /// With the given properties and security, racing every protocol.
+    pub fn new(properties: TransportProperties, security: SecurityParameters) -> Preconnection {
+        Preconnection {
+            remote: None,
+            local: None,
+            properties,
+            security,
+            racing_delay: DEFAULT_RACING_DELAY,
+            establishment_timeout: DEFAULT_ESTABLISHMENT_TIMEOUT,
+            protocols: Protocol::ALL.to_vec(),
+            engine: None,
+        }
+    }
+
+    /// The peer to connect to.
+    #[must_use]
+    pub fn with_remote(mut self, remote: RemoteEndpoint) -> Preconnection {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// The local endpoint: where to listen, or where to connect from.
+    #[must_use]
+    pub fn with_local(mut self, local: LocalEndpoint) -> Preconnection {
+        self.local = Some(local);
+        self
+    }
+
+    /// The delay between starting candidates (default 250 ms).
+    #[must_use]
+    pub fn with_racing_delay(mut self, delay: Duration) -> Preconnection {
+        self.racing_delay = delay;
+        self
+    }
+
+    /// How long `initiate` tries (default 10 s).
+    #[must_use]
+    pub fn with_establishment_timeout(mut self, t: Duration) -> Preconnection {
+        self.establishment_timeout = t;
+        self
+    }
+
+    /// Only these protocols (in racing order after the properties').
+    #[must_use]
+    pub fn with_protocols(mut self, protocols: &[Protocol]) -> Preconnection {
+        self.protocols = protocols.to_vec();
+        self
+    }
+
+    /// Offer TCP Hollywood on the engine (without it the candidate is
+    /// left out).
+    #[must_use]
+    pub fn with_engine(mut self, engine: Engine) -> Preconnection {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// The properties.
+    pub fn properties(&self) -> &TransportProperties {
+        &self.properties
+    }
+
+    /// The candidates in racing order, and why any were left out.
+    pub fn candidates(&self) -> Result<(Vec<Protocol>, Vec<String>), Error> {
+        let mut c = self
+            .properties
+            .candidates(&self.protocols)
+            .map_err(Error::NoCandidate)?;
+        let mut left_out = Vec::new();
+        if self.engine.is_none() && c.contains(&Protocol::TcpHollywood) {
+            c.retain(|p| *p != Protocol::TcpHollywood);
+            left_out.push("hollywood: no engine (a TUN device) was given".to_string());
+        }
+        if c.is_empty() {
+            return Err(Error::NoCandidate(left_out.join("; ")));
+        }
+        Ok((c, left_out))
+    }
+
+    fn quic_client_identity(&self) -> Result<QuicIdentity, Error> {
+        match &self.security {
+            SecurityParameters::Pinned(id) => Ok(QuicIdentity::from_identity(id)),
+            SecurityParameters::Disabled => QuicIdentity::unverified().map_err(Error::Security),
+        }
+    }
+
+    /// Connect (RFC 9622 §7.1 `Initiate`): race the candidates, staggered
+    /// by the racing delay (a failed attempt starts the next at once), and
+    /// return the first that is Ready, after its handshake (TLS included
+    /// in secure mode). The losers are aborted. If all fail, the error
+    /// names each candidate's reason.
+    pub async fn initiate(&self) -> Result<Connection, Error> {
+        let remote = self
+            .remote
+            .as_ref()
+            .ok_or_else(|| Error::Endpoint("no remote endpoint".into()))?
+            .resolve()
+            .await?;
+        let (candidates, mut reasons) = self.candidates()?;
+        let mut set: JoinSet<(Protocol, Result<Connection, String>)> = JoinSet::new();
+        let mut next = 0;
+        let mut running = 0;
+        let deadline = tokio::time::Instant::now() + self.establishment_timeout;
+        let mut stagger = Box::pin(tokio::time::sleep(self.racing_delay));
+        let start = |set: &mut JoinSet<_>, p: Protocol| {
+            let me = self.clone();
+            set.spawn(async move { (p, me.attempt(p, remote).await) });
+        };
+        start(&mut set, candidates[0]);
+        next += 1;
+        running += 1;
+        loop {
+            tokio::select! {
+                r = set.join_next(), if running > 0 => {
+                    running -= 1;
+                    match r {
+                        Some(Ok((_, Ok(conn)))) => {
+                            set.abort_all();
+                            return Ok(conn);
+                        }
+                        Some(Ok((p, Err(e)))) => reasons.push(format!("{p}: {e}")),
+                        Some(Err(e)) => reasons.push(format!("an attempt panicked: {e}")),
+                        None => {}
+                    }
+                    if running == 0 {
+                        if next < candidates.len() {
+                            start(&mut set, candidates[next]);
+                            next += 1;
+                            running += 1;
+                            stagger.as_mut().reset(tokio::time::Instant::now() + self.racing_delay);
+                        } else {
+                            return Err(Error::Establishment(reasons.join("; ")));
+                        }
+                    }
+                }
+                () = &mut stagger, if next < candidates.len() => {
+                    start(&mut set, candidates[next]);
+                    next += 1;
+                    running += 1;
+                    stagger.as_mut().reset(tokio::time::Instant::now() + self.racing_delay);
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    set.abort_all();
+                    reasons.push(format!(
+                        "no candidate was ready within {:?}",
+                        self.establishment_timeout
+                    ));
+                    return Err(Error::Establishment(reasons.join("; ")));
+                }
+            }
+        }
+    }
+
+    /// Connect over one protocol, handshake included.
+    async fn attempt(&self, p: Protocol, remote: SocketAddr) -> Result<Connection, String> {
+        let sem = Semantics::new(p, &self.properties);
+        let local = self.local.map(LocalEndpoint::addr);
+        match p {
+            Protocol::Quic => {
+                let id = self.quic_client_identity().map_err(|e| e.to_string())?;
+                let cfg = quic::config(sem.ordered_default);
+                let c = quic::connect(remote, local, &id, cfg).await?;
+                let peer = c.peer;
+                let (tx, rx) = c.split();
+                Ok(Connection::spawn(p, peer, sem, tx, rx))
+            }
+            Protocol::TcpHollywood => {
+                let engine = self.engine.as_ref().ok_or("no engine")?;
+                let from = SocketAddr::new(engine.addr, local.map_or(0, |l| l.port()));
+                let mut s = engine
+                    .stack
+                    .connect(from, remote, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if let SecurityParameters::Pinned(id) = &self.security {
+                    s = s.secure_client(id).await.map_err(|e| e.to_string())?;
+                }
+                let (tx, rx) = s.split();
+                Ok(Connection::spawn(p, remote, sem, tx, rx))
+            }
+            Protocol::KernelTcp => {
+                let socket = if remote.is_ipv4() {
+                    TcpSocket::new_v4()
+                } else {
+                    TcpSocket::new_v6()
+                }
+                .map_err(|e| e.to_string())?;
+                if let Some(l) = local {
+                    socket.bind(l).map_err(|e| format!("bind {l}: {e}"))?;
+                }
+                let tcp = socket.connect(remote).await.map_err(|e| e.to_string())?;
+                let mut s =
+                    KernelStream::with_options(tcp, kernel_options()).map_err(|e| e.to_string())?;
+                if let SecurityParameters::Pinned(id) = &self.security {
+                    s = s.secure_client(id).await.map_err(|e| e.to_string())?;
+                }
+                let (tx, rx) = s.split();
+                Ok(Connection::spawn(p, remote, sem, tx, rx))
+            }
+        }
+    }
+
+    /// Listen (RFC 9622 §7.2): on kernel TCP and QUIC at the local
+    /// endpoint (QUIC on UDP with the same port), and on the engine's
+    /// address too when an engine is given. TCP Hollywood clients reach
+    /// the kernel TCP listener as well (thesis §4.4: the message layer on
+    /// an unmodified receiver). The local endpoint needs a specific
+    /// address when QUIC is a candidate.
+    pub async fn listen(&self) -> Result<Listener, Error> {
+        let local = self
+            .local
+            .ok_or_else(|| Error::Endpoint("listen needs a local endpoint".into()))?;
+        let (candidates, _) = self.candidates().or_else(|e| {
+            // A server without an engine still serves engine clients.
+            self.properties
+                .candidates(&self.protocols)
+                .map(|c| (c, vec![]))
+                .map_err(|_| e)
+        })?;
+        let (tx, rx) = mpsc::channel(128);
+        let failed = Arc::new(AtomicU64::new(0));
+        let mut tcp_port = local.port;
+        let mut addrs = Vec::new();
+        if candidates
+            .iter()
+            .any(|p| matches!(p, Protocol::KernelTcp | Protocol::TcpHollywood))
+        {
+            let l = TcpListener::bind(local.addr())
+                .await
+                .map_err(|e| Error::Endpoint(format!("TCP listen on {}: {e}", local.addr())))?;
+            let a = l.local_addr().map_err(|e| Error::Endpoint(e.to_string()))?;
+            tcp_port = a.port();
+            addrs.push((Protocol::KernelTcp, a));
+            tokio::spawn(accept_kernel(l, self.clone(), tx.clone(), failed.clone()));
+            if let Some(engine) = &self.engine {
+                let at = SocketAddr::new(engine.addr, tcp_port);
+                let mut l = engine
+                    .stack
+                    .listen(at, None)
+                    .await
+                    .map_err(|e| Error::Endpoint(format!("engine listen on {at}: {e}")))?;
+                addrs.push((Protocol::TcpHollywood, at));
+                let me = self.clone();
+                let (tx, failed) = (tx.clone(), failed.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let (s, peer) = tokio::select! {
+                            r = l.accept() => match r {
+                                Ok(r) => r,
+                                Err(_) => return,
+                            },
+                            () = tx.closed() => return,
+                        };
+                        let (me, tx, failed) = (me.clone(), tx.clone(), failed.clone());
+                        tokio::spawn(async move {
+                            let sem = Semantics::new(Protocol::TcpHollywood, &me.properties);
+                            let s = match &me.security {
+                                SecurityParameters::Pinned(id) => s.secure_server(id).await,
+                                SecurityParameters::Disabled => Ok(s),
+                            };
+                            match s {
+                                Ok(s) => {
+                                    let (a, b) = s.split();
+                                    let c =
+                                        Connection::spawn(Protocol::TcpHollywood, peer, sem, a, b);
+                                    let _ = tx.send(c).await;
+                                }
+                                Err(_) => {
+                                    failed.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                        });
+                    }
+                });
+            }
+        }
+        if candidates.contains(&Protocol::Quic) {
+            let id = match &self.security {
+                SecurityParameters::Pinned(id) => QuicIdentity::from_identity(id),
+                SecurityParameters::Disabled => {
+                    QuicIdentity::unverified().map_err(Error::Security)?
+                }
+            };
+            let sem = Semantics::new(Protocol::Quic, &self.properties);
+            let at = SocketAddr::new(local.ip, tcp_port);
+            let mut l = QuicListener::bind(at, id, quic::config(sem.ordered_default))
+                .await
+                .map_err(Error::Endpoint)?;
+            addrs.push((Protocol::Quic, l.local));
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    let c = tokio::select! {
+                        c = l.accept() => match c {
+                            Some(c) => c,
+                            None => return,
+                        },
+                        () = tx.closed() => return,
+                    };
+                    let peer = c.peer;
+                    let (a, b) = c.split();
+                    if tx
+                        .send(Connection::spawn(Protocol::Quic, peer, sem, a, b))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+        Ok(Listener {
+            accepted: rx,
+            addrs,
+            failed,
+        })
+    }
+}
+
+fn kernel_options() -> KernelOptions {
+    KernelOptions {
+        notsent_lowat: Some(KERNEL_NOTSENT_LOWAT),
+        ..KernelOptions::default()
+    }
+}
+
+async fn accept_kernel(
+    l: TcpListener,
+    me: Preconnection,
+    tx: mpsc::Sender<Connection>,
+    failed: Arc<AtomicU64>,
+) {
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = l.accept() => match r {
+                Ok(r) => r,
+                Err(_) => return,
+            },
+            () = tx.closed() => return,
+        };
+        let (me, tx, failed) = (me.clone(), tx.clone(), failed.clone());
+        tokio::spawn(async move {
+            let s = async {
+                let s = KernelStream::with_options(tcp, kernel_options())?;
+                match &me.security {
+                    SecurityParameters::Pinned(id) => s.secure_server(id).await,
+                    SecurityParameters::Disabled => Ok::<_, StreamError>(s),
+                }
+            };
+            match s.await {
+                Ok(s) => {
+                    let sem = Semantics::new(Protocol::KernelTcp, &me.properties);
+                    let (a, b) = s.split();
+                    let _ = tx
+                        .send(Connection::spawn(Protocol::KernelTcp, peer, sem, a, b))
+                        .await;
+                }
+                Err(_) => {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+}
+
+/// A listening server (RFC 9622 §7.2): connections from every candidate.
+pub struct Listener {
+    accepted: mpsc::Receiver<Connection>,
+    addrs: Vec<(Protocol, SocketAddr)>,
+    failed: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("addrs", &self.addrs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Listener {
+    /// The next connection, once established (handshake included;
+    /// RFC 9622 `ConnectionReceived`). `None` when every listener stopped.
+    pub async fn accept(&mut self) -> Option<Connection> {
+        self.accepted.recv().await
+    }
+
+    /// Where it listens, per protocol (kernel TCP also serves TCP
+    /// Hollywood clients).
+    pub fn local_addrs(&self) -> &[(Protocol, SocketAddr)] {
+        &self.addrs
+    }
+
+    /// Incoming connections whose handshake failed (e.g. a client that
+    /// does not trust our certificate).
+    pub fn handshakes_failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}

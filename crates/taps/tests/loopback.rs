@@ -1,0 +1,377 @@
+//! The API on loopback, no privileges: kernel TCP and QUIC candidates,
+//! racing, the message contexts and the exactly-one rule of send events.
+
+use hollywood_taps::{
+    Connection, Error, Event, Identity, LocalEndpoint, MessageContext, Preconnection, Protocol,
+    RemoteEndpoint, SecurityParameters, TransportProperties,
+};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+fn local() -> LocalEndpoint {
+    LocalEndpoint::from_addr("127.0.0.1:0".parse().unwrap())
+}
+
+async fn server(
+    props: TransportProperties,
+    sec: SecurityParameters,
+    protocols: &[Protocol],
+) -> (hollywood_taps::Listener, SocketAddr) {
+    let l = Preconnection::new(props, sec)
+        .with_local(local())
+        .with_protocols(protocols)
+        .listen()
+        .await
+        .unwrap();
+    let addr = l.local_addrs()[0].1;
+    (l, addr)
+}
+
+/// Echo every message back on the same sub-stream, then close.
+async fn echo(mut c: Connection) {
+    while let Ok(Some(m)) = c.receive().await {
+        let ctx = MessageContext::default()
+            .substream(m.substream)
+            .ordered(false);
+        if c.send(m.data, ctx).await.is_err() {
+            return;
+        }
+    }
+    let _ = c.close().await;
+}
+
+/// Send `n` messages, receive their echoes, and check that each send got
+/// exactly one of Sent/Expired/SendError.
+async fn round_trip(c: &mut Connection, n: usize) {
+    let mut refs = Vec::new();
+    for i in 0..n {
+        let ctx = MessageContext::default()
+            .substream((i % 3) as u16)
+            .ordered(false);
+        refs.push(
+            c.send(format!("message {i}").into_bytes(), ctx)
+                .await
+                .unwrap(),
+        );
+    }
+    c.close().await.unwrap();
+    let mut got = Vec::new();
+    let mut outcomes = std::collections::HashMap::new();
+    while let Some(e) = tokio::time::timeout(Duration::from_secs(10), c.next_event())
+        .await
+        .expect("events within 10 s")
+    {
+        match e {
+            Event::Received(m) => got.push(String::from_utf8(m.data).unwrap()),
+            Event::Sent { msg, .. } | Event::Expired { msg } | Event::SendError { msg, .. } => {
+                *outcomes.entry(msg).or_insert(0) += 1;
+            }
+            Event::Closed => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    got.sort();
+    let mut want: Vec<String> = (0..n).map(|i| format!("message {i}")).collect();
+    want.sort();
+    assert_eq!(got, want);
+    for r in refs {
+        assert_eq!(outcomes.get(&r), Some(&1), "{r:?} has exactly one outcome");
+    }
+    assert_eq!(c.stats().sent, n as u64);
+}
+
+#[tokio::test]
+async fn with_udp_open_quic_wins_and_echoes() {
+    let (mut l, addr) = server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &Protocol::ALL,
+    )
+    .await;
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .initiate()
+        .await
+        .unwrap();
+    assert_eq!(c.protocol(), Protocol::Quic);
+    round_trip(&mut c, 200).await;
+}
+
+#[tokio::test]
+async fn without_a_quic_server_the_race_falls_back_to_kernel_tcp_after_the_stagger() {
+    // The server listens on TCP only: QUIC's Initial goes unanswered, as on
+    // a path that drops UDP.
+    let (mut l, addr) = server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    let pre = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .with_racing_delay(Duration::from_millis(100));
+    let t0 = tokio::time::Instant::now();
+    let mut c = pre.initiate().await.unwrap();
+    let took = t0.elapsed();
+    assert_eq!(c.protocol(), Protocol::KernelTcp);
+    // The stagger, plus a loopback connect.
+    assert!(took >= Duration::from_millis(100), "{took:?}");
+    assert!(took < Duration::from_millis(600), "{took:?}");
+    round_trip(&mut c, 100).await;
+}
+
+#[tokio::test]
+async fn secure_connections_pin_the_certificate_on_both_protocols() {
+    let id = Identity::generate().unwrap();
+    for p in [Protocol::Quic, Protocol::KernelTcp] {
+        let (mut l, addr) = server(
+            TransportProperties::media(),
+            SecurityParameters::pinned(id.clone()),
+            &[p],
+        )
+        .await;
+        tokio::spawn(async move {
+            while let Some(c) = l.accept().await {
+                tokio::spawn(echo(c));
+            }
+        });
+        let mut c = Preconnection::new(
+            TransportProperties::media(),
+            SecurityParameters::pinned(id.clone()),
+        )
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .with_protocols(&[p])
+        .initiate()
+        .await
+        .unwrap();
+        assert_eq!(c.protocol(), p);
+        round_trip(&mut c, 50).await;
+        // A client that pins another certificate is refused.
+        let other = Identity::generate().unwrap();
+        let e = Preconnection::new(
+            TransportProperties::media(),
+            SecurityParameters::pinned(other),
+        )
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .with_protocols(&[p])
+        .with_establishment_timeout(Duration::from_secs(3))
+        .initiate()
+        .await
+        .unwrap_err();
+        assert!(matches!(e, Error::Establishment(_)), "{p}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn nothing_listening_names_every_candidate() {
+    // A port nobody listens on: TCP is refused; QUIC times out.
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let e = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .with_racing_delay(Duration::from_millis(50))
+        .with_establishment_timeout(Duration::from_secs(1))
+        .initiate()
+        .await
+        .unwrap_err();
+    let s = e.to_string();
+    assert!(s.contains("kernel:"), "{s}");
+    assert!(s.contains("hollywood: no engine"), "{s}");
+    assert!(s.contains("within"), "{s}");
+}
+
+#[tokio::test]
+async fn bad_contexts_are_refused_at_send() {
+    let (mut l, addr) = server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .with_protocols(&[Protocol::KernelTcp])
+        .initiate()
+        .await
+        .unwrap();
+    let unreliable = MessageContext {
+        reliable: Some(false),
+        ..MessageContext::default()
+    };
+    let e = c.send(&b"x"[..], unreliable.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("needs a msgLifetime"), "{e}");
+    let e = c
+        .send(
+            &b"x"[..],
+            MessageContext {
+                lifetime: Some(Duration::from_millis(5)),
+                ..unreliable
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("without per-message reliability"),
+        "{e}"
+    );
+    let e = c
+        .send(Vec::new(), MessageContext::default())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    let e = c
+        .send(
+            &b"x"[..],
+            MessageContext::default().depends_on(hollywood_taps::MessageRef(3)),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not sent yet"), "{e}");
+    // None of them produced an event or used a reference.
+    let r = c.send(&b"ok"[..], MessageContext::default()).await.unwrap();
+    assert_eq!(r.0, 0);
+}
+
+#[tokio::test]
+async fn quic_without_preserve_order_refuses_ordered_messages() {
+    let (mut l, addr) = server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::Quic],
+    )
+    .await;
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .initiate()
+        .await
+        .unwrap();
+    let e = c
+        .send(&b"x"[..], MessageContext::default().ordered(true))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("preserveOrder"), "{e}");
+}
+
+#[tokio::test]
+async fn messages_that_wait_past_their_lifetime_expire_and_their_dependents_too() {
+    // A receiver that never reads: the kernel path fills, messages queue in
+    // front of it and outlive their lifetimes.
+    let (mut l, addr) = server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    let held = tokio::spawn(async move { l.accept().await });
+    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .with_protocols(&[Protocol::KernelTcp])
+        .initiate()
+        .await
+        .unwrap();
+    let mut server_side = held.await.unwrap().unwrap();
+    let payload = vec![7u8; 60_000];
+    let mut last = None;
+    let mut refs = Vec::new();
+    let n = 300;
+    for i in 0..n {
+        let mut ctx = MessageContext::lifetime(Duration::from_millis(300)).ordered(false);
+        if i % 10 != 0 {
+            ctx = ctx.depends_on(last.unwrap());
+        }
+        let r = c.send(payload.clone(), ctx).await.unwrap();
+        refs.push(r);
+        if i % 10 == 0 {
+            last = Some(r);
+        }
+    }
+    // Let the lifetimes run out, then read: the message the protocol was
+    // writing when the path filled completes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = server_side.receive().await {} });
+    // Wait for every outcome.
+    let mut outcomes = std::collections::HashMap::new();
+    let mut abandoned = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while outcomes.len() < n && tokio::time::Instant::now() < deadline {
+        let e = tokio::time::timeout(Duration::from_secs(1), c.next_event()).await;
+        match e {
+            Ok(Some(Event::Sent { msg, .. })) => assert!(outcomes.insert(msg, "sent").is_none()),
+            Ok(Some(Event::Expired { msg })) => {
+                assert!(outcomes.insert(msg, "expired").is_none())
+            }
+            Ok(Some(Event::SendError { msg, error })) => panic!("{msg:?}: {error}"),
+            Ok(Some(Event::Abandoned { msg, .. })) => {
+                assert_eq!(outcomes.get(&msg), Some(&"sent"), "abandoned after sent");
+                abandoned += 1;
+            }
+            Ok(Some(_)) | Err(_) => {}
+            Ok(None) => break,
+        }
+    }
+    assert_eq!(outcomes.len(), n, "every message has an outcome");
+    let expired = outcomes.values().filter(|v| **v == "expired").count();
+    assert!(
+        expired > 0,
+        "a receiver that does not read makes messages expire"
+    );
+    // A message whose dependency expired unsent expires too.
+    for (i, r) in refs.iter().enumerate() {
+        let head = refs[i - i % 10];
+        if outcomes[&head] == "expired" {
+            assert_eq!(
+                outcomes[r], "expired",
+                "message {i} depends on an expired one"
+            );
+        }
+    }
+    let s = c.stats();
+    assert_eq!(s.sent + s.expired, n as u64);
+    eprintln!(
+        "sent {} expired {} abandoned {abandoned}",
+        s.sent, s.expired
+    );
+}
+
+#[tokio::test]
+async fn quic_alone_connects() {
+    let (mut l, addr) = server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::Quic],
+    )
+    .await;
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    let r = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+        .with_protocols(&[Protocol::Quic])
+        .with_establishment_timeout(Duration::from_secs(3))
+        .initiate()
+        .await;
+    assert_eq!(r.unwrap().protocol(), Protocol::Quic);
+}
