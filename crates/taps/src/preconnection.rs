@@ -14,7 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -142,6 +142,7 @@ pub struct Preconnection {
     establishment_timeout: Duration,
     protocols: Vec<Protocol>,
     engine: Option<Engine>,
+    namespace: Option<String>,
 }
 
 impl Preconnection {
@@ -156,6 +157,7 @@ impl Preconnection {
             establishment_timeout: DEFAULT_ESTABLISHMENT_TIMEOUT,
             protocols: Protocol::ALL.to_vec(),
             engine: None,
+            namespace: None,
         }
     }
 
@@ -199,6 +201,16 @@ impl Preconnection {
     #[must_use]
     pub fn with_engine(mut self, engine: Engine) -> Preconnection {
         self.engine = Some(engine);
+        self
+    }
+
+    /// Make kernel sockets (TCP, and UDP for QUIC) in the named network
+    /// namespace (`ip netns`) instead of the calling thread's; e.g. for
+    /// an application in the lab's host a while its runtime runs
+    /// elsewhere. Needs root.
+    #[must_use]
+    pub fn with_namespace(mut self, name: impl Into<String>) -> Preconnection {
+        self.namespace = Some(name.into());
         self
     }
 
@@ -306,7 +318,7 @@ impl Preconnection {
             Protocol::Quic => {
                 let id = self.quic_client_identity().map_err(|e| e.to_string())?;
                 let cfg = quic::config(sem.ordered_default);
-                let c = quic::connect(remote, local, &id, cfg).await?;
+                let c = quic::connect(self.namespace.as_deref(), remote, local, &id, cfg).await?;
                 let peer = c.peer;
                 let (tx, rx) = c.split();
                 Ok(Connection::spawn(p, peer, sem, tx, rx))
@@ -326,12 +338,7 @@ impl Preconnection {
                 Ok(Connection::spawn(p, remote, sem, tx, rx))
             }
             Protocol::KernelTcp => {
-                let socket = if remote.is_ipv4() {
-                    TcpSocket::new_v4()
-                } else {
-                    TcpSocket::new_v6()
-                }
-                .map_err(|e| e.to_string())?;
+                let socket = crate::sockets::tcp(self.namespace.as_deref(), remote)?;
                 if let Some(l) = local {
                     socket.bind(l).map_err(|e| format!("bind {l}: {e}"))?;
                 }
@@ -372,9 +379,8 @@ impl Preconnection {
             .iter()
             .any(|p| matches!(p, Protocol::KernelTcp | Protocol::TcpHollywood))
         {
-            let l = TcpListener::bind(local.addr())
-                .await
-                .map_err(|e| Error::Endpoint(format!("TCP listen on {}: {e}", local.addr())))?;
+            let l = crate::sockets::tcp_listener(self.namespace.as_deref(), local.addr())
+                .map_err(Error::Endpoint)?;
             let a = l.local_addr().map_err(|e| Error::Endpoint(e.to_string()))?;
             tcp_port = a.port();
             addrs.push((Protocol::KernelTcp, a));
@@ -430,9 +436,14 @@ impl Preconnection {
             };
             let sem = Semantics::new(Protocol::Quic, &self.properties);
             let at = SocketAddr::new(local.ip, tcp_port);
-            let mut l = QuicListener::bind(at, id, quic::config(sem.ordered_default))
-                .await
-                .map_err(Error::Endpoint)?;
+            let mut l = QuicListener::bind(
+                self.namespace.as_deref(),
+                at,
+                id,
+                quic::config(sem.ordered_default),
+            )
+            .await
+            .map_err(Error::Endpoint)?;
             addrs.push((Protocol::Quic, l.local));
             let tx = tx.clone();
             tokio::spawn(async move {

@@ -408,6 +408,7 @@ fn seed() -> u64 {
 
 /// Connect to `remote`; completes after the QUIC handshake.
 pub(crate) async fn connect(
+    ns: Option<&str>,
     remote: SocketAddr,
     local: Option<SocketAddr>,
     identity: &QuicIdentity,
@@ -420,13 +421,7 @@ pub(crate) async fn connect(
             SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
         }
     });
-    let socket = UdpSocket::bind(bind)
-        .await
-        .map_err(|e| format!("UDP bind {bind}: {e}"))?;
-    socket
-        .connect(remote)
-        .await
-        .map_err(|e| format!("UDP connect {remote}: {e}"))?;
+    let socket = crate::sockets::udp(ns, bind, Some(remote))?;
     // The connected socket's address is specific (the route's source).
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     let t = QuicTransport::new(cfg, Role::Client { remote }, local, identity, seed())?;
@@ -472,6 +467,7 @@ impl QuicListener {
     /// puts it in the packets it sees; a wildcard socket cannot say which
     /// of its addresses a datagram reached).
     pub(crate) async fn bind(
+        ns: Option<&str>,
         local: SocketAddr,
         identity: QuicIdentity,
         cfg: QuicConfig,
@@ -481,11 +477,7 @@ impl QuicListener {
                 "QUIC listener on {local}: needs a specific address, not the wildcard"
             ));
         }
-        let socket = Arc::new(
-            UdpSocket::bind(local)
-                .await
-                .map_err(|e| format!("UDP bind {local}: {e}"))?,
-        );
+        let socket = Arc::new(crate::sockets::udp(ns, local, None)?);
         let local = socket.local_addr().map_err(|e| e.to_string())?;
         let (acc_tx, acc_rx) = mpsc::channel(128);
         tokio::spawn(serve(socket, local, identity, cfg, acc_tx));

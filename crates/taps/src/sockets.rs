@@ -1,0 +1,67 @@
+//! Kernel sockets, made in the network namespace the application chose
+//! ([`Preconnection::with_namespace`](crate::Preconnection::with_namespace))
+//! and then driven by the calling tokio runtime: a socket belongs to the
+//! namespace of the thread that created it, whichever thread uses it.
+
+use hollywood_tun::NetNs;
+use std::io;
+use std::net::SocketAddr;
+
+fn in_ns<T: Send + 'static>(
+    ns: Option<&str>,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> Result<T, String> {
+    match ns {
+        None => f().map_err(|e| e.to_string()),
+        Some(name) => NetNs::open(name)
+            .map_err(|e| e.to_string())?
+            .run(f)
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// A UDP socket bound to `bind` and, if given, connected to `remote`.
+pub(crate) fn udp(
+    ns: Option<&str>,
+    bind: SocketAddr,
+    remote: Option<SocketAddr>,
+) -> Result<tokio::net::UdpSocket, String> {
+    let s = in_ns(ns, move || {
+        let s = std::net::UdpSocket::bind(bind)?;
+        if let Some(r) = remote {
+            s.connect(r)?;
+        }
+        s.set_nonblocking(true)?;
+        Ok(s)
+    })
+    .map_err(|e| format!("UDP socket at {bind}: {e}"))?;
+    tokio::net::UdpSocket::from_std(s).map_err(|e| e.to_string())
+}
+
+/// An unconnected TCP socket for `remote`'s family.
+pub(crate) fn tcp(ns: Option<&str>, remote: SocketAddr) -> Result<tokio::net::TcpSocket, String> {
+    let v4 = remote.is_ipv4();
+    in_ns(ns, move || {
+        if v4 {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }
+    })
+    .map_err(|e| format!("TCP socket: {e}"))
+}
+
+/// A TCP listener on `at`.
+pub(crate) fn tcp_listener(
+    ns: Option<&str>,
+    at: SocketAddr,
+) -> Result<tokio::net::TcpListener, String> {
+    let l = in_ns(ns, move || {
+        let l = std::net::TcpListener::bind(at)?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    })
+    .map_err(|e| format!("TCP listen on {at}: {e}"))?;
+    tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string())
+}
