@@ -72,6 +72,8 @@ enum Command {
     Calibrate(cmd::calibrate::CalibrateArgs),
     /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood (root): on time, in one table.
     Compare(cmd::compare::CompareArgs),
+    /// Relay live UDP (MPEG-TS, RTP) over Hollywood, like srt-live-transmit: `transmit udp://:5000 hollywood://HOST:PORT`.
+    Transmit(cmd::transmit::TransmitArgs),
 }
 
 #[derive(Subcommand)]
@@ -128,6 +130,7 @@ fn main() -> ExitCode {
         Command::Soak(args) => cmd::soak::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Compare(args) => cmd::compare::run(args),
+        Command::Transmit(args) => cmd::transmit::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
         Command::Sim(SimCommand::Scaling(args)) => cmd::scaling::run(args),

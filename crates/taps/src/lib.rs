@@ -56,6 +56,7 @@ pub mod connection;
 pub mod preconnection;
 pub mod properties;
 pub mod quic;
+pub mod relay;
 mod sockets;
 
 pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef};

@@ -214,6 +214,11 @@ impl Preconnection {
         self
     }
 
+    /// The namespace set with [`Preconnection::with_namespace`].
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
     /// The properties.
     pub fn properties(&self) -> &TransportProperties {
         &self.properties
@@ -427,7 +432,13 @@ impl Preconnection {
                 });
             }
         }
-        if candidates.contains(&Protocol::Quic) {
+        let mut left_out = Vec::new();
+        if candidates.contains(&Protocol::Quic) && local.ip.is_unspecified() {
+            left_out.push(format!(
+                "quic: needs a specific local address, not {} (the transport must know which address a datagram reached)",
+                local.ip
+            ));
+        } else if candidates.contains(&Protocol::Quic) {
             let id = match &self.security {
                 SecurityParameters::Pinned(id) => QuicIdentity::from_identity(id),
                 SecurityParameters::Disabled => {
@@ -471,6 +482,7 @@ impl Preconnection {
             accepted: rx,
             addrs,
             failed,
+            left_out,
         })
     }
 }
@@ -526,6 +538,7 @@ pub struct Listener {
     accepted: mpsc::Receiver<Connection>,
     addrs: Vec<(Protocol, SocketAddr)>,
     failed: Arc<AtomicU64>,
+    left_out: Vec<String>,
 }
 
 impl std::fmt::Debug for Listener {
@@ -547,6 +560,11 @@ impl Listener {
     /// Hollywood clients).
     pub fn local_addrs(&self) -> &[(Protocol, SocketAddr)] {
         &self.addrs
+    }
+
+    /// Candidates this listener does not serve, and why.
+    pub fn left_out(&self) -> &[String] {
+        &self.left_out
     }
 
     /// Incoming connections whose handshake failed (e.g. a client that

@@ -18,5 +18,6 @@ pub mod netem;
 pub mod repro;
 pub mod scaling;
 pub mod soak;
+pub mod transmit;
 pub mod video;
 pub mod voip;

@@ -1,0 +1,319 @@
+//! `hollywood transmit SRC DST`: a live relay between UDP and Hollywood,
+//! as `srt-live-transmit` is for SRT (see `hollywood_taps::relay`).
+//!
+//! ```text
+//! hollywood transmit udp://:5000 hollywood://server:9000            # caller, racing
+//! hollywood transmit 'hollywood://10.0.0.2:9000?mode=listener' udp://127.0.0.1:5001
+//! ```
+
+use crate::units::parse_duration;
+use clap::Args;
+use hollywood_taps::relay::{self, Direction, Mode, RelayConfig, RelaySnapshot, RelayStats};
+use hollywood_taps::{
+    Identity, LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters,
+    TransportProperties,
+};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `hollywood transmit`.
+#[derive(Args, Debug)]
+pub struct TransmitArgs {
+    /// Source: `udp://[IP]:PORT` (datagrams to relay) or
+    /// `hollywood://HOST:PORT[?mode=caller|listener&transport=quic|hollywood|kernel]`.
+    src: String,
+    /// Destination, the other kind.
+    dst: String,
+    /// Each datagram's lifetime: one that cannot be sent within it is dropped.
+    #[arg(long, default_value = "120ms", value_parser = parse_duration)]
+    latency: Duration,
+    /// Print statistics every this many milliseconds (0: only at the end).
+    #[arg(short = 's', long = "stats", default_value_t = 0)]
+    stats_ms: u64,
+    /// Statistics as one JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// TLS on every candidate: the certificate (PEM or DER) a listener
+    /// presents and a caller pins (with --key; both ends need the pair).
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// The certificate's PKCS#8 private key.
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// The name the certificate is issued to.
+    #[arg(long, default_value = "hollywood.invalid")]
+    server_name: String,
+    /// Make the sockets in this network namespace (`ip netns`; root).
+    #[arg(long)]
+    netns: Option<String>,
+    /// Racing delay between candidates.
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    racing_delay: Duration,
+}
+
+/// One side of the relay.
+#[derive(Debug, PartialEq, Eq)]
+enum Side {
+    Udp(SocketAddr),
+    Hollywood {
+        host: String,
+        port: u16,
+        mode: Option<Mode>,
+        transport: Option<Protocol>,
+    },
+}
+
+fn parse_side(s: &str) -> Result<Side, String> {
+    if let Some(rest) = s.strip_prefix("udp://") {
+        let rest = if rest.starts_with(':') {
+            format!("0.0.0.0{rest}")
+        } else {
+            rest.to_string()
+        };
+        let a: SocketAddr = rest
+            .parse()
+            .map_err(|_| format!("{s}: expected udp://IP:PORT or udp://:PORT"))?;
+        return Ok(Side::Udp(a));
+    }
+    let rest = s.strip_prefix("hollywood://").ok_or_else(|| {
+        format!("{s}: expected udp://… or hollywood://… (e.g. hollywood://host:9000?mode=listener)")
+    })?;
+    let (authority, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (host, port) = authority
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s}: no port"))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{s}: bad port {port:?}"))?;
+    let (mut mode, mut transport) = (None, None);
+    for kv in query.split('&').filter(|k| !k.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("{s}: bad option {kv:?}"))?;
+        match k {
+            "mode" => {
+                mode = Some(match v {
+                    "caller" => Mode::Caller,
+                    "listener" => Mode::Listener,
+                    _ => return Err(format!("{s}: mode is caller or listener, not {v:?}")),
+                })
+            }
+            "transport" => {
+                transport = Some(Protocol::parse(v).ok_or_else(|| {
+                    format!("{s}: transport is quic, hollywood or kernel, not {v:?}")
+                })?)
+            }
+            _ => return Err(format!("{s}: unknown option {k:?} (mode, transport)")),
+        }
+    }
+    Ok(Side::Hollywood {
+        host,
+        port,
+        mode,
+        transport,
+    })
+}
+
+fn print(snap: &RelaySnapshot, elapsed: Duration, json: bool) {
+    let proto = snap.protocol.map_or("-", |p| p.name());
+    if json {
+        let v = serde_json::json!({
+            "elapsed_s": elapsed.as_secs_f64(),
+            "protocol": snap.protocol.map(|p| p.name()),
+            "connections": snap.connections,
+            "udp_in": snap.udp_in,
+            "udp_in_bytes": snap.udp_in_bytes,
+            "sent": snap.sent,
+            "expired": snap.expired,
+            "abandoned": snap.abandoned,
+            "send_errors": snap.send_errors,
+            "received": snap.received,
+            "udp_out": snap.udp_out,
+            "udp_out_bytes": snap.udp_out_bytes,
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "{:7.1}s {proto:9} udp in {} ({} B) | sent {} expired {} abandoned {} errors {} | received {} udp out {} ({} B)",
+            elapsed.as_secs_f64(),
+            snap.udp_in,
+            snap.udp_in_bytes,
+            snap.sent,
+            snap.expired,
+            snap.abandoned,
+            snap.send_errors,
+            snap.received,
+            snap.udp_out,
+            snap.udp_out_bytes
+        );
+    }
+}
+
+/// Run the command.
+pub fn run(a: TransmitArgs) -> Result<(), String> {
+    let (src, dst) = (parse_side(&a.src)?, parse_side(&a.dst)?);
+    let (direction, (host, port, mode, transport)) = match (src, dst) {
+        (
+            Side::Udp(bind),
+            Side::Hollywood {
+                host,
+                port,
+                mode,
+                transport,
+            },
+        ) => (
+            Direction::UdpToHollywood { bind },
+            (host, port, mode, transport),
+        ),
+        (
+            Side::Hollywood {
+                host,
+                port,
+                mode,
+                transport,
+            },
+            Side::Udp(to),
+        ) => {
+            if to.ip().is_unspecified() || to.port() == 0 {
+                return Err(format!(
+                    "{}: the destination needs an address and a port",
+                    a.dst
+                ));
+            }
+            (
+                Direction::HollywoodToUdp { to },
+                (host, port, mode, transport),
+            )
+        }
+        _ => return Err("one side must be udp://… and the other hollywood://…".into()),
+    };
+    // As srt-live-transmit: no host means listener.
+    let mode = mode.unwrap_or(if host.is_empty() {
+        Mode::Listener
+    } else {
+        Mode::Caller
+    });
+    let security = match (&a.cert, &a.key) {
+        (Some(c), Some(k)) => {
+            SecurityParameters::pinned(Identity::from_files(c, k, &a.server_name)?)
+        }
+        _ => SecurityParameters::Disabled,
+    };
+    let mut pre = Preconnection::new(TransportProperties::media(), security)
+        .with_racing_delay(a.racing_delay);
+    if let Some(t) = transport {
+        pre = pre.with_protocols(&[t]);
+    }
+    if let Some(ns) = &a.netns {
+        pre = pre.with_namespace(ns.clone());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        pre = match mode {
+            Mode::Listener => {
+                let ip: IpAddr = if host.is_empty() {
+                    IpAddr::from([0, 0, 0, 0])
+                } else {
+                    host.parse().map_err(|_| {
+                        format!("a listener needs an IP address to listen on, not {host:?}")
+                    })?
+                };
+                pre.with_local(LocalEndpoint { ip, port })
+            }
+            Mode::Caller => {
+                let r = match host.parse::<IpAddr>() {
+                    Ok(ip) => RemoteEndpoint::new().with_ip_address(ip),
+                    Err(_) => RemoteEndpoint::new().with_host_name(host.clone()),
+                };
+                pre.with_remote(r.with_port(port))
+            }
+        };
+        let cfg = RelayConfig {
+            preconnection: pre,
+            mode,
+            direction,
+            latency: a.latency,
+        };
+        let stats = Arc::new(RelayStats::default());
+        let t0 = tokio::time::Instant::now();
+        let stop = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        let printer = {
+            let stats = stats.clone();
+            let (every, json) = (a.stats_ms, a.json);
+            tokio::spawn(async move {
+                if every == 0 {
+                    return;
+                }
+                let mut tick = tokio::time::interval(Duration::from_millis(every));
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    print(&stats.snapshot(), t0.elapsed(), json);
+                }
+            })
+        };
+        let r = relay::run(cfg, stats.clone(), stop).await;
+        printer.abort();
+        print(&stats.snapshot(), t0.elapsed(), a.json);
+        r.map_err(|e| e.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sides_parse_like_srt_live_transmit() {
+        assert_eq!(
+            parse_side("udp://:5000").unwrap(),
+            Side::Udp("0.0.0.0:5000".parse().unwrap())
+        );
+        assert_eq!(
+            parse_side("hollywood://10.0.0.2:9000?mode=listener&transport=quic").unwrap(),
+            Side::Hollywood {
+                host: "10.0.0.2".into(),
+                port: 9000,
+                mode: Some(Mode::Listener),
+                transport: Some(Protocol::Quic)
+            }
+        );
+        assert_eq!(
+            parse_side("hollywood://[fd00::1]:9000").unwrap(),
+            Side::Hollywood {
+                host: "fd00::1".into(),
+                port: 9000,
+                mode: None,
+                transport: None
+            }
+        );
+        for bad in [
+            "srt://x:1",
+            "hollywood://x",
+            "hollywood://x:1?mode=both",
+            "hollywood://x:1?transport=sctp",
+            "hollywood://x:1?latency=5",
+            "udp://nowhere",
+        ] {
+            assert!(parse_side(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! A live relay between UDP and Hollywood, the engine of
+//! `hollywood transmit` (what `srt-live-transmit` is to SRT): each UDP
+//! datagram becomes one message whose lifetime is the relay's latency, so
+//! a datagram that cannot arrive in time is dropped rather than delaying
+//! the ones behind it; at the far end each message becomes one datagram
+//! again, forwarded as it arrives.
+//!
+//! One side is UDP, the other a Hollywood connection, as a caller
+//! ([`Preconnection::initiate`], racing) or a listener (one connection at a
+//! time; when it ends the next is accepted).
+
+use crate::{Error, Event, MessageContext, Preconnection};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Which way datagrams go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Read datagrams at this UDP address, send them as messages.
+    UdpToHollywood {
+        /// Where to receive datagrams.
+        bind: SocketAddr,
+    },
+    /// Receive messages, send each as a datagram to this address.
+    HollywoodToUdp {
+        /// Where to send datagrams.
+        to: SocketAddr,
+    },
+}
+
+/// How the Hollywood side connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Connect to the preconnection's remote endpoint.
+    Caller,
+    /// Accept at the preconnection's local endpoint.
+    Listener,
+}
+
+/// A relay.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// Endpoints, properties, security, candidates.
+    pub preconnection: Preconnection,
+    /// Caller or listener.
+    pub mode: Mode,
+    /// Which way.
+    pub direction: Direction,
+    /// The lifetime of each datagram's message (`--latency`).
+    pub latency: Duration,
+}
+
+/// Counters of a relay, shared with whoever prints them.
+#[derive(Debug, Default)]
+pub struct RelayStats {
+    /// Datagrams read from UDP.
+    pub udp_in: AtomicU64,
+    /// Bytes of those.
+    pub udp_in_bytes: AtomicU64,
+    /// Datagrams written to UDP.
+    pub udp_out: AtomicU64,
+    /// Bytes of those.
+    pub udp_out_bytes: AtomicU64,
+    /// Messages the protocol took (`Sent`).
+    pub sent: AtomicU64,
+    /// Messages whose latency ran out before the protocol took them.
+    pub expired: AtomicU64,
+    /// Messages the protocol gave up on after taking them.
+    pub abandoned: AtomicU64,
+    /// Messages that could not be sent.
+    pub send_errors: AtomicU64,
+    /// Messages received.
+    pub received: AtomicU64,
+    /// Connections established.
+    pub connections: AtomicU64,
+    /// The protocol of the current (or last) connection.
+    pub protocol: Mutex<Option<crate::Protocol>>,
+}
+
+/// A copy of [`RelayStats`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelaySnapshot {
+    /// See [`RelayStats`].
+    pub udp_in: u64,
+    /// See [`RelayStats`].
+    pub udp_in_bytes: u64,
+    /// See [`RelayStats`].
+    pub udp_out: u64,
+    /// See [`RelayStats`].
+    pub udp_out_bytes: u64,
+    /// See [`RelayStats`].
+    pub sent: u64,
+    /// See [`RelayStats`].
+    pub expired: u64,
+    /// See [`RelayStats`].
+    pub abandoned: u64,
+    /// See [`RelayStats`].
+    pub send_errors: u64,
+    /// See [`RelayStats`].
+    pub received: u64,
+    /// See [`RelayStats`].
+    pub connections: u64,
+    /// See [`RelayStats`].
+    pub protocol: Option<crate::Protocol>,
+}
+
+impl RelayStats {
+    /// The counters now.
+    pub fn snapshot(&self) -> RelaySnapshot {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RelaySnapshot {
+            udp_in: g(&self.udp_in),
+            udp_in_bytes: g(&self.udp_in_bytes),
+            udp_out: g(&self.udp_out),
+            udp_out_bytes: g(&self.udp_out_bytes),
+            sent: g(&self.sent),
+            expired: g(&self.expired),
+            abandoned: g(&self.abandoned),
+            send_errors: g(&self.send_errors),
+            received: g(&self.received),
+            connections: g(&self.connections),
+            protocol: *self.protocol.lock().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    fn count(&self, e: &Event) {
+        let c = match e {
+            Event::Sent { .. } => &self.sent,
+            Event::Expired { .. } => &self.expired,
+            Event::Abandoned { .. } => &self.abandoned,
+            Event::SendError { .. } => &self.send_errors,
+            _ => return,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Run until `stop` completes (then close gracefully) or, as a caller,
+/// until the connection ends.
+pub async fn run(
+    cfg: RelayConfig,
+    stats: Arc<RelayStats>,
+    stop: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    tokio::pin!(stop);
+    let mut listener = match cfg.mode {
+        Mode::Listener => Some(cfg.preconnection.listen().await?),
+        Mode::Caller => None,
+    };
+    let udp = match cfg.direction {
+        Direction::UdpToHollywood { bind } => {
+            crate::sockets::udp(cfg.preconnection.namespace(), bind, None)
+                .map_err(Error::Endpoint)?
+        }
+        Direction::HollywoodToUdp { to } => {
+            let any = if to.is_ipv4() {
+                SocketAddr::from(([0, 0, 0, 0], 0))
+            } else {
+                SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+            };
+            crate::sockets::udp(cfg.preconnection.namespace(), any, None)
+                .map_err(Error::Endpoint)?
+        }
+    };
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let conn = match &mut listener {
+            Some(l) => tokio::select! {
+                c = l.accept() => c.ok_or(Error::Closed)?,
+                () = &mut stop => return Ok(()),
+            },
+            None => tokio::select! {
+                c = cfg.preconnection.initiate() => c?,
+                () = &mut stop => return Ok(()),
+            },
+        };
+        stats.connections.fetch_add(1, Ordering::Relaxed);
+        *stats.protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.protocol());
+        let mut conn = conn;
+        let ended = match cfg.direction {
+            Direction::UdpToHollywood { .. } => {
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
+                loop {
+                    let got = tokio::select! {
+                        r = udp.recv_from(&mut buf) => match r {
+                            Ok((n, _)) => Some(n),
+                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => None,
+                            Err(e) => return Err(Error::Endpoint(format!("UDP receive: {e}"))),
+                        },
+                        _ = tick.tick() => None,
+                        () = &mut stop => {
+                            let _ = conn.close().await;
+                            drain(&mut conn, &stats);
+                            return Ok(());
+                        }
+                    };
+                    if let Some(n) = got {
+                        stats.udp_in.fetch_add(1, Ordering::Relaxed);
+                        stats.udp_in_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        if n == 0 {
+                            continue;
+                        }
+                        let ctx = MessageContext::lifetime(cfg.latency).ordered(false);
+                        if let Err(e) = conn.send(buf[..n].to_vec(), ctx).await {
+                            break e;
+                        }
+                    }
+                    if !drain(&mut conn, &stats) {
+                        break Error::Closed;
+                    }
+                }
+            }
+            Direction::HollywoodToUdp { to } => loop {
+                let m = tokio::select! {
+                    m = conn.receive() => m,
+                    () = &mut stop => {
+                        let _ = conn.close().await;
+                        return Ok(());
+                    }
+                };
+                match m {
+                    Ok(Some(m)) => {
+                        stats.received.fetch_add(1, Ordering::Relaxed);
+                        // A full socket buffer drops the datagram, as UDP does.
+                        if udp.send_to(&m.data, to).await.is_ok() {
+                            stats.udp_out.fetch_add(1, Ordering::Relaxed);
+                            stats
+                                .udp_out_bytes
+                                .fetch_add(m.data.len() as u64, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(None) => break Error::Closed,
+                    Err(e) => break e,
+                }
+            },
+        };
+        if listener.is_none() {
+            return match ended {
+                Error::Closed => Ok(()),
+                e => Err(e),
+            };
+        }
+    }
+}
+
+/// Count the send events waiting; false once the connection has failed.
+fn drain(conn: &mut crate::Connection, stats: &RelayStats) -> bool {
+    while let Some(e) = conn.try_event() {
+        stats.count(&e);
+        // Datagrams are never too large for a message, so a send error
+        // means the connection failed.
+        if matches!(e, Event::ConnectionError(_) | Event::SendError { .. }) {
+            return false;
+        }
+    }
+    true
+}
