@@ -389,12 +389,18 @@ fn spawn_driver(
 /// The QUIC configuration for the connection's properties: one ordered
 /// stream when order is required, else QUICsilver (a stream per message,
 /// given up at its deadline).
+/// BBR (quinn's BBRv1): on a lossy path CUBIC halves its window below a
+/// live stream's rate at every loss, and messages miss their deadlines
+/// while it recovers (docs/TAPS.md, "Measured"); Linux defaults to BBR in
+/// the deployments we compare against.
 pub(crate) fn config(ordered: bool) -> QuicConfig {
-    if ordered {
+    let mut c = if ordered {
         QuicConfig::named("quic-ss").expect("named")
     } else {
         QuicConfig::named("quicsilver").expect("named")
-    }
+    };
+    c.cc = hollywood_transport::quic::QuicCc::Bbr;
+    c
 }
 
 fn seed() -> u64 {
