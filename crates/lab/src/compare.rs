@@ -153,6 +153,9 @@ pub struct CompareSpec {
     pub lab: String,
     /// Who runs.
     pub contenders: Vec<Contender>,
+    /// Send this MPEG-TS stream instead of self-checking chunks
+    /// (datagram contenders only: srt, udp, transmit).
+    pub ts: Option<crate::ts::TsSource>,
 }
 
 impl CompareSpec {
@@ -172,6 +175,7 @@ impl CompareSpec {
             seed: 1,
             lab: lab.to_string(),
             contenders: Contender::all(),
+            ts: None,
         }
     }
 }
@@ -206,6 +210,11 @@ pub struct Row {
     pub delay_max_ms: f64,
     /// Corrupt or duplicate deliveries (must be 0).
     pub bad_deliveries: u64,
+    /// With a TS source: video frames ffprobe decodes from what arrived
+    /// (in arrival order, late chunks included), and the file.
+    pub ts_frames_decoded: Option<u64>,
+    /// The received stream.
+    pub ts_file: Option<String>,
     /// Data-direction packets the emulator dropped.
     pub dropped_by_emulator: u64,
     /// A failure, if any.
@@ -225,6 +234,18 @@ pub fn run(spec: &CompareSpec, mut progress: impl FnMut(&str)) -> Result<Vec<Row
     }
     if !(0.0..1.0).contains(&spec.loss) {
         return Err(format!("loss {} is not in [0, 1)", spec.loss).into());
+    }
+    if let Some(ts) = &spec.ts {
+        if spec
+            .contenders
+            .iter()
+            .any(|c| matches!(c, Contender::Linux(_) | Contender::Engine(_)))
+        {
+            return Err("a TS source runs with srt, udp and transmit contenders only".into());
+        }
+        if ts.chunks.first().is_some_and(|c| c.len() != spec.size) {
+            return Err("the TS chunks must be --size bytes".into());
+        }
     }
     interop::remove_stale_labs();
     let mut rows = Vec::new();
@@ -287,6 +308,8 @@ fn tcp_row(
         never_arrived: r.never_arrived,
         oracle_on_time: r.oracle_on_time,
         oracle_known: true,
+        ts_frames_decoded: None,
+        ts_file: None,
         on_time_fraction: r.on_time as f64 / f64::from(r.messages.max(1)),
         delay_p50_ms: r.delay_p50_ms,
         delay_p99_ms: r.delay_p99_ms,
@@ -427,8 +450,13 @@ fn datagram_row(
         Contender::Transmit(p) => Some(start_relays(spec, &lab, *p)?),
         _ => None,
     };
-    let n = spec.messages;
+    let n = match &spec.ts {
+        Some(ts) => spec.messages.min(ts.chunks.len() as u32),
+        None => spec.messages,
+    };
     let size = spec.size;
+    let ts = spec.ts.clone();
+    let ts_chunks = ts.as_ref().map(|t| t.chunks.clone());
     let epoch = std::time::Instant::now() + Duration::from_millis(50);
     let reader = std::thread::spawn(move || {
         let mut got: Vec<(Vec<u8>, std::time::Instant)> = Vec::new();
@@ -458,7 +486,10 @@ fn datagram_row(
                 std::thread::sleep(at - now);
             }
             out.push(std::time::Instant::now());
-            s.send_to(&payload(id, size), to)?;
+            match &ts_chunks {
+                Some(c) => s.send_to(&c[id as usize], to)?,
+                None => s.send_to(&payload(id, size), to)?,
+            };
         }
         Ok(out)
     })??;
@@ -479,14 +510,19 @@ fn datagram_row(
     let network_dropped = if transmit {
         vec![false; n as usize]
     } else {
-        datagram_fates(&pcap_file, port, header, size, n, &drops)?
+        datagram_fates(&pcap_file, port, header, size, n, &drops, ts.as_ref())?
     };
     let _ = std::fs::remove_dir_all(&dir);
 
     let mut arrival: Vec<Option<std::time::Instant>> = vec![None; n as usize];
     let mut bad = 0;
+    let mut ident = ts.as_ref().map(|t| t.identifier(n as usize));
     for (d, t) in &got {
-        match check_payload(d, size) {
+        let id = match &mut ident {
+            Some(i) => i.identify(d),
+            None => check_payload(d, size),
+        };
+        match id {
             Some(id) if (id as usize) < arrival.len() => {
                 if arrival[id as usize].is_some() {
                     bad += 1;
@@ -517,6 +553,19 @@ fn datagram_row(
         );
     }
     let p = DelayPercentiles::of(delays);
+    let (ts_frames_decoded, ts_file) = match &ts {
+        Some(t) => {
+            let chunks: Vec<&[u8]> = got.iter().map(|(d, _)| d.as_slice()).collect();
+            let name = match c {
+                Contender::Transmit(_) if block_udp => format!("{}+udp-blocked", c.name()),
+                Contender::Srt if block_udp => "srt+udp-blocked".into(),
+                _ => c.name(),
+            };
+            let (path, frames) = t.decode(&name, &chunks)?;
+            (Some(frames), Some(path.display().to_string()))
+        }
+        None => (None, None),
+    };
     Ok(Row {
         transport: match relay_protocol {
             Some(p) => format!("{} ({p})", c.name()),
@@ -534,6 +583,8 @@ fn datagram_row(
         bad_deliveries: bad,
         dropped_by_emulator: netem.a_to_b.dropped_loss,
         oracle_known: !transmit,
+        ts_frames_decoded,
+        ts_file,
         error: relay_error,
     })
 }
@@ -687,7 +738,9 @@ fn datagram_fates(
     size: usize,
     n: u32,
     drops: &crate::netem::DropLog,
+    ts: Option<&crate::ts::TsSource>,
 ) -> Result<Vec<bool>, Error> {
+    let mut ident = ts.map(|t| t.identifier(n as usize));
     let f = std::fs::File::open(pcap)?;
     let mut rd =
         hollywood_wire::pcap::Reader::new(std::io::BufReader::new(f)).map_err(|e| e.to_string())?;
@@ -703,7 +756,12 @@ fn datagram_fates(
         if dst_port != port || data.len() < header + size {
             continue;
         }
-        let Some(id) = check_payload(&data[header..header + size], size) else {
+        let chunk = &data[header..header + size];
+        let id = match &mut ident {
+            Some(i) => i.identify(chunk),
+            None => check_payload(chunk, size),
+        };
+        let Some(id) = id else {
             continue;
         };
         if let (Some(slot), Some(fp)) = (first.get_mut(id as usize), segment_fingerprint(ip)) {
@@ -738,12 +796,14 @@ fn udp_lenient(ip: &[u8]) -> Option<(u16, &[u8])> {
 
 /// The table, one row per contender.
 pub fn table(rows: &[Row]) -> String {
+    let ts = rows.iter().any(|r| r.ts_frames_decoded.is_some());
     let mut s = String::from(
-        "transport | on time | of messages | oracle | late | never arrived | delay p50 ms | p99 ms | max ms | emulator drops\n",
+        "transport | on time | of messages | oracle | late | never arrived | delay p50 ms | p99 ms | max ms | emulator drops",
     );
+    s += if ts { " | frames decoded\n" } else { "\n" };
     for r in rows {
         s += &format!(
-            "{} | {} ({:.2} %) | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {}{}\n",
+            "{} | {} ({:.2} %) | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {}{}{}\n",
             r.transport,
             r.on_time,
             100.0 * r.on_time_fraction,
@@ -759,6 +819,9 @@ pub fn table(rows: &[Row]) -> String {
             r.delay_p99_ms,
             r.delay_max_ms,
             r.dropped_by_emulator,
+            r.ts_frames_decoded
+                .map(|f| format!(" | {f}"))
+                .unwrap_or_default(),
             r.error
                 .as_ref()
                 .map(|e| format!(" (error: {e})"))

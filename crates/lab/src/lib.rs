@@ -34,5 +34,6 @@ pub mod netem;
 pub mod quicwire;
 pub mod soak;
 pub mod topology;
+pub mod ts;
 pub mod wiremsg;
 pub mod workload;

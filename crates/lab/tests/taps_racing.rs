@@ -1,3 +1,6 @@
+// A test of an adapter: real threads and clocks.
+#![allow(clippy::disallowed_methods)]
+
 //! Racing on real packets (issue 14's first Done-when), in a two-host lab
 //! with a 20 ms RTT: with UDP open QUIC wins; with UDP to the server
 //! dropped by iptables, TCP Hollywood on the engine wins, and racing adds
@@ -54,7 +57,7 @@ fn racing_picks_quic_with_udp_open_and_tcp_hollywood_with_udp_blocked() {
         hollywood_tun::skip("racing_picks_quic... needs root (namespaces, TUN devices, iptables)");
         return;
     }
-    let name = format!("hwr-{}", std::process::id());
+    let name = format!("hwtr-{}", std::process::id());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

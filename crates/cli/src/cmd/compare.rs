@@ -45,6 +45,15 @@ pub struct CompareArgs {
     /// One JSON list.
     #[arg(long)]
     json: bool,
+    /// Send a real MPEG-TS stream: a .ts file, or `testsrc` to encode one
+    /// with ffmpeg (testsrc2, H.264, TS mux rate = --size × 8 / --interval,
+    /// so chunks leave as `ffmpeg -re` sends them). Each transport's
+    /// received stream is written to --ts-out and decoded with ffprobe.
+    #[arg(long)]
+    ts: Option<String>,
+    /// Where the TS files go.
+    #[arg(long, default_value = "target/compare-ts")]
+    ts_out: std::path::PathBuf,
 }
 
 /// Run the command.
@@ -69,6 +78,24 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     spec.seed = a.seed;
     if !a.transports.is_empty() {
         spec.contenders = a.transports;
+    }
+    if let Some(ts) = &a.ts {
+        let source = if ts == "testsrc" {
+            let rate = (a.size as f64 * 8.0 / a.interval.as_secs_f64()) as u64;
+            // One second more than the run, so every chunk exists.
+            let seconds = (a.interval.as_secs_f64() * f64::from(a.messages)).ceil() as u32 + 1;
+            hollywood_lab::ts::TsSource::encode(&a.ts_out, seconds, rate, a.size)?
+        } else {
+            hollywood_lab::ts::TsSource::from_file(std::path::Path::new(ts), a.size, &a.ts_out)?
+        };
+        if !a.json {
+            eprintln!(
+                "TS source: {} chunks, {} video frames decodable",
+                source.chunks.len(),
+                source.source_frames
+            );
+        }
+        spec.ts = Some(source);
     }
     let json = a.json;
     let rows = compare::run(&spec, |name| {

@@ -1,0 +1,77 @@
+//! `hollywood transmit` against `srt-live-transmit` (issue 14's second
+//! Done-when, shortened): ffmpeg's MPEG-TS through each relay pair over
+//! 100 ms RTT and 2 % loss, at the same latency setting, side by side; then
+//! with UDP to the receiver dropped by iptables, where SRT cannot connect
+//! and Hollywood falls back to TCP. Root only (namespaces, TUN, iptables,
+//! srt-tools, ffmpeg; `scripts/test.sh` installs them).
+// A test of an adapter: real threads, clocks and processes.
+#![allow(clippy::disallowed_methods)]
+
+use hollywood_lab::compare::{self, CompareSpec, Contender};
+use hollywood_lab::ts::TsSource;
+
+#[test]
+fn transmit_delivers_ffmpeg_ts_at_least_as_well_as_srt_and_through_blocked_udp() {
+    if !hollywood_tun::is_root() {
+        hollywood_tun::skip("transmit vs SRT needs root (namespaces, TUN, iptables)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hw-transmit-{}", std::process::id()));
+    let mut spec = CompareSpec::live_video(&format!(
+        "{}-{}-t",
+        hollywood_lab::interop::LAB_PREFIX,
+        std::process::id()
+    ));
+    spec.messages = 800; // 4 s of a 2.1 Mb/s stream
+    let rate = (spec.size as f64 * 8.0 / spec.interval.as_secs_f64()) as u64;
+    spec.ts = Some(TsSource::encode(&dir, 5, rate, spec.size).expect("ffmpeg encodes"));
+    let srt_blocked = Contender::parse("srt+udp-blocked").unwrap();
+    let transmit_blocked = Contender::parse("transmit+udp-blocked").unwrap();
+    spec.contenders = vec![
+        Contender::Srt,
+        Contender::Transmit(None),
+        srt_blocked,
+        transmit_blocked,
+    ];
+    let rows = compare::run(&spec, |_| {}).expect("the comparison runs");
+    print!("{}", compare::table(&rows));
+    let (srt, tx, srt_b, tx_b) = (&rows[0], &rows[1], &rows[2], &rows[3]);
+    for r in &rows {
+        assert_eq!(r.bad_deliveries, 0, "{}", r.transport);
+    }
+    assert!(tx.error.is_none(), "{:?}", tx.error);
+    assert!(
+        tx.transport.contains("(quic)"),
+        "UDP open: QUIC wins ({})",
+        tx.transport
+    );
+    // ffprobe decodes what arrived.
+    assert!(
+        tx.ts_frames_decoded.unwrap() > 50,
+        "{:?}",
+        tx.ts_frames_decoded
+    );
+    assert!(
+        srt.ts_frames_decoded.unwrap() > 50,
+        "{:?}",
+        srt.ts_frames_decoded
+    );
+    // The goal: Hollywood at least as many TS chunks on time as SRT.
+    assert!(
+        tx.on_time >= srt.on_time,
+        "transmit {} on time, SRT {}",
+        tx.on_time,
+        srt.on_time
+    );
+    // UDP blocked: SRT delivers nothing, Hollywood still delivers.
+    assert_eq!(srt_b.on_time + srt_b.late, 0);
+    assert!(tx_b.transport.contains("(hollywood)"), "{}", tx_b.transport);
+    assert!(
+        tx_b.on_time as f64 >= 0.9 * tx_b.messages as f64,
+        "{} of {} on time",
+        tx_b.on_time,
+        tx_b.messages
+    );
+    assert!(tx_b.ts_frames_decoded.unwrap() > 50);
+    let _ = std::fs::remove_dir_all(&dir);
+}
