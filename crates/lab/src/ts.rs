@@ -39,7 +39,7 @@ fn key(d: &[u8]) -> u64 {
 impl TsSource {
     /// Cut `file` into chunks of `size` bytes (a multiple of 188).
     pub fn from_file(file: &Path, size: usize, out_dir: &Path) -> Result<TsSource, String> {
-        if size == 0 || size % TS_PACKET != 0 {
+        if size == 0 || !size.is_multiple_of(TS_PACKET) {
             return Err(format!(
                 "with a TS source the chunk size must be a multiple of {TS_PACKET} (1316 = 7 packets), not {size}"
             ));

@@ -127,11 +127,6 @@ impl RelayStats {
     }
 
     fn count(&self, e: &Event) {
-        if let Event::Abandoned { msg, reason } = e {
-            if std::env::var_os("HOLLYWOOD_RELAY_DEBUG").is_some() {
-                eprintln!("abandoned {} {reason}", msg.0);
-            }
-        }
         let c = match e {
             Event::Sent { .. } => &self.sent,
             Event::Expired { .. } => &self.expired,
