@@ -27,6 +27,21 @@ async fn server(
     (l, addr)
 }
 
+/// A listener that echoes every connection (see [`echo`]).
+async fn echo_server(
+    props: TransportProperties,
+    sec: SecurityParameters,
+    protocols: &[Protocol],
+) -> SocketAddr {
+    let (mut l, addr) = server(props, sec, protocols).await;
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    addr
+}
+
 /// Echo every message back on the same sub-stream, then close.
 async fn echo(mut c: Connection) {
     while let Ok(Some(m)) = c.receive().await {
@@ -82,17 +97,12 @@ async fn round_trip(c: &mut Connection, n: usize) {
 
 #[tokio::test]
 async fn with_udp_open_quic_wins_and_echoes() {
-    let (mut l, addr) = server(
+    let addr = echo_server(
         TransportProperties::media(),
         SecurityParameters::Disabled,
         &Protocol::ALL,
     )
     .await;
-    tokio::spawn(async move {
-        while let Some(c) = l.accept().await {
-            tokio::spawn(echo(c));
-        }
-    });
     let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
         .with_remote(RemoteEndpoint::from_addr(addr))
         .initiate()
@@ -106,17 +116,12 @@ async fn with_udp_open_quic_wins_and_echoes() {
 async fn without_a_quic_server_the_race_falls_back_to_kernel_tcp_after_the_stagger() {
     // The server listens on TCP only: QUIC's Initial goes unanswered, as on
     // a path that drops UDP.
-    let (mut l, addr) = server(
+    let addr = echo_server(
         TransportProperties::media(),
         SecurityParameters::Disabled,
         &[Protocol::KernelTcp],
     )
     .await;
-    tokio::spawn(async move {
-        while let Some(c) = l.accept().await {
-            tokio::spawn(echo(c));
-        }
-    });
     let pre = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
         .with_remote(RemoteEndpoint::from_addr(addr))
         .with_racing_delay(Duration::from_millis(100));
@@ -134,17 +139,12 @@ async fn without_a_quic_server_the_race_falls_back_to_kernel_tcp_after_the_stagg
 async fn secure_connections_pin_the_certificate_on_both_protocols() {
     let id = Identity::generate().unwrap();
     for p in [Protocol::Quic, Protocol::KernelTcp] {
-        let (mut l, addr) = server(
+        let addr = echo_server(
             TransportProperties::media(),
             SecurityParameters::pinned(id.clone()),
             &[p],
         )
         .await;
-        tokio::spawn(async move {
-            while let Some(c) = l.accept().await {
-                tokio::spawn(echo(c));
-            }
-        });
         let mut c = Preconnection::new(
             TransportProperties::media(),
             SecurityParameters::pinned(id.clone()),
@@ -193,17 +193,12 @@ async fn nothing_listening_names_every_candidate() {
 
 #[tokio::test]
 async fn bad_contexts_are_refused_at_send() {
-    let (mut l, addr) = server(
+    let addr = echo_server(
         TransportProperties::media(),
         SecurityParameters::Disabled,
         &[Protocol::KernelTcp],
     )
     .await;
-    tokio::spawn(async move {
-        while let Some(c) = l.accept().await {
-            tokio::spawn(echo(c));
-        }
-    });
     let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
         .with_remote(RemoteEndpoint::from_addr(addr))
         .with_protocols(&[Protocol::KernelTcp])
@@ -250,17 +245,12 @@ async fn bad_contexts_are_refused_at_send() {
 
 #[tokio::test]
 async fn quic_without_preserve_order_refuses_ordered_messages() {
-    let (mut l, addr) = server(
+    let addr = echo_server(
         TransportProperties::media(),
         SecurityParameters::Disabled,
         &[Protocol::Quic],
     )
     .await;
-    tokio::spawn(async move {
-        while let Some(c) = l.accept().await {
-            tokio::spawn(echo(c));
-        }
-    });
     let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
         .with_remote(RemoteEndpoint::from_addr(addr))
         .initiate()
@@ -356,17 +346,12 @@ async fn messages_that_wait_past_their_lifetime_expire_and_their_dependents_too(
 
 #[tokio::test]
 async fn quic_alone_connects() {
-    let (mut l, addr) = server(
+    let addr = echo_server(
         TransportProperties::media(),
         SecurityParameters::Disabled,
         &[Protocol::Quic],
     )
     .await;
-    tokio::spawn(async move {
-        while let Some(c) = l.accept().await {
-            tokio::spawn(echo(c));
-        }
-    });
     let r = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
         .with_remote(RemoteEndpoint::from_addr(addr))
         .with_protocols(&[Protocol::Quic])
