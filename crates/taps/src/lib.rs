@@ -18,24 +18,42 @@
 //! before fails); the first to complete its handshake wins and the others
 //! are aborted. A [`Listener`] accepts all three at once.
 //!
-//! ```no_run
+//! ```
 //! use hollywood_taps::{
-//!     Event, MessageContext, Preconnection, RemoteEndpoint, SecurityParameters,
+//!     Event, LocalEndpoint, MessageContext, Preconnection, RemoteEndpoint, SecurityParameters,
 //!     TransportProperties,
 //! };
 //! use std::time::Duration;
 //!
-//! # async fn voice() -> Result<(), hollywood_taps::Error> {
-//! let pre = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-//!     .with_remote(RemoteEndpoint::new().with_host_name("media.example").with_port(5004));
-//! let mut conn = pre.initiate().await?;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), hollywood_taps::Error> {
+//! // A server on loopback: it listens on QUIC and kernel TCP at once.
+//! let mut listener = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+//!     .with_local(LocalEndpoint::from_addr("127.0.0.1:0".parse().unwrap()))
+//!     .listen()
+//!     .await?;
+//! let at = listener.local_addrs()[0].1;
+//! tokio::spawn(async move {
+//!     let mut c = listener.accept().await.unwrap();
+//!     while let Ok(Some(m)) = c.receive().await {
+//!         println!("server: {} bytes on sub-stream {}", m.data.len(), m.substream);
+//!     }
+//!     c.close().await.unwrap();
+//! });
+//!
+//! // The caller: racing picks a protocol that works on the path.
+//! let mut conn = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+//!     .with_remote(RemoteEndpoint::from_addr(at))
+//!     .initiate()
+//!     .await?;
 //! println!("connected over {}", conn.protocol());
 //! // A 20 ms voice frame, useless 150 ms from now (ITU-T G.114).
 //! let frame = vec![0u8; 160];
 //! conn.send(frame, MessageContext::lifetime(Duration::from_millis(150))).await?;
+//! conn.close().await?;
 //! while let Some(event) = conn.next_event().await {
 //!     match event {
-//!         Event::Received(m) => println!("{} bytes on sub-stream {}", m.data.len(), m.substream),
+//!         Event::Sent { msg, .. } => println!("message {} handed to {}", msg.0, conn.protocol()),
 //!         Event::Expired { msg } => println!("message {} was too late to send", msg.0),
 //!         Event::Closed => break,
 //!         _ => {}
@@ -44,8 +62,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A runnable client and server on loopback (kernel TCP and QUIC need no
-//! privileges): `cargo run -p hollywood-taps --example voice`.
+//! More: `cargo run -p hollywood-taps --example voice` (a call with
+//! on-time counts) and `--example video_relay` (what `hollywood transmit`
+//! does).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 // An adapter layer: real time and tasks are its job.
