@@ -621,11 +621,6 @@ impl Relays {
             out
         });
         let proto = self.stats.last().and_then(|s| s.snapshot().protocol);
-        if std::env::var_os("HOLLYWOOD_RELAY_DEBUG").is_some() {
-            for s in &self.stats {
-                eprintln!("{:?}", s.snapshot());
-            }
-        }
         self.rt.shutdown_timeout(Duration::from_secs(1));
         let error = match (errors.first(), proto) {
             (Some(e), _) => Some(e.clone()),

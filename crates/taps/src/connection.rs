@@ -143,17 +143,16 @@ struct Events {
 impl Events {
     fn push(&self, e: Event) {
         let c = &self.counters;
+        // Received messages are counted where they are taken from the
+        // protocol; Closed and ConnectionError are not counted.
         let counter = match &e {
-            Event::Sent { .. } => &c.sent,
-            Event::Expired { .. } => &c.expired,
-            Event::SendError { .. } => &c.send_errors,
-            Event::Abandoned { .. } => &c.abandoned,
-            _ => &c.received,
+            Event::Sent { .. } => Some(&c.sent),
+            Event::Expired { .. } => Some(&c.expired),
+            Event::SendError { .. } => Some(&c.send_errors),
+            Event::Abandoned { .. } => Some(&c.abandoned),
+            Event::Received(_) | Event::Closed | Event::ConnectionError(_) => None,
         };
-        if !matches!(
-            e,
-            Event::Received(_) | Event::Closed | Event::ConnectionError(_)
-        ) {
+        if let Some(counter) = counter {
             counter.fetch_add(1, Ordering::Relaxed);
         }
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());

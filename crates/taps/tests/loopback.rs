@@ -27,6 +27,12 @@ async fn server(
     (l, addr)
 }
 
+/// A caller of `addr` with media properties and no security.
+fn client(addr: SocketAddr) -> Preconnection {
+    Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr(addr))
+}
+
 /// A listener that echoes every connection (see [`echo`]).
 async fn echo_server(
     props: TransportProperties,
@@ -103,11 +109,7 @@ async fn with_udp_open_quic_wins_and_echoes() {
         &Protocol::ALL,
     )
     .await;
-    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-        .with_remote(RemoteEndpoint::from_addr(addr))
-        .initiate()
-        .await
-        .unwrap();
+    let mut c = client(addr).initiate().await.unwrap();
     assert_eq!(c.protocol(), Protocol::Quic);
     round_trip(&mut c, 200).await;
 }
@@ -122,9 +124,7 @@ async fn without_a_quic_server_the_race_falls_back_to_kernel_tcp_after_the_stagg
         &[Protocol::KernelTcp],
     )
     .await;
-    let pre = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-        .with_remote(RemoteEndpoint::from_addr(addr))
-        .with_racing_delay(Duration::from_millis(100));
+    let pre = client(addr).with_racing_delay(Duration::from_millis(100));
     let t0 = tokio::time::Instant::now();
     let mut c = pre.initiate().await.unwrap();
     let took = t0.elapsed();
@@ -178,8 +178,7 @@ async fn nothing_listening_names_every_candidate() {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = probe.local_addr().unwrap();
     drop(probe);
-    let e = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-        .with_remote(RemoteEndpoint::from_addr(addr))
+    let e = client(addr)
         .with_racing_delay(Duration::from_millis(50))
         .with_establishment_timeout(Duration::from_secs(1))
         .initiate()
@@ -199,8 +198,7 @@ async fn bad_contexts_are_refused_at_send() {
         &[Protocol::KernelTcp],
     )
     .await;
-    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-        .with_remote(RemoteEndpoint::from_addr(addr))
+    let mut c = client(addr)
         .with_protocols(&[Protocol::KernelTcp])
         .initiate()
         .await
@@ -251,11 +249,7 @@ async fn quic_without_preserve_order_refuses_ordered_messages() {
         &[Protocol::Quic],
     )
     .await;
-    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-        .with_remote(RemoteEndpoint::from_addr(addr))
-        .initiate()
-        .await
-        .unwrap();
+    let mut c = client(addr).initiate().await.unwrap();
     let e = c
         .send(&b"x"[..], MessageContext::default().ordered(true))
         .await
@@ -274,8 +268,7 @@ async fn messages_that_wait_past_their_lifetime_expire_and_their_dependents_too(
     )
     .await;
     let held = tokio::spawn(async move { l.accept().await });
-    let mut c = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-        .with_remote(RemoteEndpoint::from_addr(addr))
+    let mut c = client(addr)
         .with_protocols(&[Protocol::KernelTcp])
         .initiate()
         .await
@@ -352,8 +345,7 @@ async fn quic_alone_connects() {
         &[Protocol::Quic],
     )
     .await;
-    let r = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-        .with_remote(RemoteEndpoint::from_addr(addr))
+    let r = client(addr)
         .with_protocols(&[Protocol::Quic])
         .with_establishment_timeout(Duration::from_secs(3))
         .initiate()
