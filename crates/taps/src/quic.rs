@@ -12,6 +12,7 @@
 
 use crate::backend::{Abandoned, RecvHalf, SendHalf, SendOut};
 use hollywood_tcp::Instant;
+use hollywood_transport::clock::Clock;
 use hollywood_transport::quic::{Mapping, QuicConfig, QuicIdentity, QuicTransport};
 use hollywood_transport::{MessageTransport, OutMessage, Role, SendError, TransportEvent};
 use hollywood_tun::message::{ReceivedMessage, StreamError};
@@ -53,18 +54,13 @@ enum Cmd {
     Close,
 }
 
-/// Time since the driver's epoch, as the transport counts it.
-fn now_since(epoch: std::time::Instant) -> Instant {
-    let d = std::time::Instant::now().saturating_duration_since(epoch);
-    Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
 /// The task of one QUIC connection.
 struct Driver {
     t: QuicTransport,
     socket: Arc<UdpSocket>,
     local: SocketAddr,
-    epoch: std::time::Instant,
+    /// Transport time ↔ the OS clock (the transport's epoch).
+    clock: Clock,
     inbound: mpsc::Receiver<(Vec<u8>, SocketAddr)>,
     cmds: mpsc::Receiver<Cmd>,
     rx: mpsc::Sender<Result<Option<ReceivedMessage>, StreamError>>,
@@ -96,7 +92,7 @@ struct Driver {
 
 impl Driver {
     fn now(&self) -> Instant {
-        now_since(self.epoch)
+        self.clock.from_std(std::time::Instant::now())
     }
 
     async fn flush(&mut self) {
@@ -142,9 +138,7 @@ impl Driver {
                     }
                 }
                 TransportEvent::Message(m) => {
-                    let arrival = tokio::time::Instant::from_std(
-                        self.epoch + Duration::from_nanos(m.received.as_nanos()),
-                    );
+                    let arrival = tokio::time::Instant::from_std(self.clock.to_std(m.received));
                     self.held.push_back(Ok(Some(ReceivedMessage {
                         id: m.id,
                         substream: m.substream,
@@ -277,9 +271,10 @@ impl Driver {
             if self.done && self.rx.is_closed() {
                 return;
             }
-            let deadline = self.t.poll_timeout().map(|t| {
-                tokio::time::Instant::from_std(self.epoch + Duration::from_nanos(t.as_nanos()))
-            });
+            let deadline = self
+                .t
+                .poll_timeout()
+                .map(|t| tokio::time::Instant::from_std(self.clock.to_std(t)));
             let room = !self.held.is_empty();
             let wake = tokio::select! {
                 d = self.inbound.recv() => Wake::Datagram(d),
@@ -356,7 +351,7 @@ fn spawn_driver(
         t,
         socket,
         local,
-        epoch: std::time::Instant::now(),
+        clock: Clock::new(),
         inbound,
         cmds: cmd_rx,
         rx: rx_tx,
