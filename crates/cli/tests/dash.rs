@@ -163,12 +163,122 @@ fn a_real_video_ladder_plays_and_is_scored_per_transport() {
         assert!(psnr > 25.0 && ssim > 0.8 && ssim <= 1.0, "{s}");
         assert!(std::path::Path::new(s["file"].as_str().unwrap()).is_file());
     }
+    quality_lookup_matches_decoding_and_damage_stays_in_its_chunk(&dir);
+    // Seed 001 with real video: every run scored, Table 1, Figs 11, 12, 15.
+    let repro = dir.join("repro");
+    let v = json(&[
+        "repro",
+        "dash2018",
+        "--video",
+        d,
+        "--seeds",
+        "1",
+        "--out",
+        repro.to_str().unwrap(),
+        "--json",
+    ]);
+    let ladder = v["ladder"].as_array().expect("summary.json has the ladder");
+    assert_eq!(ladder.len(), 3);
+    for r in ladder {
+        assert!(f(r, "psnr_db") > 25.0 && f(r, "ssim") > 0.8, "{r}");
+    }
+    for fig in [
+        "rtt-quality.png",
+        "loss-quality.png",
+        "profiles-quality.png",
+    ] {
+        assert!(repro.join(fig).is_file(), "{fig}");
+    }
+    let claims = v["claims"].as_array().unwrap();
+    for c in ["Fig 12", "Fig 15"] {
+        assert!(
+            claims
+                .iter()
+                .any(|x| x["stated"].as_str().unwrap_or("").contains(c)),
+            "no {c} claim"
+        );
+    }
+    let rtt = &v["scenarios"].as_array().unwrap()[0]["configs"][0];
+    assert!(f(&rtt["quality"]["tcp"]["psnr_db"], "mean") > 25.0, "{rtt}");
+    let readme = std::fs::read_to_string(repro.join("README.md")).unwrap();
+    assert!(readme.contains("Picture quality") && readme.contains("Fig 11"));
+    // Without a manifest, --video is refused with what to do.
+    let out = hollywood(&["repro", "dash2018", "--video", "/nonexistent"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dash-ladder"));
     // A ladder whose chunk is gone is refused with the file named.
     std::fs::remove_file(dir.join("rep2").join("3.ts")).unwrap();
     let out = hollywood(&["dash", "--video", d]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("3.ts"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The two ways a run is scored agree: a stream of intact chunks decoded
+/// and compared frame by frame gives the values looked up from each
+/// representation's scores; a damaged I-frame lowers only its own chunk's
+/// frames, and the frame count stays that of the chunks played.
+fn quality_lookup_matches_decoding_and_damage_stays_in_its_chunk(dir: &std::path::Path) {
+    use hollywood_apps::dash::content::Content;
+    use hollywood_experiments::dash_quality::{score_frames, LadderQuality};
+    let c = Content::from_dir(dir).unwrap();
+    let lq = LadderQuality::load_or_compute(dir, &c).unwrap();
+    let fpc = lq.frames_per_chunk;
+    assert_eq!(fpc, 30);
+    assert!(lq.reps.iter().all(|r| r.len() == 6 * fpc));
+    // Chunk n at representation plan[n], as a switching client plays them.
+    let plan = [0usize, 2, 1, 0, 2, 1];
+    let chunk =
+        |n: usize| std::fs::read(dir.join(&c.reps[plan[n]].id).join(format!("{n}.ts"))).unwrap();
+    let mut ts = Vec::new();
+    for n in 0..6 {
+        ts.extend(chunk(n));
+    }
+    let path = dir.join("switching.ts");
+    std::fs::write(&path, &ts).unwrap();
+    let decoded = score_frames(dir, &path, lq.start, lq.fps, 6 * fpc).unwrap();
+    assert_eq!(decoded.len(), 6 * fpc);
+    for (i, (p, s)) in decoded.psnr.iter().zip(&decoded.ssim).enumerate() {
+        let rep = &lq.reps[plan[i / fpc]];
+        assert!(
+            (p - rep.psnr[i]).abs() < 0.01,
+            "frame {i}: {p} vs {}",
+            rep.psnr[i]
+        );
+        assert!(
+            (s - rep.ssim[i]).abs() < 1e-4,
+            "frame {i}: {s} vs {}",
+            rep.ssim[i]
+        );
+    }
+    // Zero chunk 2's first 4 KB (its I-frame and tables), as lost messages.
+    let mut damaged = Vec::new();
+    for n in 0..6 {
+        let mut b = chunk(n);
+        if n == 2 {
+            b[..4096].fill(0);
+        }
+        damaged.extend(b);
+    }
+    std::fs::write(&path, &damaged).unwrap();
+    let d = score_frames(dir, &path, lq.start, lq.fps, 6 * fpc).unwrap();
+    assert_eq!(d.len(), 6 * fpc);
+    let mean = |v: &[f32]| v.iter().sum::<f32>() / v.len() as f32;
+    for n in [0, 1, 3, 4, 5] {
+        let r = n * fpc..(n + 1) * fpc;
+        assert!(
+            (mean(&d.psnr[r.clone()]) - mean(&decoded.psnr[r])).abs() < 0.01,
+            "chunk {n}"
+        );
+    }
+    let r = 2 * fpc..3 * fpc;
+    assert!(
+        mean(&d.psnr[r.clone()]) < mean(&decoded.psnr[r.clone()]) - 1.0,
+        "damaged chunk: {} vs {}",
+        mean(&d.psnr[r.clone()]),
+        mean(&decoded.psnr[r])
+    );
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]

@@ -15,6 +15,11 @@
 
 use crate::claims::{self, ClaimResult};
 use crate::dash::{Agg, DashTransport, Session};
+use crate::dash2018_video::{
+    claims as video_claims, figures as video_figures, ladder_rows, markdown as video_markdown,
+    ConfigQuality, LadderRow, ScenarioQuality, SideQuality,
+};
+use crate::dash_quality::{run_quality, LadderQuality, RunQuality};
 use crate::plan::Point;
 use crate::plot::{self, Chart, Rgb, Series, Style};
 use crate::report::Figure;
@@ -88,6 +93,16 @@ struct Raw {
     content_seed: u64,
     x_axis: String,
     notes: Option<String>,
+    /// A ladder from `hollywood dash-ladder` instead of synthetic content
+    /// (`hollywood repro dash2018 --video DIR` sets it on every point):
+    /// its own length replaces `duration`, and every run is scored, PSNR
+    /// and SSIM frame by frame (seed 001 Table 1, Figs 11, 12, 15).
+    video: Option<String>,
+    /// A third session per run over QUIC (quinn), with the seed-001
+    /// client that suits the mapping: `quic-gop` (a stream per response,
+    /// as HTTP/3; Algorithm 2), `quic-ss` (one stream; Algorithm 1) or
+    /// `quic-pps`. What DASH users run today, beside the seed's pair.
+    quic: Option<String>,
 }
 
 /// One configuration.
@@ -101,6 +116,14 @@ pub struct DashPoint {
     x_text: String,
     path_text: String,
     notes: Option<String>,
+    /// Real video: the ladder and its per-representation scores.
+    video: Option<(std::path::PathBuf, Arc<LadderQuality>)>,
+    /// The QUIC session's transport, if the plan asks for one.
+    quic: Option<DashTransport>,
+    /// What decides a TCP or Hollywood session's outcome: every parameter
+    /// but the scenario's name, `quic`, `x_axis` and `notes`. Two
+    /// scenarios with the same key share those sessions ([`session_memo`]).
+    key: String,
 }
 
 /// One transport's figures in one run.
@@ -116,6 +139,9 @@ pub struct One {
     /// (time of download, chunk rate kb/s), kept for the first seed.
     #[serde(skip)]
     trace: Vec<(f64, f64)>,
+    /// Real video: what the client showed, scored frame by frame.
+    #[serde(skip)]
+    quality: Option<Arc<RunQuality>>,
 }
 
 /// A paired run: TCP and Hollywood, one seed.
@@ -124,11 +150,14 @@ pub struct Pair {
     seed: u64,
     tcp: One,
     hollywood: One,
+    /// The QUIC session, when the scenario has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quic: Option<One>,
     sim_seconds: f64,
 }
 
 /// The metrics plans may name.
-pub const METRICS: [&str; 13] = [
+pub const METRICS: [&str; 22] = [
     "tcp_stall_s",
     "hollywood_stall_s",
     "tcp_startup_s",
@@ -142,6 +171,15 @@ pub const METRICS: [&str; 13] = [
     "startup_saved_s",
     "bitrate_gain_kbps",
     "tcp_discarded",
+    "tcp_psnr_db",
+    "hollywood_psnr_db",
+    "tcp_ssim",
+    "hollywood_ssim",
+    "quic_stall_s",
+    "quic_startup_s",
+    "quic_bitrate_kbps",
+    "quic_down_pct",
+    "stall_saved_vs_quic_s",
 ];
 
 fn one(r: &DashRun, keep: bool) -> Result<One, String> {
@@ -171,7 +209,73 @@ fn one(r: &DashRun, keep: bool) -> Result<One, String> {
         } else {
             Vec::new()
         },
+        quality: None,
     })
+}
+
+/// Sessions already run in this process, by configuration, transport,
+/// seed and whether the trace is kept: a scenario that repeats another's
+/// points (`http3` adds QUIC at two of `loss`'s) reuses their TCP and
+/// Hollywood sessions instead of running them again. The simulator is
+/// deterministic, so a reused session is the session it would run.
+fn session_memo(
+    key: &str,
+    run: impl FnOnce() -> Result<(One, f64), String>,
+) -> Result<(One, f64), String> {
+    type Memo = std::sync::Mutex<std::collections::HashMap<String, (One, f64)>>;
+    static MEMO: std::sync::OnceLock<Memo> = std::sync::OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    if let Some(hit) = memo.lock().ok().and_then(|m| m.get(key).cloned()) {
+        return Ok(hit);
+    }
+    let out = run()?;
+    if let Ok(mut m) = memo.lock() {
+        m.insert(key.to_string(), out.clone());
+    }
+    Ok(out)
+}
+
+/// Unique names for the streams of damaged runs being scored.
+static WORK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Score a real-video run (see [`crate::dash_quality`]).
+fn scored(
+    mut o: One,
+    r: &DashRun,
+    video: &(std::path::PathBuf, Arc<LadderQuality>),
+) -> Result<One, String> {
+    let k = WORK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let work =
+        std::env::temp_dir().join(format!("hollywood-dash2018-{}-{k}.ts", std::process::id()));
+    // The chunks played: up to the first whose head never came (a session
+    // cut short).
+    let played = r.client.chunks.iter().take_while(|c| c.size > 0).count();
+    let q = run_quality(&video.0, &video.1, &r.client.chunks[..played], &work)
+        .map_err(|e| format!("{}: scoring: {e}", r.transport))?;
+    o.quality = Some(Arc::new(q));
+    Ok(o)
+}
+
+/// A ladder's per-representation scores, computed (or read from its
+/// `quality/` directory) once per process.
+fn ladder_quality(dir: &std::path::Path, c: &Content) -> Result<Arc<LadderQuality>, String> {
+    type Memo = std::sync::Mutex<BTreeMap<std::path::PathBuf, Arc<LadderQuality>>>;
+    static MEMO: std::sync::OnceLock<Memo> = std::sync::OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    let key = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mut m = memo
+        .lock()
+        .map_err(|_| "ladder quality memo poisoned".to_string())?;
+    if let Some(q) = m.get(&key) {
+        return Ok(q.clone());
+    }
+    eprintln!(
+        "scoring the ladder in {} (once; kept in its quality/) ...",
+        dir.display()
+    );
+    let q = Arc::new(LadderQuality::load_or_compute(dir, c)?);
+    m.insert(key, q.clone());
+    Ok(q)
 }
 
 fn parse_phase(s: &str) -> Result<(u64, Duration, f64), String> {
@@ -204,8 +308,20 @@ impl Adapter for Dash {
         let raw: Raw = point.typed()?;
         let duration = parse_duration(&raw.duration)?;
         let chunk = parse_duration(&raw.chunk)?;
-        let chunks = (duration.as_secs_f64() / chunk.as_secs_f64()).round() as usize;
-        let content = Content::seed001(chunks, chunk, Content::DEFAULT_SPREAD, raw.content_seed)?;
+        let (content, video) = match &raw.video {
+            None => {
+                let chunks = (duration.as_secs_f64() / chunk.as_secs_f64()).round() as usize;
+                let c = Content::seed001(chunks, chunk, Content::DEFAULT_SPREAD, raw.content_seed)?;
+                (c, None)
+            }
+            Some(dir) => {
+                let dir = std::path::PathBuf::from(dir);
+                let c = Content::from_dir(&dir)?;
+                let lq = ladder_quality(&dir, &c)?;
+                (c, Some((dir, lq)))
+            }
+        };
+        let duration = content.duration();
         let (phases, x, x_text, path_text) = match (&raw.profile, &raw.rate, &raw.rtt, &raw.loss) {
             (Some(name), None, None, None) => {
                 let list = raw
@@ -284,6 +400,23 @@ impl Adapter for Dash {
             rx_threshold: raw.rx_threshold,
             lateness: Lateness::parse(&raw.late)?,
         };
+        let quic = match &raw.quic {
+            None => None,
+            Some(name) if name.starts_with("quic-") => Some(DashTransport::parse(name)?),
+            Some(name) => {
+                return Err(format!(
+                    "quic = {name:?}: name a QUIC mapping ({})",
+                    DashTransport::NAMES[2..].join(", ")
+                ))
+            }
+        };
+        let key = point
+            .params
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "quic" | "x_axis" | "notes" | "name"))
+            .map(|(k, v)| (k.clone(), crate::plan::scalar_text(v)))
+            .collect::<BTreeMap<_, _>>();
+        let key = format!("{key:?}");
         // Check the scenario once here (cheap) rather than in every run.
         let t = DashTransport::parse("hollywood")?;
         let sc = session.scenario(&t, 1);
@@ -296,19 +429,42 @@ impl Adapter for Dash {
             x_text,
             path_text,
             notes: raw.notes,
+            video,
+            quic,
+            key,
         })
     }
 
     fn run(&self, p: &DashPoint, seed: u64, keep: bool) -> Result<Pair, String> {
         let tcp_t = DashTransport::parse("tcp")?;
         let hw_t = DashTransport::parse("hollywood")?;
-        let tcp = p.session.scenario(&tcp_t, seed).run()?;
-        let hw = p.session.scenario(&hw_t, seed).run()?;
+        let score = |o: One, r: &DashRun| match &p.video {
+            Some(v) => scored(o, r, v),
+            None => Ok(o),
+        };
+        let session = |t: &DashTransport| -> Result<(One, f64), String> {
+            session_memo(&format!("{} {} {seed} {keep}", p.key, t.name), || {
+                let r = p.session.scenario(t, seed).run()?;
+                Ok((score(one(&r, keep)?, &r)?, r.sim_seconds))
+            })
+        };
+        let (tcp_one, tcp_sim) = session(&tcp_t)?;
+        let (hw_one, hw_sim) = session(&hw_t)?;
+        let mut sim_seconds = tcp_sim + hw_sim;
+        let quic = match &p.quic {
+            Some(t) => {
+                let q = p.session.scenario(t, seed).run()?;
+                sim_seconds += q.sim_seconds;
+                Some(score(one(&q, keep)?, &q)?)
+            }
+            None => None,
+        };
         Ok(Pair {
             seed,
-            sim_seconds: tcp.sim_seconds + hw.sim_seconds,
-            tcp: one(&tcp, keep)?,
-            hollywood: one(&hw, keep)?,
+            sim_seconds,
+            tcp: tcp_one,
+            hollywood: hw_one,
+            quic,
         })
     }
 
@@ -327,6 +483,15 @@ impl Adapter for Dash {
             "stall_saved_s" => o.tcp.stall_s - o.hollywood.stall_s,
             "startup_saved_s" => o.tcp.startup_s - o.hollywood.startup_s,
             "bitrate_gain_kbps" => o.hollywood.bitrate_kbps - o.tcp.bitrate_kbps,
+            "tcp_psnr_db" => o.tcp.quality.as_ref()?.frames.mean().psnr_db,
+            "hollywood_psnr_db" => o.hollywood.quality.as_ref()?.frames.mean().psnr_db,
+            "tcp_ssim" => o.tcp.quality.as_ref()?.frames.mean().ssim,
+            "hollywood_ssim" => o.hollywood.quality.as_ref()?.frames.mean().ssim,
+            "quic_stall_s" => o.quic.as_ref()?.stall_s,
+            "quic_startup_s" => o.quic.as_ref()?.startup_s,
+            "quic_bitrate_kbps" => o.quic.as_ref()?.bitrate_kbps,
+            "quic_down_pct" => o.quic.as_ref()?.down_pct,
+            "stall_saved_vs_quic_s" => o.quic.as_ref()?.stall_s - o.hollywood.stall_s,
             _ => return None,
         })
     }
@@ -379,8 +544,16 @@ struct ConfigSummary {
     seeds: usize,
     tcp: Side,
     hollywood: Side,
+    /// The QUIC session (`quic_transport` names its mapping).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quic: Option<Side>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quic_transport: Option<&'static str>,
     #[serde(skip)]
     traces: Option<(Curve, Curve)>,
+    /// Real video: frame-level PSNR and SSIM of every run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quality: Option<ConfigQuality>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -402,6 +575,11 @@ struct Summary {
     wall_seconds: f64,
     scenarios: Vec<ScenarioSummary>,
     claims: Vec<ClaimResult>,
+    /// Real video: the ladder scored against its source (seed 001 Table 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    video: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ladder: Option<Vec<LadderRow>>,
 }
 
 /// `(x, y)` points of a curve.
@@ -411,12 +589,14 @@ type Panel<'a> = (&'a str, &'a str, &'a dyn Fn(&Side) -> f64);
 
 const TCP_COLOR: Rgb = Rgb(31, 119, 180);
 const HW_COLOR: Rgb = Rgb(214, 39, 40);
+const QUIC_COLOR: Rgb = Rgb(44, 160, 44);
 
 fn finish(done: &mut Finished<'_, Dash>, ctx: &Context<'_>) -> Result<Written, String> {
     let mut scenarios = Vec::new();
     let mut seeds: Vec<u64> = done.plan.seeds.clone();
     seeds.sort_unstable();
     let mut notes = None;
+    let mut ladder = None;
     for (si, s) in done.plan.scenarios.iter().enumerate() {
         let mut configs = Vec::new();
         let mut axis = String::new();
@@ -437,6 +617,35 @@ fn finish(done: &mut Finished<'_, Dash>, ctx: &Context<'_>) -> Result<Written, S
                 .first()
                 .filter(|(_, r)| !r.tcp.trace.is_empty())
                 .map(|(_, r)| (r.tcp.trace.clone(), r.hollywood.trace.clone()));
+            if let (None, Some((dir, lq))) = (&ladder, &p.video) {
+                ladder = Some((
+                    dir.display().to_string(),
+                    ladder_rows(&p.session.content, lq),
+                ));
+            }
+            let scored = |v: &[&One]| -> Option<Vec<Arc<RunQuality>>> {
+                v.iter().map(|o| o.quality.clone()).collect()
+            };
+            let quality = match (scored(&tcp), scored(&hw)) {
+                (Some(t), Some(h)) if p.video.is_some() => {
+                    let (t, h): (Vec<&RunQuality>, Vec<&RunQuality>) = (
+                        t.iter().map(|a| a.as_ref()).collect(),
+                        h.iter().map(|a| a.as_ref()).collect(),
+                    );
+                    let q: Option<Vec<&RunQuality>> = c
+                        .runs
+                        .iter()
+                        .map(|(_, r)| r.quic.as_ref()?.quality.as_deref())
+                        .collect();
+                    Some(ConfigQuality {
+                        tcp: SideQuality::of(&t),
+                        hollywood: SideQuality::of(&h),
+                        quic: q.filter(|q| !q.is_empty()).map(|q| SideQuality::of(&q)),
+                    })
+                }
+                _ => None,
+            };
+            let quic: Option<Vec<&One>> = c.runs.iter().map(|(_, r)| r.quic.as_ref()).collect();
             configs.push(ConfigSummary {
                 x: p.x,
                 x_text: p.x_text.clone(),
@@ -444,7 +653,10 @@ fn finish(done: &mut Finished<'_, Dash>, ctx: &Context<'_>) -> Result<Written, S
                 seeds: c.runs.len(),
                 tcp: side(&tcp),
                 hollywood: side(&hw),
+                quic: quic.filter(|q| !q.is_empty()).map(|q| side(&q)),
+                quic_transport: p.quic.as_ref().map(|t| t.name),
                 traces,
+                quality,
             });
         }
         configs.sort_by(|a, b| a.x.total_cmp(&b.x));
@@ -457,21 +669,53 @@ fn finish(done: &mut Finished<'_, Dash>, ctx: &Context<'_>) -> Result<Written, S
     // The seed's comparative claims join the plan's, so the run's footer
     // counts them too.
     done.claims.extend(seed_claims(&scenarios));
+    let quality: Vec<ScenarioQuality<'_>> = scenarios
+        .iter()
+        .map(|s| ScenarioQuality {
+            name: &s.name,
+            x_axis: &s.x_axis,
+            configs: s
+                .configs
+                .iter()
+                .filter_map(|c| Some((c.x, c.x_text.as_str(), c.quality.as_ref()?)))
+                .collect(),
+        })
+        .filter(|s| !s.configs.is_empty())
+        .collect();
+    done.claims.extend(video_claims(&quality));
     let claims = done.claims.clone();
-    let figures = plots(&scenarios, ctx)?;
+    let mut figures = plots(&scenarios, ctx)?;
+    figures.extend(video_figures(&quality, ctx.out)?);
+    let video_md = ladder
+        .as_ref()
+        .map(|(dir, rows)| video_markdown(rows, dir, &quality));
+    drop(quality);
     let summary = Summary {
         experiment: done.plan.name.clone(),
         description: done.plan.description.clone(),
         seeds,
         runs: done.runs,
-        sessions: done.runs * 2,
+        sessions: done.runs * 2
+            + done
+                .configs
+                .iter()
+                .flat_map(|c| &c.runs)
+                .filter(|(_, r)| r.quic.is_some())
+                .count(),
         jobs: done.jobs,
         sim_seconds: done.sim_seconds,
         wall_seconds: done.wall_seconds(),
         scenarios,
         claims,
+        video: ladder.as_ref().map(|l| l.0.clone()),
+        ladder: ladder.map(|l| l.1),
     };
-    let md = summary_md(&summary);
+    let mut md = summary_md(&summary);
+    if let Some(v) = video_md {
+        // Before the claims section, with the other tables.
+        let at = md.find("## The seed's claims").unwrap_or(md.len());
+        md.insert_str(at, &v);
+    }
     let readme = readme(&summary, &md, &figures, ctx.command, notes.as_deref());
     let summary_json = done.stamp(&Dash, &summary)?;
     Ok(Written {
@@ -771,7 +1015,20 @@ fn chart(
     hw: Vec<(f64, f64)>,
     style: Style,
 ) -> Chart {
-    Chart {
+    chart3(title, x_label, y_label, tcp, hw, None, style)
+}
+
+/// [`chart`] with a QUIC series beside the seed's pair.
+fn chart3(
+    title: String,
+    x_label: &str,
+    y_label: &str,
+    tcp: Vec<(f64, f64)>,
+    hw: Vec<(f64, f64)>,
+    quic: Option<(&str, Vec<(f64, f64)>)>,
+    style: Style,
+) -> Chart {
+    let mut c = Chart {
         title,
         x_label: x_label.into(),
         y_label: y_label.into(),
@@ -783,7 +1040,16 @@ fn chart(
         ],
         hlines: Vec::new(),
         regions: Vec::new(),
+    };
+    if let Some((name, q)) = quic {
+        c.series.push(Series::new(
+            format!("QUIC, {name} (quinn)"),
+            q,
+            style,
+            QUIC_COLOR,
+        ));
     }
+    c
 }
 
 fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>, String> {
@@ -818,12 +1084,21 @@ fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>
             .iter()
             .map(|(what, y, f)| {
                 let (t, h) = series(*f);
-                chart(
+                let q = s.configs.iter().find_map(|c| c.quic_transport).map(|name| {
+                    let pts = s
+                        .configs
+                        .iter()
+                        .filter_map(|c| Some((c.x, f(c.quic.as_ref()?))))
+                        .collect();
+                    (name, pts)
+                });
+                chart3(
                     format!("{}: {what} (trimmed mean over seeds)", s.name),
                     x_label,
                     y,
                     t,
                     h,
+                    q,
                     style,
                 )
             })
@@ -898,15 +1173,34 @@ fn summary_md(s: &Summary) -> String {
     );
     for sc in &s.scenarios {
         let _ = writeln!(md, "### {}\n", sc.name);
+        let quic = sc.configs.iter().find_map(|c| c.quic_transport);
+        let (qh, qs) = match quic {
+            Some(q) => (
+                format!(" stall {q} (s) | start-up {q} (s) | kb/s {q} | down % {q} |"),
+                "---|---|---|---|",
+            ),
+            None => (String::new(), ""),
+        };
         let _ = writeln!(
             md,
-            "| point | path | stall TCP (s) | stall Hollywood (s) | start-up TCP (s) | start-up Hollywood (s) | kb/s TCP | kb/s Hollywood | down % TCP | down % Hollywood | discarded (Hollywood) |"
+            "| point | path | stall TCP (s) | stall Hollywood (s) | start-up TCP (s) | start-up Hollywood (s) | kb/s TCP | kb/s Hollywood | down % TCP | down % Hollywood | discarded (Hollywood) |{qh}"
         );
-        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|{qs}");
         for c in &sc.configs {
+            let q = match &c.quic {
+                Some(q) => format!(
+                    " {} | {} | {:.0} | {:.2} |",
+                    cell(&q.stall_s),
+                    cell(&q.startup_s),
+                    q.bitrate_kbps.trimmed,
+                    q.down_pct.trimmed
+                ),
+                None if quic.is_some() => " – | – | – | – |".into(),
+                None => String::new(),
+            };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} (mean; {} of {} runs ≥ 1) |",
+                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} (mean; {} of {} runs ≥ 1) |{q}",
                 c.x_text,
                 c.path,
                 cell(&c.tcp.stall_s),
@@ -968,6 +1262,7 @@ sweep.rtt = ["150ms", "300ms"]
 name = "profiles"
 x_axis = "profile"
 phase = "5s"
+quic = "quic-gop"
 sweep.profile = ["a"]
 "#;
 
@@ -984,6 +1279,11 @@ sweep.profile = ["a"]
         assert_eq!(ph[2].rate_bps, 5_000_000);
         let pair = Dash.run(&points[2], 1, true).unwrap();
         assert!(!pair.tcp.trace.is_empty());
+        // The profile scenario runs a QUIC session beside the pair.
+        let q = pair.quic.as_ref().expect("a QUIC session");
+        assert!(q.bitrate_kbps > 0.0 && q.startup_s > 0.0, "{q:?}");
+        assert_eq!(Dash.metric(&pair, "quic_stall_s"), Some(q.stall_s));
+        assert!(Dash.run(&points[0], 1, false).unwrap().quic.is_none());
         assert_eq!(
             Dash.metric(&pair, "stall_saved_s"),
             Some(pair.tcp.stall_s - pair.hollywood.stall_s)
@@ -994,6 +1294,7 @@ sweep.profile = ["a"]
             PLAN.replace("\"1mbit/80ms/0.5%\"", "\"1mbit/80ms\""),
             PLAN.replace("x_axis = \"rtt\"", "x_axis = \"speed\""),
             PLAN.replace("loss = \"0.2%\"\n", ""),
+            PLAN.replace("quic = \"quic-gop\"", "quic = \"tcp\""),
         ] {
             let plan = Plan::parse(&bad, None).unwrap();
             assert!(plan.points().any(|p| Dash.configure(p).is_err()), "{bad}");

@@ -26,6 +26,8 @@ pub mod ch6;
 pub mod claims;
 pub mod dash;
 pub mod dash2018;
+mod dash2018_video;
+pub mod dash_quality;
 pub mod media;
 pub mod plan;
 pub mod plot;

@@ -490,7 +490,21 @@ impl Plan {
         Plan::parse(&text, seeds)
     }
 
-    /// Every configuration of every scenario, in plan order.
+    /// Set `key = value` (a string) on every point, as if the plan wrote
+    /// it at its top (`repro dash2018 --video DIR`). The plan's own `raw`
+    /// table, which `summary.json` records, gets it too.
+    pub fn set_str(&mut self, key: &str, value: &str) {
+        for s in &mut self.scenarios {
+            for p in &mut s.points {
+                p.params
+                    .insert(key.into(), toml::Value::String(value.into()));
+            }
+        }
+        self.raw
+            .insert(key.into(), toml::Value::String(value.into()));
+    }
+
+    /// Every point of every scenario, in plan order.
     pub fn points(&self) -> impl Iterator<Item = &Point> {
         self.scenarios.iter().flat_map(|s| s.points.iter())
     }

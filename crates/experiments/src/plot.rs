@@ -354,8 +354,18 @@ fn fit(axis: &str, values: impl Iterator<Item = f64>) -> Result<(f64, f64), Plot
 }
 
 /// Tick labels without a trail of zeros: `20`, `2.5`, `0.001`.
-fn tick(v: &f64) -> String {
-    let s = format!("{v:.3}");
+/// Decimals that tell a tenth of `span` apart, at least 3 (a narrow range
+/// such as SSIM's 0.9990-0.9999 needs more).
+fn decimals_for(span: f64) -> usize {
+    if span > 0.0 && span.is_finite() {
+        ((-(span / 10.0).log10()).ceil().max(0.0) as usize).clamp(3, 8)
+    } else {
+        3
+    }
+}
+
+fn tick_to(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {
         "0".into()
@@ -379,8 +389,8 @@ fn render<DB: DrawingBackend>(
     ctx.configure_mesh()
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
+        .x_label_formatter(&|v| tick_to(*v, decimals_for(x1 - x0)))
+        .y_label_formatter(&|v| tick_to(*v, decimals_for(y1 - y0)))
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 15))
         .light_line_style(RGBColor(235, 235, 235))
@@ -767,9 +777,12 @@ mod tests {
 
     #[test]
     fn ticks_are_short() {
+        let tick = |v: &f64| tick_to(*v, 3);
         assert_eq!(tick(&20.0), "20");
         assert_eq!(tick(&2.5), "2.5");
         assert_eq!(tick(&-0.0001), "0");
         assert_eq!(tick(&13333.333), "13333.333");
+        assert_eq!(tick_to(0.9997, decimals_for(0.001)), "0.9997");
+        assert_eq!(decimals_for(100.0), 3);
     }
 }

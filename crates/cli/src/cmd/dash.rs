@@ -233,7 +233,11 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             let Some(Ok(r)) = rs.first() else { continue };
             let parts: Vec<&[u8]> = r.client.chunks.iter().map(|c| c.data()).collect();
             let ts = a.received.join(format!("{}-seed{}.ts", t.name, a.seed));
-            let s = super::dash_video::score(std::path::Path::new(&a.video), &parts, &ts)?;
+            let s = hollywood_experiments::dash_quality::score(
+                std::path::Path::new(&a.video),
+                &parts,
+                &ts,
+            )?;
             scores.push(VideoScore {
                 transport: t.name,
                 seed: a.seed,

@@ -1,9 +1,10 @@
 //! Real video for `hollywood dash`: `hollywood dash-ladder` encodes a
 //! source with ffmpeg into seed 001's ladder (eight representations at
 //! 1200–5600 kb/s, H.264, 1 s chunks each starting with an I-frame,
-//! MPEG-TS) with its MPD; [`score`] decodes what a client received (late
-//! and lost messages missing) and scores it with ffmpeg's PSNR and SSIM
-//! against the source.
+//! MPEG-TS) with its MPD, and scores each representation frame by frame
+//! against the source (seed 001's Table 1;
+//! [`hollywood_experiments::dash_quality`] decodes and scores what clients
+//! received).
 
 use crate::units::parse_duration;
 use clap::Args;
@@ -28,23 +29,38 @@ pub struct LadderArgs {
     /// Frames per second.
     #[arg(long, default_value_t = 30)]
     fps: u32,
-    /// The source: a video file, or `testsrc2` (ffmpeg's synthetic pattern).
+    /// The source: a video file, `testsrc2` (ffmpeg's synthetic pattern)
+    /// or `testsrc2-grain` (the pattern with film grain: as hard to encode
+    /// as camera video, where testsrc2 alone encodes nearly losslessly
+    /// above 3 Mb/s at 640x360).
     #[arg(long, default_value = "testsrc2")]
     source: String,
     /// Only the lowest N representations (faster; default all eight).
     #[arg(long, default_value_t = 8)]
     reps: usize,
+    /// Constant bit rate: x264 pads each representation to its rate
+    /// (HRD filler), so every rung keeps its place on the ladder even where
+    /// the source is too simple to need the bits (testsrc2 below 720p).
+    #[arg(long)]
+    cbr: bool,
 }
 
 /// The ffmpeg input arguments of the source, as `source.txt` stores them.
 fn source_args(source: &str, size: &str, fps: u32, duration: Duration) -> Vec<String> {
     let secs = duration.as_secs_f64();
-    if source == "testsrc2" {
+    if source == "testsrc2" || source == "testsrc2-grain" {
+        // Film grain (temporal noise, deterministic: the filter's seed is
+        // fixed) makes the pattern as hard to encode as camera video.
+        let grain = if source == "testsrc2-grain" {
+            ",noise=alls=8:allf=t"
+        } else {
+            ""
+        };
         vec![
             "-f".into(),
             "lavfi".into(),
             "-i".into(),
-            format!("testsrc2=size={size}:rate={fps}:duration={secs}"),
+            format!("testsrc2=size={size}:rate={fps}:duration={secs}{grain}"),
         ]
     } else {
         vec!["-t".into(), format!("{secs}"), "-i".into(), source.into()]
@@ -93,7 +109,7 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     if a.reps == 0 || a.reps > SEED001_LADDER.len() {
         return Err(format!("--reps: use 1 to {}", SEED001_LADDER.len()));
     }
-    if a.source != "testsrc2" && !Path::new(&a.source).is_file() {
+    if a.source != "testsrc2" && a.source != "testsrc2-grain" && !Path::new(&a.source).is_file() {
         return Err(format!("--source {}: no such file", a.source));
     }
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
@@ -111,6 +127,14 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
             "-an", "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
         ] {
             args.push(x.into());
+        }
+        if a.cbr {
+            args.extend([
+                "-minrate".into(),
+                format!("{enc}k"),
+                "-x264-params".into(),
+                "nal-hrd=cbr".into(),
+            ]);
         }
         args.extend([
             "-vf".into(),
@@ -176,6 +200,30 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     // Check it loads as the server will.
     let c = Content::from_dir(&a.out)?;
+    // Each representation against the source, frame by frame (seed 001's
+    // Table 1); `repro dash2018 --video` reads these instead of decoding
+    // every intact chunk again.
+    let _ = std::fs::remove_dir_all(a.out.join("quality"));
+    eprintln!("scoring each representation against the source ...");
+    let lq = hollywood_experiments::dash_quality::LadderQuality::load_or_compute(&a.out, &c)?;
+    for ((r, &(enc, seed_chunk)), s) in c.reps.iter().zip(SEED001_LADDER.iter()).zip(&lq.reps) {
+        let m = s.mean();
+        println!(
+            "{}: {enc} kb/s encoded, {} kb/s of chunks (seed 001: {seed_chunk}), PSNR {:.2} dB, SSIM {:.4}",
+            r.id,
+            r.chunk_bps / 1000,
+            m.psnr_db,
+            m.ssim
+        );
+        if (r.chunk_bps as f64) < 0.85 * (seed_chunk * 1000) as f64 {
+            eprintln!(
+                "warning: {} carries {} kb/s, well under the ladder's {seed_chunk}: the source needs fewer bits at {}; use --cbr or a larger --size",
+                r.id,
+                r.chunk_bps / 1000,
+                a.size
+            );
+        }
+    }
     println!(
         "{}: {} representations × {} chunks; mean chunk rates {} kb/s",
         a.out.display(),
@@ -214,7 +262,10 @@ pub struct Ch6VideoArgs {
     /// `--chunk-frames`).
     #[arg(long)]
     gop: Option<u32>,
-    /// The source: a video file, or `testsrc2` (ffmpeg's synthetic pattern).
+    /// The source: a video file, `testsrc2` (ffmpeg's synthetic pattern)
+    /// or `testsrc2-grain` (the pattern with film grain: as hard to encode
+    /// as camera video, where testsrc2 alone encodes nearly losslessly
+    /// above 3 Mb/s at 640x360).
     #[arg(long, default_value = "testsrc2")]
     source: String,
 }
@@ -280,7 +331,7 @@ pub fn ch6_video(a: Ch6VideoArgs) -> Result<(), String> {
     if !(1.0..=3600.0).contains(&secs) {
         return Err("--duration: 1 s to 1 h".into());
     }
-    if a.source != "testsrc2" && !Path::new(&a.source).is_file() {
+    if a.source != "testsrc2" && a.source != "testsrc2-grain" && !Path::new(&a.source).is_file() {
         return Err(format!("--source {}: no such file", a.source));
     }
     let rates = a
@@ -451,80 +502,4 @@ pub fn load_ch6(
         )
     })?;
     hollywood_apps::dash::ch6::FrameVideo::from_sizes(v.fps, chunk_frames, &e.frames)
-}
-
-/// PSNR and SSIM of a received video against its source.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Score {
-    /// Mean PSNR over frames (dB).
-    pub psnr_db: f64,
-    /// Mean SSIM over frames (all planes).
-    pub ssim: f64,
-}
-
-fn after<'a>(text: &'a str, line_has: &str, key: &str) -> Option<&'a str> {
-    let line = text.lines().rev().find(|l| l.contains(line_has))?;
-    let rest = &line[line.find(key)? + key.len()..];
-    rest.split_whitespace().next()
-}
-
-/// Write `received` (the chunks in play order, missing messages as zeros)
-/// to `ts`, decode it and score it against the source named in
-/// `video/source.txt`.
-pub fn score(video: &Path, received: &[&[u8]], ts: &Path) -> Result<Score, String> {
-    let mut all = Vec::with_capacity(received.iter().map(|c| c.len()).sum());
-    for c in received {
-        all.extend_from_slice(c);
-    }
-    std::fs::write(ts, &all).map_err(|e| format!("{}: {e}", ts.display()))?;
-    let src_path = video.join("source.txt");
-    let source: Vec<String> = std::fs::read_to_string(&src_path)
-        .map_err(|e| format!("{}: {e}", src_path.display()))?
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
-    // The source as the encoder saw it (scaled, resampled); a ladder from
-    // before source-filter.txt existed had the source at its own size.
-    let filter = std::fs::read_to_string(video.join("source-filter.txt"))
-        .map(|f| format!("{},", f.trim()))
-        .unwrap_or_default();
-    if filter.contains(['[', ']', ';']) {
-        return Err("source-filter.txt may hold one filter chain only".into());
-    }
-    let mut args = vec![
-        "-loglevel".to_string(),
-        "info".into(),
-        "-i".into(),
-        ts.display().to_string(),
-    ];
-    args.extend(source);
-    args.extend([
-        "-lavfi".into(),
-        format!(
-            "[0:v]setpts=PTS-STARTPTS,settb=AVTB[a];[1:v]{filter}setpts=PTS-STARTPTS,settb=AVTB[b];\
-             [a]split[a1][a2];[b]split[b1][b2];[a1][b1]psnr;[a2][b2]ssim"
-        ),
-        "-f".into(),
-        "null".into(),
-        "-".into(),
-    ]);
-    let out = ffmpeg(&args)?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    let psnr = after(&err, "PSNR y:", "average:")
-        .and_then(|v| {
-            if v == "inf" {
-                Some(f64::INFINITY)
-            } else {
-                v.parse().ok()
-            }
-        })
-        .ok_or_else(|| "no PSNR in ffmpeg's output".to_string())?;
-    let ssim = after(&err, "SSIM Y:", "All:")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| "no SSIM in ffmpeg's output".to_string())?;
-    Ok(Score {
-        psnr_db: psnr,
-        ssim,
-    })
 }

@@ -51,8 +51,9 @@ pub enum ReproCommand {
     /// Seed 001 (DASHing Towards Hollywood): MPEG-DASH over TCP and TCP
     /// Hollywood, 5 Mb/s, RTT 150-400 ms at 0.2 %, loss 0-1 % at 100 ms,
     /// seed 001 §5.5's points and 12 varying profiles; 10 paired runs
-    /// each (Figs 3-10, 13-18).
-    Dash2018(BuiltinArgs),
+    /// each (Figs 3-10, 13-18; with --video DIR also Table 1 and Figs 11,
+    /// 12, 15).
+    Dash2018(Dash2018Args),
     /// Thesis chapter 6: MPEG-DASH request-response (3-30 frame chunks,
     /// lossless and 0.2 % loss), progressive push over TCP and progressive
     /// over TCP Hollywood (3-30 frame buffers) at 7.5/12/24/53 Mb/s over
@@ -99,6 +100,20 @@ pub struct BuiltinArgs {
     out: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
+}
+
+/// Arguments of `hollywood repro dash2018`.
+#[derive(Args, Debug)]
+pub struct Dash2018Args {
+    #[command(flatten)]
+    builtin: BuiltinArgs,
+    /// Real video: a ladder from `hollywood dash-ladder` instead of the
+    /// synthetic one. Its length replaces the plan's 597 s; every run is
+    /// scored frame by frame (PSNR, SSIM; seed 001 Table 1, Figs 11, 12,
+    /// 15). The ladder's own scores are computed once and kept in
+    /// DIR/quality/.
+    #[arg(long)]
+    video: Option<PathBuf>,
 }
 
 /// Arguments of `hollywood repro plan`.
@@ -153,7 +168,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         ReproCommand::Quicsilver(a) => builtin_one("quicsilver", &a),
         ReproCommand::RtpQuic(a) => builtin_one("rtp-quic", &a),
         ReproCommand::TcpVideo(a) => builtin_one("tcp-video", &a),
-        ReproCommand::Dash2018(a) => builtin_one("dash2018", &a),
+        ReproCommand::Dash2018(a) => dash2018(&a),
         ReproCommand::Ch6(a) => builtin_one("ch6", &a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
@@ -182,6 +197,40 @@ fn builtin_one(name: &str, a: &BuiltinArgs) -> Result<(), String> {
         seeds_flag(&a.common)
     );
     one(&plan, None, &out, command, &a.common)
+}
+
+fn dash2018(a: &Dash2018Args) -> Result<(), String> {
+    let Some(video) = &a.video else {
+        return builtin_one("dash2018", &a.builtin);
+    };
+    if !video.join("manifest.mpd").is_file() {
+        return Err(format!(
+            "--video {}: no manifest.mpd there (make one with `hollywood dash-ladder --out {}`)",
+            video.display(),
+            video.display()
+        ));
+    }
+    let b = &a.builtin;
+    let mut plan = builtin::load("dash2018", b.common.seeds).map_err(|e| e.to_string())?;
+    let dir = video
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", video.display()))?;
+    let dir = dir
+        .to_str()
+        .ok_or_else(|| format!("{}: not UTF-8", dir.display()))?
+        .to_string();
+    plan.set_str("video", &dir);
+    let out = b
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("out").join("dash2018-video"));
+    let command = format!(
+        "hollywood repro dash2018 --video {} --out {}{}",
+        video.display(),
+        out.display(),
+        seeds_flag(&b.common)
+    );
+    one(&plan, None, &out, command, &b.common)
 }
 
 fn seeds_flag(c: &Common) -> String {
