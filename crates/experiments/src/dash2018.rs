@@ -142,6 +142,9 @@ pub struct One {
     /// Real video: what the client showed, scored frame by frame.
     #[serde(skip)]
     quality: Option<Arc<RunQuality>>,
+    /// Real video: why this run could not be scored.
+    #[serde(skip)]
+    unscored: Option<String>,
 }
 
 /// A paired run: TCP and Hollywood, one seed.
@@ -153,7 +156,12 @@ pub struct Pair {
     /// The QUIC session, when the scenario has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     quic: Option<One>,
+    /// Simulated seconds of the sessions this run simulated (not those it
+    /// reused).
     sim_seconds: f64,
+    /// Sessions reused from another scenario's run.
+    #[serde(skip)]
+    reused: usize,
 }
 
 /// The metrics plans may name.
@@ -210,29 +218,38 @@ fn one(r: &DashRun, keep: bool) -> Result<One, String> {
             Vec::new()
         },
         quality: None,
+        unscored: None,
     })
 }
 
+/// A session's outcome: its figures and simulated seconds.
+type SessionOut = Result<(One, f64), String>;
+
 /// Sessions already run in this process, by configuration, transport,
 /// seed and whether the trace is kept: a scenario that repeats another's
-/// points (`http3` adds QUIC at two of `loss`'s) reuses their TCP and
-/// Hollywood sessions instead of running them again. The simulator is
-/// deterministic, so a reused session is the session it would run.
-fn session_memo(
-    key: &str,
-    run: impl FnOnce() -> Result<(One, f64), String>,
-) -> Result<(One, f64), String> {
-    type Memo = std::sync::Mutex<std::collections::HashMap<String, (One, f64)>>;
+/// point (`http3` adds QUIC at `loss`'s 1 %) reuses its TCP and Hollywood
+/// sessions instead of running them again. The simulator is
+/// deterministic, so a reused session is the session it would run. A
+/// session being run is waited for, not run twice. Returns whether it was
+/// reused.
+fn session_memo(key: &str, run: impl FnOnce() -> SessionOut) -> Result<(One, f64, bool), String> {
+    type Cell = Arc<std::sync::OnceLock<SessionOut>>;
+    type Memo = std::sync::Mutex<std::collections::HashMap<String, Cell>>;
     static MEMO: std::sync::OnceLock<Memo> = std::sync::OnceLock::new();
-    let memo = MEMO.get_or_init(Default::default);
-    if let Some(hit) = memo.lock().ok().and_then(|m| m.get(key).cloned()) {
-        return Ok(hit);
-    }
-    let out = run()?;
-    if let Ok(mut m) = memo.lock() {
-        m.insert(key.to_string(), out.clone());
-    }
-    Ok(out)
+    let cell: Cell = {
+        let mut m = MEMO
+            .get_or_init(Default::default)
+            .lock()
+            .map_err(|_| "session memo poisoned".to_string())?;
+        m.entry(key.to_string()).or_default().clone()
+    };
+    let mut ran = false;
+    let out = cell.get_or_init(|| {
+        ran = true;
+        run()
+    });
+    let (o, sim) = out.clone()?;
+    Ok((o, sim, !ran))
 }
 
 /// Unique names for the streams of damaged runs being scored.
@@ -250,9 +267,17 @@ fn scored(
     // The chunks played: up to the first whose head never came (a session
     // cut short).
     let played = r.client.chunks.iter().take_while(|c| c.size > 0).count();
-    let q = run_quality(&video.0, &video.1, &r.client.chunks[..played], &work)
-        .map_err(|e| format!("{}: scoring: {e}", r.transport))?;
-    o.quality = Some(Arc::new(q));
+    match run_quality(&video.0, &video.1, &r.client.chunks[..played], &work) {
+        Ok(q) if !q.frames.is_empty() => o.quality = Some(Arc::new(q)),
+        // One run that cannot be scored (nothing played, nothing
+        // decodable) is left out of the picture-quality figures and
+        // counted, rather than ending the reproduction.
+        Ok(_) => o.unscored = Some(format!("{}: no chunk played", r.transport)),
+        Err(e) => o.unscored = Some(format!("{}: scoring: {e}", r.transport)),
+    }
+    if let Some(e) = &o.unscored {
+        eprintln!("warning: {e}");
+    }
     Ok(o)
 }
 
@@ -321,7 +346,12 @@ impl Adapter for Dash {
                 (c, Some((dir, lq)))
             }
         };
-        let duration = content.duration();
+        // A real ladder has its own length.
+        let duration = if video.is_some() {
+            content.duration()
+        } else {
+            duration
+        };
         let (phases, x, x_text, path_text) = match (&raw.profile, &raw.rate, &raw.rtt, &raw.loss) {
             (Some(name), None, None, None) => {
                 let list = raw
@@ -442,15 +472,16 @@ impl Adapter for Dash {
             Some(v) => scored(o, r, v),
             None => Ok(o),
         };
-        let session = |t: &DashTransport| -> Result<(One, f64), String> {
+        let session = |t: &DashTransport| {
             session_memo(&format!("{} {} {seed} {keep}", p.key, t.name), || {
                 let r = p.session.scenario(t, seed).run()?;
                 Ok((score(one(&r, keep)?, &r)?, r.sim_seconds))
             })
         };
-        let (tcp_one, tcp_sim) = session(&tcp_t)?;
-        let (hw_one, hw_sim) = session(&hw_t)?;
-        let mut sim_seconds = tcp_sim + hw_sim;
+        let (tcp_one, tcp_sim, tcp_reused) = session(&tcp_t)?;
+        let (hw_one, hw_sim, hw_reused) = session(&hw_t)?;
+        let fresh = |sim: f64, reused: bool| if reused { 0.0 } else { sim };
+        let mut sim_seconds = fresh(tcp_sim, tcp_reused) + fresh(hw_sim, hw_reused);
         let quic = match &p.quic {
             Some(t) => {
                 let q = p.session.scenario(t, seed).run()?;
@@ -465,6 +496,7 @@ impl Adapter for Dash {
             tcp: tcp_one,
             hollywood: hw_one,
             quic,
+            reused: tcp_reused as usize + hw_reused as usize,
         })
     }
 
@@ -487,6 +519,7 @@ impl Adapter for Dash {
             "hollywood_psnr_db" => o.hollywood.quality.as_ref()?.frames.mean().psnr_db,
             "tcp_ssim" => o.tcp.quality.as_ref()?.frames.mean().ssim,
             "hollywood_ssim" => o.hollywood.quality.as_ref()?.frames.mean().ssim,
+            // (A scored run has frames: `scored` leaves empty ones out.)
             "quic_stall_s" => o.quic.as_ref()?.stall_s,
             "quic_startup_s" => o.quic.as_ref()?.startup_s,
             "quic_bitrate_kbps" => o.quic.as_ref()?.bitrate_kbps,
@@ -623,27 +656,26 @@ fn finish(done: &mut Finished<'_, Dash>, ctx: &Context<'_>) -> Result<Written, S
                     ladder_rows(&p.session.content, lq),
                 ));
             }
-            let scored = |v: &[&One]| -> Option<Vec<Arc<RunQuality>>> {
-                v.iter().map(|o| o.quality.clone()).collect()
+            // Runs that could not be scored are left out (and counted).
+            let scored = |v: &[&One]| -> (Vec<Arc<RunQuality>>, usize) {
+                let q: Vec<Arc<RunQuality>> = v.iter().filter_map(|o| o.quality.clone()).collect();
+                let missing = v.len() - q.len();
+                (q, missing)
             };
-            let quality = match (scored(&tcp), scored(&hw)) {
-                (Some(t), Some(h)) if p.video.is_some() => {
-                    let (t, h): (Vec<&RunQuality>, Vec<&RunQuality>) = (
-                        t.iter().map(|a| a.as_ref()).collect(),
-                        h.iter().map(|a| a.as_ref()).collect(),
-                    );
-                    let q: Option<Vec<&RunQuality>> = c
-                        .runs
-                        .iter()
-                        .map(|(_, r)| r.quic.as_ref()?.quality.as_deref())
-                        .collect();
-                    Some(ConfigQuality {
-                        tcp: SideQuality::of(&t),
-                        hollywood: SideQuality::of(&h),
-                        quic: q.filter(|q| !q.is_empty()).map(|q| SideQuality::of(&q)),
-                    })
-                }
-                _ => None,
+            let quality = if p.video.is_some() {
+                let side = |v: &[&One]| {
+                    let (q, missing) = scored(v);
+                    let refs: Vec<&RunQuality> = q.iter().map(|a| a.as_ref()).collect();
+                    SideQuality::of(&refs, missing)
+                };
+                let quic: Vec<&One> = c.runs.iter().filter_map(|(_, r)| r.quic.as_ref()).collect();
+                Some(ConfigQuality {
+                    tcp: side(&tcp),
+                    hollywood: side(&hw),
+                    quic: (!quic.is_empty()).then(|| side(&quic)),
+                })
+            } else {
+                None
             };
             let quic: Option<Vec<&One>> = c.runs.iter().map(|(_, r)| r.quic.as_ref()).collect();
             configs.push(ConfigSummary {
@@ -695,13 +727,12 @@ fn finish(done: &mut Finished<'_, Dash>, ctx: &Context<'_>) -> Result<Written, S
         description: done.plan.description.clone(),
         seeds,
         runs: done.runs,
-        sessions: done.runs * 2
-            + done
-                .configs
-                .iter()
-                .flat_map(|c| &c.runs)
-                .filter(|(_, r)| r.quic.is_some())
-                .count(),
+        sessions: done
+            .configs
+            .iter()
+            .flat_map(|c| &c.runs)
+            .map(|(_, r)| 2 + r.quic.is_some() as usize - r.reused)
+            .sum(),
         jobs: done.jobs,
         sim_seconds: done.sim_seconds,
         wall_seconds: done.wall_seconds(),

@@ -64,9 +64,9 @@ impl FrameScores {
         self.psnr.is_empty()
     }
 
-    /// The means.
+    /// The means (NaN without frames: there is nothing to score).
     pub fn mean(&self) -> Score {
-        let m = |v: &[f32]| v.iter().map(|&x| x as f64).sum::<f64>() / v.len().max(1) as f64;
+        let m = |v: &[f32]| v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
         Score {
             psnr_db: m(&self.psnr),
             ssim: m(&self.ssim),
@@ -110,7 +110,10 @@ fn source_of(video: &Path) -> Result<(Vec<String>, String), String> {
         .map(str::to_string)
         .collect();
     let filter = std::fs::read_to_string(video.join("source-filter.txt"))
-        .map(|f| format!("{},", f.trim()))
+        .ok()
+        .map(|f| f.trim().to_string())
+        .filter(|f| !f.is_empty())
+        .map(|f| format!("{f},"))
         .unwrap_or_default();
     if filter.contains(['[', ']', ';']) {
         return Err("source-filter.txt may hold one filter chain only".into());
@@ -153,11 +156,12 @@ fn parse_stats(text: &str, key: &str) -> Result<Vec<f32>, String> {
                 .find_map(|f| f.strip_prefix(key))
                 .ok_or_else(|| format!("no {key} in the stats line {l:?}"))?;
             if v == "inf" {
-                Ok(PSNR_CAP_DB)
-            } else {
-                v.parse::<f32>()
-                    .map(|x| x.min(PSNR_CAP_DB))
-                    .map_err(|e| format!("{key}{v}: {e}"))
+                return Ok(PSNR_CAP_DB);
+            }
+            match v.parse::<f32>() {
+                Ok(x) if x.is_nan() => Err(format!("{key}{v}: not a number")),
+                Ok(x) => Ok(x.min(PSNR_CAP_DB)),
+                Err(e) => Err(format!("{key}{v}: {e}")),
             }
         })
         .collect()
@@ -197,6 +201,8 @@ pub fn score_frames(
         "error".into(),
         // The stream's own timestamps, not shifted to its first packet
         // (which a loss can move): the ladder's start is subtracted below.
+        // (Global: the source's are shifted to zero in the graph, as the
+        // encoder saw them.)
         "-copyts".into(),
         "-i".into(),
         ts.display().to_string(),
@@ -208,7 +214,7 @@ pub fn score_frames(
         format!(
             "[0:v]setpts=PTS-{start}/TB,fps={fps}:start_time=0,tpad=stop_mode=clone:stop={frames},\
              trim=end_frame={frames},{grid}[a];\
-             [1:v]{filter}trim=end_frame={frames},{grid}[b];\
+             [1:v]setpts=PTS-STARTPTS,{filter}tpad=stop_mode=clone:stop={frames},trim=end_frame={frames},{grid}[b];\
              [a]split[a1][a2];[b]split[b1][b2];\
              [a1][b1]psnr=stats_file={};[a2][b2]ssim=stats_file={}",
             psnr_log.display(),
@@ -252,34 +258,64 @@ pub struct LadderQuality {
     pub reps: Vec<FrameScores>,
 }
 
+/// How the scores are computed; a cache from another version is stale.
+const METHOD: u32 = 1;
+
+/// The frame rate, the first presentation time and the frames per chunk
+/// of a ladder (a whole number, or an error).
+fn grid(video: &Path, content: &Content) -> Result<(f64, f64, usize), String> {
+    let fps = source_fps(video)?;
+    let per_chunk = fps * content.chunk.as_secs_f64();
+    if (per_chunk - per_chunk.round()).abs() > 1e-6 || per_chunk < 1.0 {
+        return Err(format!(
+            "{fps} frames/s × {} s chunks is not a whole number of frames",
+            content.chunk.as_secs_f64()
+        ));
+    }
+    let start = first_pts(&video.join(&content.reps[0].id).join("0.ts"))?;
+    Ok((fps, start, per_chunk.round() as usize))
+}
+
+/// What a representation's cached scores depend on: the scoring method,
+/// the source, its chunks' sizes and the grid.
+fn fingerprint(video: &Path, content: &Content, q: usize, start: f64, fps: f64) -> String {
+    let source = source_of(video)
+        .map(|(s, f)| format!("{} {f}", s.join(" ")))
+        .unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in source.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    let bytes: u64 = (0..content.chunks())
+        .filter_map(|n| content.size(n, q))
+        .map(u64::from)
+        .sum();
+    format!(
+        "method={METHOD} source={h:016x} chunks={} bytes={bytes} start={start} fps={fps}",
+        content.chunks()
+    )
+}
+
 impl LadderQuality {
-    /// Load `video/quality/` or, when missing or stale, score every
-    /// representation's whole stream and write it there (about 1/30 of the
-    /// video's length per representation at 640x360 on 2 cores).
+    /// Load `video/quality/` or, when missing or stale (another source,
+    /// other chunks, another method), score every representation's whole
+    /// stream and write it there (about 1/30 of the video's length per
+    /// representation at 640x360 on 2 cores).
     pub fn load_or_compute(video: &Path, content: &Content) -> Result<LadderQuality, String> {
         let chunks = content.chunks();
         let dir = video.join("quality");
-        let first = video.join(&content.reps[0].id).join("0.ts");
-        let start = first_pts(&first)?;
-        let fps = source_fps(video)?;
-        let per_chunk = fps * content.chunk.as_secs_f64();
-        if (per_chunk - per_chunk.round()).abs() > 1e-6 || per_chunk < 1.0 {
-            return Err(format!(
-                "{fps} frames/s × {} s chunks is not a whole number of frames",
-                content.chunk.as_secs_f64()
-            ));
-        }
-        let fpc = per_chunk.round() as usize;
+        let (fps, start, fpc) = grid(video, content)?;
         let frames = fpc * chunks;
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut reps = Vec::new();
-        for rep in &content.reps {
+        for (q, rep) in content.reps.iter().enumerate() {
             let csv = dir.join(format!("{}.csv", rep.id));
-            if let Some(s) = read_csv(&csv).filter(|s| s.len() == frames) {
+            let print = fingerprint(video, content, q, start, fps);
+            if let Some(s) = read_csv(&csv, &print).filter(|s| s.len() == frames) {
                 reps.push(s);
                 continue;
             }
-            let ts = dir.join(format!("{}.ts", rep.id));
+            let ts = dir.join(format!("{}.{}.ts", rep.id, std::process::id()));
             let mut all = Vec::new();
             for n in 0..chunks {
                 let f = video.join(&rep.id).join(format!("{n}.ts"));
@@ -289,7 +325,7 @@ impl LadderQuality {
             let s = score_frames(video, &ts, start, fps, frames);
             let _ = std::fs::remove_file(&ts);
             let s = s?;
-            write_csv(&csv, &s)?;
+            write_csv(&csv, &print, &s)?;
             reps.push(s);
         }
         Ok(LadderQuality {
@@ -327,10 +363,14 @@ fn source_fps(video: &Path) -> Result<f64, String> {
         })
 }
 
-fn read_csv(path: &Path) -> Option<FrameScores> {
+fn read_csv(path: &Path, print: &str) -> Option<FrameScores> {
     let text = std::fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != format!("# {print}") {
+        return None;
+    }
     let mut s = FrameScores::default();
-    for line in text.lines().skip(1) {
+    for line in lines.skip(1) {
         let mut f = line.split(',');
         let (_, p, q) = (f.next()?, f.next()?, f.next()?);
         s.psnr.push(p.parse().ok()?);
@@ -339,12 +379,16 @@ fn read_csv(path: &Path) -> Option<FrameScores> {
     Some(s)
 }
 
-fn write_csv(path: &Path, s: &FrameScores) -> Result<(), String> {
-    let mut text = String::from("frame,psnr_db,ssim\n");
+/// Write the scores under a fingerprint line, through a temporary file
+/// renamed into place (a reader never sees half a file).
+fn write_csv(path: &Path, print: &str, s: &FrameScores) -> Result<(), String> {
+    let mut text = format!("# {print}\nframe,psnr_db,ssim\n");
     for (i, (p, q)) in s.psnr.iter().zip(&s.ssim).enumerate() {
         text.push_str(&format!("{i},{p},{q}\n"));
     }
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+    let tmp = path.with_extension(format!("csv.{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// What a client showed, frame by frame.
@@ -360,6 +404,10 @@ pub struct RunQuality {
     /// same frame: only damage (late or lost messages) can put a frame
     /// there.
     pub below_floor: usize,
+    /// Of those, frames in chunks that arrived whole: must be none (a
+    /// misaligned grid or decoder state leaking across chunks would show
+    /// here).
+    pub below_floor_intact: usize,
 }
 
 /// Whether a chunk reached the client whole and in time.
@@ -420,7 +468,7 @@ pub fn run_quality(
         let _ = std::fs::remove_file(work);
         s?
     };
-    let below_floor = frames
+    let below: Vec<usize> = frames
         .ssim
         .iter()
         .enumerate()
@@ -432,12 +480,14 @@ pub fn run_quality(
                 .fold(f32::INFINITY, |a, &b| a.min(b));
             s < floor - 1e-4
         })
-        .count();
+        .map(|(i, _)| i)
+        .collect();
     Ok(RunQuality {
+        below_floor: below.len(),
+        below_floor_intact: below.iter().filter(|&&i| !damaged[i]).count(),
         frames,
         damaged,
         damaged_chunks,
-        below_floor,
     })
 }
 
@@ -446,9 +496,10 @@ pub fn run_quality(
 /// of the frames' PSNR and SSIM on the source's frame grid (module docs).
 pub fn score(video: &Path, received: &[&[u8]], ts: &Path) -> Result<Score, String> {
     let content = Content::from_dir(video)?;
-    let lq_start = first_pts(&video.join(&content.reps[0].id).join("0.ts"))?;
-    let fps = source_fps(video)?;
-    let fpc = (fps * content.chunk.as_secs_f64()).round() as usize;
+    let (fps, lq_start, fpc) = grid(video, &content)?;
+    if received.is_empty() {
+        return Err("no chunk was played".into());
+    }
     let mut all = Vec::with_capacity(received.iter().map(|c| c.len()).sum());
     for c in received {
         all.extend_from_slice(c);

@@ -231,7 +231,14 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", a.received.display()))?;
         for (t, rs) in transports.iter().zip(&runs) {
             let Some(Ok(r)) = rs.first() else { continue };
-            let parts: Vec<&[u8]> = r.client.chunks.iter().map(|c| c.data()).collect();
+            // The chunks played: up to the first whose head never came.
+            let parts: Vec<&[u8]> = r
+                .client
+                .chunks
+                .iter()
+                .take_while(|c| c.size > 0)
+                .map(|c| c.data())
+                .collect();
             let ts = a.received.join(format!("{}-seed{}.ts", t.name, a.seed));
             let s = hollywood_experiments::dash_quality::score(
                 std::path::Path::new(&a.video),
