@@ -761,7 +761,9 @@ fn find<'a>(scenarios: &'a [ScenarioSummary], name: &str) -> Option<&'a Scenario
     scenarios.iter().find(|s| s.name == name)
 }
 
-fn claim(
+/// A claim of seed 001 comparing the two transports (the video report's
+/// too).
+pub(crate) fn claim(
     config: String,
     metric: &str,
     text: &str,

@@ -6,6 +6,7 @@
 //! carry.
 
 use crate::claims::ClaimResult;
+use crate::dash2018::claim;
 use crate::dash_quality::{LadderQuality, RunQuality};
 use crate::plot::{self, Chart, Region, Rgb, Series, Style};
 use crate::report::Figure;
@@ -342,29 +343,6 @@ pub(crate) fn figures(
     Ok(figs)
 }
 
-fn claim(
-    config: String,
-    metric: &str,
-    text: &str,
-    stated: &str,
-    expectation: &str,
-    observed: String,
-    holds: bool,
-) -> ClaimResult {
-    ClaimResult {
-        scenario: "dash2018".into(),
-        transport: "tcp, hollywood".into(),
-        config,
-        metric: metric.into(),
-        claim: text.into(),
-        source: Some("seed 001".into()),
-        stated: Some(stated.into()),
-        expectation: expectation.into(),
-        observed,
-        holds,
-    }
-}
-
 /// The claims of Figs 12 and 15 (Fig 11 states no result).
 pub(crate) fn claims(scenarios: &[ScenarioQuality<'_>]) -> Vec<ClaimResult> {
     let mut out = Vec::new();
@@ -404,7 +382,7 @@ pub(crate) fn claims(scenarios: &[ScenarioQuality<'_>]) -> Vec<ClaimResult> {
             "PSNR and SSIM (mean over every frame)",
             "Hollywood keeps higher (or equal) PSNR and SSIM than TCP at every loss rate",
             "Hollywood keeps higher PSNR and SSIM than TCP (Fig 12 caption)",
-            "Hollywood ≥ TCP in both at every point",
+            "Hollywood ≥ TCP in both at every point".into(),
             if lower.is_empty() {
                 format!("Hollywood/TCP PSNR {}", all.join(", "))
             } else {
@@ -438,7 +416,7 @@ pub(crate) fn claims(scenarios: &[ScenarioQuality<'_>]) -> Vec<ClaimResult> {
             "SSIM tail (frames)",
             "Hollywood's SSIM tail is lost messages: every frame worse than the lowest representation's own encoding of the same frame is in a chunk with late or lost messages, and TCP (which never loses one) has none",
             "SSIM tails = lost messages (Fig 15)",
-            "no such frame in a whole chunk (either transport)",
+            "no such frame in a whole chunk (either transport)".into(),
             format!(
                 "Hollywood: {tail} such frames, {intact} of them in whole chunks; {damaged} damaged chunks{}; TCP: {tcp_tail}",
                 if where_.is_empty() {
@@ -465,7 +443,7 @@ pub(crate) fn claims(scenarios: &[ScenarioQuality<'_>]) -> Vec<ClaimResult> {
             "median PSNR (frames)",
             "download quality is similar: the median frame PSNR of the two transports is within 1 dB at every profile (our bar for 'similar shapes')",
             "similar shapes, similar download quality (Fig 15)",
-            "|Hollywood − TCP| ≤ 1 dB at every profile",
+            "|Hollywood − TCP| ≤ 1 dB at every profile".into(),
             if apart.is_empty() {
                 "within 1 dB at every profile".into()
             } else {
