@@ -25,10 +25,10 @@
 //! ffmpeg and ffprobe must be on `PATH` (`scripts/test.sh` installs them
 //! as root).
 
+use crate::media::tool;
 use hollywood_apps::dash::client::ChunkRecord;
 use hollywood_apps::dash::content::Content;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// PSNR of a frame identical to its source is infinite; it is recorded as
 /// this (dB), as quality tools commonly cap it.
@@ -79,25 +79,6 @@ impl FrameScores {
     }
 }
 
-fn run_tool(name: &str, args: &[String]) -> Result<std::process::Output, String> {
-    let out = Command::new(name)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| {
-            format!("cannot run {name} ({e}): install ffmpeg (apt-get install ffmpeg; scripts/test.sh does as root)")
-        })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        return Err(format!(
-            "{name} failed: {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        ));
-    }
-    Ok(out)
-}
-
 /// The ffmpeg input arguments that regenerate the ladder's source
 /// (`source.txt`) and the filter chain the encoder applied to it
 /// (`source-filter.txt`, with a trailing comma; empty if absent).
@@ -123,7 +104,7 @@ fn source_of(video: &Path) -> Result<(Vec<String>, String), String> {
 
 /// The presentation time (s) of the first frame of `ts`.
 fn first_pts(ts: &Path) -> Result<f64, String> {
-    let out = run_tool(
+    let out = tool(
         "ffprobe",
         &[
             "-v".into(),
@@ -224,7 +205,7 @@ pub fn score_frames(
         "null".into(),
         "-".into(),
     ]);
-    let result = run_tool("ffmpeg", &args).and_then(|_| {
+    let result = tool("ffmpeg", &args).and_then(|_| {
         let read =
             |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
         let psnr = parse_stats(&read(&psnr_log)?, "psnr_avg:")?;

@@ -96,7 +96,10 @@ pub struct Quality {
     pub ssim: f64,
 }
 
-fn tool(name: &str, args: &[String]) -> Result<std::process::Output, String> {
+/// Run ffmpeg or ffprobe (`name`) with `args`; a failure names the tool,
+/// its exit status and the last lines it printed, a missing tool how to
+/// install it.
+pub fn tool(name: &str, args: &[String]) -> Result<std::process::Output, String> {
     let out = Command::new(name).args(args).output().map_err(|e| {
         format!(
             "cannot run {name} ({e}): install ffmpeg (Debian: apt-get install ffmpeg; \

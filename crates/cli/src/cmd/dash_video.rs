@@ -68,21 +68,9 @@ fn source_args(source: &str, size: &str, fps: u32, duration: Duration) -> Vec<St
 }
 
 fn ffmpeg(args: &[String]) -> Result<std::process::Output, String> {
-    let out = Command::new("ffmpeg")
-        .arg("-hide_banner")
-        .arg("-nostdin")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run ffmpeg ({e}): install it (apt-get install ffmpeg; scripts/test.sh does as root)"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        return Err(format!(
-            "ffmpeg failed: {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        ));
-    }
-    Ok(out)
+    let mut all = vec!["-hide_banner".to_string(), "-nostdin".into()];
+    all.extend_from_slice(args);
+    hollywood_experiments::media::tool("ffmpeg", &all)
 }
 
 pub fn ladder(a: LadderArgs) -> Result<(), String> {
