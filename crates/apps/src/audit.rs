@@ -10,7 +10,7 @@
 //! length of a segment seen before), **sequence holes** (data starting
 //! beyond the highest byte seen so far in that direction: never allowed on
 //! a TCP wire image), RSTs and the experimental "next expected sequence"
-//! option (seed 003 §7.2). TCP checksums are *not* verified: a capture on a
+//! option ([TCP-video] §7.2). TCP checksums are *not* verified: a capture on a
 //! veth sees locally sent packets with checksums left to offload.
 //!
 //! [`WireAudit`] is the simulator's summary over every flow of one sender
@@ -71,7 +71,7 @@ pub struct FlowAudit {
     /// Segments with FIN.
     pub fins: u64,
     /// Segments carrying the experimental "next expected sequence" option
-    /// (kind 253, ExID 0x4877; seed 003 §7.2).
+    /// (kind 253, ExID 0x4877; [TCP-video] §7.2).
     pub next_expected_options: u64,
 }
 

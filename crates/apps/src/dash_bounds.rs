@@ -4,7 +4,7 @@
 //! chapter compares — request-response over TCP (§6.1), progressive
 //! server push over TCP (§6.2) and progressive over TCP Hollywood (§6.3).
 //!
-//! Assumptions (thesis §6.1.2-§6.1.3, `../shared/seeds/RESULTS.md` 1(a)):
+//! Assumptions (thesis §6.1.2-§6.1.3, REFERENCES.md thesis ch. 6, setup):
 //! a constant bit rate (every chunk `R_encoding × T_chunk`, eq. 6.6, and
 //! every frame of a chunk the same size, eq. 6.17), one request per chunk
 //! costing one RTT, segments sent back to back, at most one loss per chunk
@@ -230,7 +230,7 @@ mod tests {
         v.expect("feasible") * 1e3
     }
 
-    /// The derived table of `RESULTS.md` 1(c) (30 Mb/s, 60 fps, 1500-byte
+    /// The derived table of REFERENCES.md thesis ch. 6, derived bounds (30 Mb/s, 60 fps, 1500-byte
     /// MTU), to its printed precision.
     #[test]
     fn the_bounds_match_the_reading_aids_derived_table() {
@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn requests_downloads_and_offsets() {
-        // RESULTS.md 1(c): 180 s at 3 frames (50 ms): 3601 requests; at
+        // REFERENCES.md thesis ch. 6, derived bounds: 180 s at 3 frames (50 ms): 3601 requests; at
         // 30 frames (500 ms): 361.
         assert_eq!(n_requests(180.0, 0.05), 3601.0);
         assert_eq!(n_requests(180.0, 0.5), 361.0);

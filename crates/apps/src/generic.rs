@@ -21,7 +21,7 @@ use hollywood_sim::TransportHost;
 use hollywood_tcp::{Config, Instant};
 use hollywood_transport::quic::{QuicConfig, QuicIdentity, QuicTransport, Role};
 use hollywood_transport::udp::UdpTransport;
-use hollywood_transport::{MessageTransport, TransportStats};
+use hollywood_transport::{MessageTransport, TransportKind, TransportStats};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -31,7 +31,9 @@ pub type BoxedTransport = Box<dyn MessageTransport>;
 /// Smallest packet attributed to a message by the oracle.
 pub const ATTRIBUTE_MIN: usize = 100;
 
-/// A transport behind the interface.
+/// A transport behind the interface, configured: the choice is a
+/// [`TransportKind`] (its names, parsing and serde live there, once); this
+/// adds what running it needs (a QUIC variant's [`QuicConfig`]).
 #[derive(Debug, Clone)]
 pub enum GenericTransport {
     /// Our TCP engine: standard TCP or a TCP Hollywood deployment.
@@ -42,37 +44,35 @@ pub enum GenericTransport {
     Udp,
 }
 
-impl GenericTransport {
-    /// The names of the transports that are not TCP deployments (those
-    /// are [`Transport::ALL`]); [`GenericTransport::parse`] takes both.
-    pub const NAMES: [&'static str; 7] = [
-        "quic-ss",
-        "quic-gop",
-        "quic-fps",
-        "quic-pps",
-        "quic-dgram",
-        "quicsilver",
-        "udp",
-    ];
+impl From<TransportKind> for GenericTransport {
+    /// The transport at its defaults.
+    fn from(kind: TransportKind) -> Self {
+        match kind {
+            TransportKind::Tcp(t) => GenericTransport::Tcp(t),
+            TransportKind::Quic(q) => GenericTransport::Quic(QuicConfig::of(q)),
+            TransportKind::Udp => GenericTransport::Udp,
+        }
+    }
+}
 
-    /// Parse a transport name.
+impl GenericTransport {
+    /// Parse a transport name ([`TransportKind::parse`]), at its defaults.
     pub fn parse(s: &str) -> Option<GenericTransport> {
-        if s == "udp" {
-            return Some(GenericTransport::Udp);
+        TransportKind::parse(s).ok().map(GenericTransport::from)
+    }
+
+    /// Which transport this is.
+    pub fn kind(&self) -> TransportKind {
+        match self {
+            GenericTransport::Tcp(t) => TransportKind::Tcp(*t),
+            GenericTransport::Quic(c) => TransportKind::Quic(c.kind()),
+            GenericTransport::Udp => TransportKind::Udp,
         }
-        if let Ok(t) = Transport::parse(s) {
-            return Some(GenericTransport::Tcp(t));
-        }
-        QuicConfig::named(s).map(GenericTransport::Quic)
     }
 
     /// The name.
     pub fn name(&self) -> &'static str {
-        match self {
-            GenericTransport::Tcp(t) => t.name(),
-            GenericTransport::Quic(c) => c.name(),
-            GenericTransport::Udp => "udp",
-        }
+        self.kind().name()
     }
 
     /// A scenario's `transport` and `generic` fields for this transport
@@ -204,7 +204,7 @@ pub struct Attributed {
     /// The network's loss (or a drop rule) took one.
     pub network_dropped: Vec<bool>,
     /// When the packet carrying its last byte was offered to the link:
-    /// generation to this is its sending delay (seed 004 §5.2).
+    /// generation to this is its sending delay ([RTP-QUIC] §5.2).
     pub first_sent: Vec<Option<Instant>>,
 }
 

@@ -11,7 +11,7 @@
 //! - [`voip`]: the thesis's simulated VoIP application (§5.1.2): fixed
 //!   playout schedule, per-message buffered time, transport delay and
 //!   outcome, over the four deployments and plain UDP.
-//! - [`vod`]: seed 003's video on demand: the whole video handed over at
+//! - [`vod`]: the [TCP-video] video on demand: the whole video handed over at
 //!   the start, frame deadlines from an initiation latency.
 //! - [`dash_bounds`]: thesis chapter 6's equations 6.1–6.19, the playout
 //!   buffer each DASH architecture needs.
@@ -38,6 +38,7 @@ pub mod voip;
 pub use analysis::{MediaTiming, Region, Utility};
 pub use audit::{WireAudit, WireAuditReport};
 pub use generic::{GenericStats, GenericTransport};
+pub use hollywood_transport::{QuicKind, TransportKind};
 pub use messages::{
     payload_for, MessageReceiver, MessageSender, SenderConfig, SenderRecord, Transport,
 };
@@ -45,5 +46,4 @@ pub use ontime::{oracle_in_time, OnTime, Timeliness};
 pub use scenario::{CrossTraffic, MessagesRun, MessagesScenario};
 pub use voip::{
     DelayPercentiles, Outcome, VoipError, VoipRecord, VoipRun, VoipScenario, VoipSummary,
-    VoipTransport,
 };

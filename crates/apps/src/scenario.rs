@@ -80,7 +80,7 @@ pub struct MessagesScenario {
     /// A timetable (frames of video, `crate::video`) instead of
     /// `interval` and `group`; `count` must be its length.
     pub schedule: Option<crate::messages::Schedule>,
-    /// Traffic sharing the bottleneck (seed 003's cross traffic). With any,
+    /// Traffic sharing the bottleneck (the [TCP-video] cross traffic). With any,
     /// the path is sender → router → bottleneck (rate, delay, loss, queue)
     /// → router → receiver, and each source and sink hangs off its router.
     pub cross: Vec<CrossTraffic>,
@@ -124,7 +124,7 @@ impl Impairments {
     }
 }
 
-/// A flow sharing the bottleneck with the measured one (seed 003 §6.1:
+/// A flow sharing the bottleneck with the measured one ([TCP-video] §6.1:
 /// FTP over TCP, CBR over UDP, Poisson VBR over UDP).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CrossTraffic {
@@ -300,13 +300,13 @@ pub struct MessagesRun {
     pub arrival: Vec<Option<Instant>>,
     /// Per delivered message: when the last of its bytes first reached the
     /// receiving stack (`InMessage::received`); `arrival` minus this is
-    /// its head-of-line-blocking delay (seed 004 §5.1). `None` where not
+    /// its head-of-line-blocking delay ([RTP-QUIC] §5.1). `None` where not
     /// measured (real packets).
     pub received: Vec<Option<Instant>>,
     /// Per message: when the packet carrying its last byte first went on
     /// the wire (TCP: from sequence numbers; otherwise attributed by time,
     /// `crate::generic::attribute`); generation to this is its sending
-    /// delay (seed 004 §5.2). `None` where not measured (real packets).
+    /// delay ([RTP-QUIC] §5.2). `None` where not measured (real packets).
     pub first_sent: Vec<Option<Instant>>,
     /// Per message: the transport reported it expired.
     pub expired: Vec<bool>,
@@ -389,20 +389,20 @@ fn spans_ms(a: &[Option<Instant>], b: &[Option<Instant>]) -> Vec<f64> {
 
 impl MessagesRun {
     /// Per delivered message, generation → the receiving stack holding all
-    /// of it (stack latency, seed 002 Figs. 4-5), in milliseconds.
+    /// of it (stack latency, [QUICsilver] Figs. 4-5), in milliseconds.
     pub fn stack_latency_ms(&self) -> Vec<f64> {
         spans_ms(&self.generated, &self.received)
     }
 
     /// Per delivered message, the receiving stack holding all of it →
-    /// delivery (head-of-line-blocking delay, seed 004 §5.1), in
+    /// delivery (head-of-line-blocking delay, [RTP-QUIC] §5.1), in
     /// milliseconds.
     pub fn hol_ms(&self) -> Vec<f64> {
         spans_ms(&self.received, &self.arrival)
     }
 
     /// Per message sent, generation → its last byte first on the wire
-    /// (sending delay, seed 004 §5.2), in milliseconds.
+    /// (sending delay, [RTP-QUIC] §5.2), in milliseconds.
     pub fn sending_delay_ms(&self) -> Vec<f64> {
         spans_ms(&self.generated, &self.first_sent)
     }

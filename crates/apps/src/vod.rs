@@ -1,14 +1,14 @@
-//! Seed 003's video on demand: the whole video is handed to the transport
+//! The [TCP-video] video on demand: the whole video is handed to the transport
 //! when the connection opens (a stored file, "all frames at start"), and
 //! frame *k* is due at the receiver `I + k / fps` after that, *I* being the
 //! **initiation latency** (the wait before playback starts). The measures
-//! are seed 003's: the share of frames that miss their deadline (or never
+//! are [TCP-video]'s: the share of frames that miss their deadline (or never
 //! arrive) at a given *I*, and the smallest *I* with no violation.
 //!
 //! Frames are split into messages of at most `packet_size` bytes (seed
 //! 003: 1500-byte packets), every message of frame *k* carrying the
 //! lifetime `I + k / fps` from the start, so a sender that knows deadlines
-//! (TCP Hollywood, seed 003 §7.2's deadline TCP: `tcp-deadline`) drops a
+//! (TCP Hollywood, [TCP-video] §7.2's deadline TCP: `tcp-deadline`) drops a
 //! frame that can no longer arrive in time and moves on; standard TCP
 //! sends everything.
 //!
@@ -31,10 +31,10 @@ use std::time::Duration;
 ///   frames is `iframe_ratio` times its scene's P-frame. The sizes are
 ///   then scaled so the whole video has exactly the mean rate. The draw
 ///   comes from `trace_seed`, not from a run's seed: every run sends the
-///   same video, as seed 003 sent one trace file (`vbr.trace1`).
+///   same video, as [TCP-video] sent one trace file (`vbr.trace1`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VodSource {
-    /// Frames per second (seed 003: 30).
+    /// Frames per second ([TCP-video]: 30).
     pub fps: f64,
     /// Frames.
     pub frames: u32,
@@ -279,7 +279,7 @@ impl VodArrivals {
         Some(worst)
     }
 
-    /// Seed 003's estimate of the same (§6): the time to send the file at
+    /// The [TCP-video] estimate of the same (§6): the time to send the file at
     /// the measured throughput minus the playback time, `T - D` (may be
     /// negative: the network is faster than the video). `None` before any
     /// frame arrived.

@@ -60,7 +60,7 @@
 //! receiver application written against the message-transport interface)
 //! with the lifetime above; this module adds the playout schedule. TCP and
 //! its Hollywood deployments, the QUIC mappings and QUICsilver, and UDP all
-//! carry it with no per-transport code. [`VoipTransport::Udp`] sends each
+//! carry it with no per-transport code. [`TransportKind::Udp`] sends each
 //! message as one datagram and never retransmits: the floor any transport
 //! can reach on the path — a message is lost exactly when its one
 //! transmission is dropped.
@@ -69,79 +69,24 @@ use crate::messages::Transport;
 use crate::scenario::MessagesScenario;
 use hollywood_sim::{LossModel, MiddleboxKind};
 use hollywood_tcp::{Config, Instant};
+use hollywood_transport::TransportKind;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// What carries the voice messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum VoipTransport {
-    /// One of the four TCP / TCP Hollywood deployments (thesis §4.4).
-    Stream(Transport),
-    /// Plain UDP datagrams, no retransmission at all.
-    Udp,
-    /// A QUIC transport behind the message-transport interface, by name
-    /// (`quic-ss`, `quic-gop`, `quic-fps`, `quic-pps`, `quic-dgram`,
-    /// `quicsilver`; see [`crate::GenericTransport`]): the same call over
-    /// the same link through [`MessagesScenario`], no per-transport code.
-    Quic(&'static str),
-}
-
-impl VoipTransport {
-    /// Every transport, in the order reports show them: standard TCP, IR
-    /// only, IR + out-of-order (thesis Figs. 5.4–5.16 cover these three),
-    /// then the extras.
-    pub const ALL: [VoipTransport; 5] = [
-        VoipTransport::Stream(Transport::Tcp),
-        VoipTransport::Stream(Transport::HollywoodIr),
-        VoipTransport::Stream(Transport::Hollywood),
-        VoipTransport::Stream(Transport::HollywoodOoo),
-        VoipTransport::Udp,
-    ];
-
-    /// Command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            VoipTransport::Stream(t) => t.name(),
-            VoipTransport::Udp => "udp",
-            VoipTransport::Quic(name) => name,
-        }
-    }
-
-    /// Parse a command-line name.
-    pub fn parse(s: &str) -> Result<VoipTransport, String> {
-        if s == "udp" {
-            return Ok(VoipTransport::Udp);
-        }
-        if let Some(name) = crate::GenericTransport::NAMES
-            .iter()
-            .find(|n| **n == s && s.starts_with("quic"))
-        {
-            return Ok(VoipTransport::Quic(name));
-        }
-        Transport::parse(s).map(VoipTransport::Stream).map_err(|_| {
-            format!(
-                "unknown transport '{s}': use tcp, hollywood, hollywood-ir, hollywood-ooo, udp, quic-ss, quic-gop, quic-fps, quic-pps, quic-dgram or quicsilver"
-            )
-        })
-    }
-
-    /// The transport retransmits (every TCP deployment, QUIC's streams;
-    /// not UDP or QUIC datagrams).
-    pub fn retransmits(self) -> bool {
-        match self {
-            VoipTransport::Stream(_) => true,
-            VoipTransport::Udp => false,
-            VoipTransport::Quic(name) => name != "quic-dgram",
-        }
-    }
-}
-
-impl fmt::Display for VoipTransport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The transports of the thesis's VoIP figures, in the order reports show
+/// them: standard TCP, IR only, IR + out-of-order (thesis Figs. 5.4–5.16
+/// cover these three), then the receiver-only deployment and UDP. Any
+/// [`TransportKind`] carries the call: TCP and its deployments directly, the
+/// QUIC variants and UDP through [`crate::GenericTransport`], the same call
+/// over the same link through [`MessagesScenario`], no per-transport code.
+pub const TRANSPORTS: [TransportKind; 5] = [
+    TransportKind::Tcp(Transport::Tcp),
+    TransportKind::Tcp(Transport::HollywoodIr),
+    TransportKind::Tcp(Transport::Hollywood),
+    TransportKind::Tcp(Transport::HollywoodOoo),
+    TransportKind::Udp,
+];
 
 /// Why a VoIP run could not be carried out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +138,7 @@ pub struct VoipScenario {
     /// estimate `rtt/2 + playout` (see the module docs).
     pub lifetime: Option<Duration>,
     /// Transport.
-    pub transport: VoipTransport,
+    pub transport: TransportKind,
     /// Seed for everything random.
     pub seed: u64,
     /// Base TCP engine configuration (the deployment's switches go on top).
@@ -223,7 +168,7 @@ impl VoipScenario {
             size: 160,
             interval: Duration::from_millis(20),
             lifetime: None,
-            transport: VoipTransport::Stream(Transport::Hollywood),
+            transport: TransportKind::Tcp(Transport::Hollywood),
             seed: 1,
             base: Config::default(),
             pcap: None,
@@ -269,16 +214,8 @@ impl VoipScenario {
     pub fn run(&self) -> Result<VoipRun, VoipError> {
         self.validate()?;
         match self.transport {
-            VoipTransport::Stream(t) => self.run_stream(t, None),
-            VoipTransport::Udp => {
-                self.run_stream(Transport::Tcp, Some(crate::GenericTransport::Udp))
-            }
-            VoipTransport::Quic(name) => {
-                let g = crate::GenericTransport::parse(name).ok_or_else(|| {
-                    VoipError::InvalidScenario(format!("unknown transport {name}"))
-                })?;
-                self.run_stream(Transport::Tcp, Some(g))
-            }
+            TransportKind::Tcp(t) => self.run_stream(t, None),
+            other => self.run_stream(Transport::Tcp, Some(crate::GenericTransport::from(other))),
         }
     }
 
@@ -779,17 +716,14 @@ mod tests {
 
     #[test]
     fn transport_names_round_trip() {
-        for t in VoipTransport::ALL {
-            assert_eq!(VoipTransport::parse(t.name()), Ok(t));
+        for t in TRANSPORTS {
+            assert_eq!(TransportKind::parse(t.name()), Ok(t));
         }
-        assert!(VoipTransport::parse("sctp").is_err());
-        for name in crate::GenericTransport::NAMES
-            .into_iter()
-            .filter(|n| *n != "udp")
-        {
-            let t = VoipTransport::parse(name).unwrap();
-            assert_eq!(t, VoipTransport::Quic(name));
-            assert_eq!(t.name(), name);
+        assert!(TransportKind::parse("sctp").is_err());
+        for q in hollywood_transport::QuicKind::ALL {
+            let t = TransportKind::parse(q.name()).unwrap();
+            assert_eq!(t, TransportKind::Quic(q));
+            assert_eq!(t.name(), q.name());
         }
     }
 
@@ -800,7 +734,7 @@ mod tests {
     fn voice_over_quic_one_stream_blocks_quicsilver_does_not() {
         let run = |name| {
             VoipScenario {
-                transport: VoipTransport::parse(name).unwrap(),
+                transport: TransportKind::parse(name).unwrap(),
                 loss: LossModel::Bernoulli(0.01),
                 count: 1500,
                 ..VoipScenario::intercontinental()
@@ -837,7 +771,7 @@ mod tests {
     #[test]
     fn udp_loses_exactly_the_dropped_datagrams() {
         let sc = VoipScenario {
-            transport: VoipTransport::Udp,
+            transport: TransportKind::Udp,
             loss: LossModel::Bernoulli(0.05),
             count: 400,
             ..VoipScenario::default()

@@ -1,4 +1,4 @@
-//! Live video over the message transports (issue 12): the same seed-002
+//! Live video over the message transports (issue 12): the same [QUICsilver]
 //! stream over a reliable stream, TCP Hollywood and UDP on one lossy path.
 
 use hollywood_apps::video::{OnMissing, Resume, VideoScenario, VideoSource};
@@ -49,7 +49,7 @@ fn a_reliable_stream_stalls_where_hollywood_and_udp_play_on() {
         "everything plays, late"
     );
     assert!(r.discrepancy >= Duration::from_millis(100), "{r:?}");
-    // Catching up after each pause (seed 002), every head-of-line event that
+    // Catching up after each pause ([QUICsilver]), every head-of-line event that
     // outlasts the buffer is a stall; shifting playback instead, the
     // backlog buffers against the next loss: fewer stalls than losses, and
     // less discrepancy.
@@ -106,7 +106,7 @@ fn a_bad_source_is_refused() {
     assert!(sc.run().unwrap_err().contains("gop"));
 }
 
-/// Seed 003's cross traffic: the stream shares a 20 Mb/s bottleneck with a
+/// The [TCP-video] cross traffic: the stream shares a 20 Mb/s bottleneck with a
 /// greedy TCP transfer, or with CBR UDP; every flow is delivered intact,
 /// the cross flows get their share, and the stream's packets are delayed
 /// by the queue the others build.

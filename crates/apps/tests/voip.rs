@@ -14,13 +14,13 @@
 //! Seeds 1, 2, 4 and 6 each drop at least one first transmission at 0.1 %
 //! loss over 3000 messages (asserted, so no test passes vacuously).
 
-use hollywood_apps::{Outcome, Transport, VoipRun, VoipScenario, VoipTransport};
+use hollywood_apps::{Outcome, Transport, TransportKind, VoipRun, VoipScenario};
 
 const SEEDS: [u64; 4] = [1, 2, 4, 6];
 
 fn run(base: &VoipScenario, t: Transport, seed: u64) -> VoipRun {
     let sc = VoipScenario {
-        transport: VoipTransport::Stream(t),
+        transport: TransportKind::Tcp(t),
         seed,
         ..base.clone()
     };
@@ -150,7 +150,7 @@ fn same_seed_drops_the_same_first_message_for_every_tcp_deployment() {
 #[test]
 fn udp_is_the_floor_and_runs_are_deterministic() {
     let sc = VoipScenario {
-        transport: VoipTransport::Udp,
+        transport: TransportKind::Udp,
         seed: 4,
         ..VoipScenario::intercontinental()
     };
@@ -163,7 +163,7 @@ fn udp_is_the_floor_and_runs_are_deterministic() {
     assert_eq!(s.amplification(), Some(1.0));
     // A TCP run is deterministic too.
     let t = VoipScenario {
-        transport: VoipTransport::Stream(Transport::Hollywood),
+        transport: TransportKind::Tcp(Transport::Hollywood),
         count: 500,
         ..sc
     };

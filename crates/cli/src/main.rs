@@ -37,13 +37,13 @@ enum Command {
     Analyze(cmd::analyze::AnalyzeArgs),
     /// One simulated VoIP call (thesis §5.1.2): per-message playout, JSON, CSV, plot.
     Voip(cmd::voip::VoipArgs),
-    /// Live video (seed 002's source) over one or several transports: useful frames, stalls, discrepancy.
+    /// Live video (the [QUICsilver] source) over one or several transports: useful frames, stalls, discrepancy.
     Video(cmd::video::VideoArgs),
-    /// MPEG-DASH (seed 001) over TCP and TCP Hollywood: start-up, stalls, bit-rate, switches, discards.
+    /// MPEG-DASH ([DASHing]) over TCP and TCP Hollywood: start-up, stalls, bit-rate, switches, discards.
     Dash(cmd::dash::DashArgs),
     /// Thesis ch. 6's DASH architectures (request-response, push, Hollywood) at a fixed rate: stall, delayed frames, skips.
     DashCh6(cmd::dash_ch6::Ch6Args),
-    /// Encode a source with ffmpeg into seed 001's DASH ladder (MPEG-TS chunks, MPD) for `dash --video DIR`.
+    /// Encode a source with ffmpeg into the [DASHing] DASH ladder (MPEG-TS chunks, MPD) for `dash --video DIR`.
     DashLadder(cmd::dash_video::LadderArgs),
     /// Encode thesis ch. 6's fixed-rate videos (7.5/12/24/53 Mb/s, 60 fps) with ffmpeg and record every frame's size for `dash-ch6 --video DIR`.
     DashCh6Video(cmd::dash_video::Ch6VideoArgs),

@@ -267,7 +267,7 @@ fn chapter_6_bounds_json_and_figures() {
 
 #[test]
 fn chapter_6_per_chunk_equations() {
-    // RESULTS.md 1(c): 3601 requests at 50 ms chunks, 361 at 500 ms, in
+    // REFERENCES.md thesis ch. 6, derived bounds: 3601 requests at 50 ms chunks, 361 at 500 ms, in
     // the 3-minute session (eq. 6.1).
     for (chunk, requests) in [("50ms", 3601.0), ("500ms", 361.0)] {
         let v = json(&["analyze", "ch6", "--chunk", chunk, "--json"]);

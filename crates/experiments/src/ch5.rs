@@ -27,7 +27,7 @@ use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::Stat;
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use crate::voip::{plot_run, write_csv, zoom_range, VoipReport};
-use hollywood_apps::{Transport, VoipRun, VoipScenario, VoipTransport};
+use hollywood_apps::{Transport, TransportKind, VoipRun, VoipScenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -86,7 +86,7 @@ pub struct VoipPoint {
     /// The scenario's name.
     pub name: String,
     /// The transport.
-    pub transport: VoipTransport,
+    pub transport: TransportKind,
     /// The call.
     pub sc: VoipScenario,
     /// The thesis figures this transport's plots reproduce.
@@ -161,9 +161,9 @@ impl Adapter for Voip {
             return Err("interval must be positive".into());
         }
         for t in raw.figures.keys() {
-            VoipTransport::parse(t)?;
+            TransportKind::parse(t)?;
         }
-        let transport = VoipTransport::parse(&raw.transport)?;
+        let transport = TransportKind::parse(&raw.transport)?;
         let sc = VoipScenario {
             rate_bps: parse_rate(&raw.rate)?,
             uplink_bps: parse_rate(&raw.uplink)?,
@@ -200,6 +200,7 @@ impl Adapter for Voip {
             seed,
             ..p.sc.clone()
         };
+        #[allow(clippy::disallowed_methods)] // wall clock: how long the run took, reported
         let t0 = std::time::Instant::now();
         let run = sc.run().map_err(|e| e.to_string())?;
         let report = VoipReport::of(&run, t0.elapsed().as_secs_f64() * 1000.0);
@@ -284,7 +285,7 @@ struct Summary {
     claims: Vec<ClaimResult>,
 }
 
-fn file_stem(scenario: &str, t: VoipTransport) -> String {
+fn file_stem(scenario: &str, t: TransportKind) -> String {
     format!("{scenario}-{}", t.name())
 }
 
@@ -886,7 +887,7 @@ mod tests {
             .find(|v| v.transport.name() == "hollywood")
             .unwrap();
         assert_eq!(hw.figures.zoom.as_deref(), Some("5.16"));
-        assert!(inter.iter().any(|v| v.transport == VoipTransport::Udp));
+        assert!(inter.iter().any(|v| v.transport == TransportKind::Udp));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! the thesis's simulated Figs. 6.5-6.17 (mean over seeds, standard error
 //! in `summary.md`, as the thesis's error bars), its analytical Figs. 6.4,
 //! 6.7, 6.11 and 6.15 (eqs. 6.10, 6.14, 6.16, 6.19), and checks the
-//! chapter's claims (`RESULTS.md` 1(d)) one by one.
+//! chapter's claims (REFERENCES.md thesis ch. 6, claims) one by one.
 //!
 //! Plan parameters: `arch` (`request-response`, `push`, `hollywood`),
 //! `encoding`, `rtt`, `loss`, `frames` (request-response: frames per chunk,
@@ -771,7 +771,7 @@ fn curves(s: &ScenarioSummary) -> Vec<((f64, f64), Vec<&ConfigSummary>)> {
     out
 }
 
-/// Chapter 6's checkable claims (`RESULTS.md` 1(d)), from the means over
+/// Chapter 6's checkable claims (REFERENCES.md thesis ch. 6, claims), from the means over
 /// seeds. A difference counts when it exceeds `EPS` seconds (half a frame
 /// at 60 fps), so identical zeros are ties, not violations.
 fn thesis_claims(sc: &[ScenarioSummary], bounds: &[BoundRow]) -> Vec<ClaimResult> {

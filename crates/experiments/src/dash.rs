@@ -1,5 +1,5 @@
-//! DASH sessions (seed 001, `hollywood_apps::dash`) over several
-//! transports and seeds at once, in parallel, with seed 001's statistics:
+//! DASH sessions ([DASHing], `hollywood_apps::dash`) over several
+//! transports and seeds at once, in parallel, with the [DASHing] statistics:
 //! per transport the mean, the trimmed mean (highest and lowest run
 //! dropped, as the paper reports) and the 20th–80th percentiles of each
 //! metric.
@@ -10,7 +10,7 @@ use hollywood_apps::dash::client::{ClientConfig, Lateness};
 use hollywood_apps::dash::content::Content;
 use hollywood_apps::dash::{DashRun, DashScenario, Phase};
 use hollywood_apps::generic::GenericTransport;
-use hollywood_apps::Transport;
+use hollywood_apps::{QuicKind, Transport, TransportKind};
 use hollywood_tcp::CcAlgorithm;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A compared transport: the transport and the client that goes with
-/// it in seed 001.
+/// it in [DASHing].
 #[derive(Debug, Clone, Serialize)]
 pub struct DashTransport {
     /// Name as printed.
@@ -41,34 +41,33 @@ impl DashTransport {
     /// takes a response's messages in any order
     /// ([`hollywood_apps::dash::dash_quic`]).
     pub fn parse(s: &str) -> Result<DashTransport, String> {
-        let (name, deployment, client) = match s {
-            "tcp" => (
-                "tcp",
+        let unknown = || {
+            format!(
+                "unknown DASH transport {s:?}: use {}",
+                Self::NAMES.join(", ")
+            )
+        };
+        let kind = TransportKind::parse(s).map_err(|_| unknown())?;
+        let (deployment, client) = match kind {
+            TransportKind::Tcp(Transport::Tcp) => (
                 GenericTransport::Tcp(Transport::Tcp),
                 ClientConfig::algorithm1(),
             ),
-            "hollywood" => (
-                "hollywood",
+            TransportKind::Tcp(Transport::Hollywood) => (
                 GenericTransport::Tcp(Transport::Hollywood),
                 ClientConfig::algorithm2(),
             ),
-            _ => match hollywood_apps::dash::dash_quic(s) {
-                Some(g) => {
-                    let client = if s == "quic-ss" {
-                        ClientConfig::algorithm1()
-                    } else {
-                        ClientConfig::algorithm2()
-                    };
-                    (g.name(), g, client)
-                }
-                None => {
-                    return Err(format!(
-                        "unknown DASH transport {s:?}: use {}",
-                        Self::NAMES.join(", ")
-                    ))
-                }
-            },
+            _ => {
+                let g = hollywood_apps::dash::dash_quic(s).ok_or_else(unknown)?;
+                let client = if kind == TransportKind::Quic(QuicKind::SingleStream) {
+                    ClientConfig::algorithm1()
+                } else {
+                    ClientConfig::algorithm2()
+                };
+                (g, client)
+            }
         };
+        let name = kind.name();
         Ok(DashTransport {
             name,
             deployment,
@@ -258,7 +257,7 @@ pub fn run_all(
     by
 }
 
-/// Seed 001's static path: `rate`, `rtt`, `loss` for the whole session.
+/// The [DASHing] static path: `rate`, `rtt`, `loss` for the whole session.
 pub fn static_path(rate_bps: u64, rtt: Duration, loss: f64) -> Vec<Phase> {
     vec![Phase {
         at: Duration::ZERO,
@@ -305,7 +304,7 @@ mod tests {
     #[test]
     fn sessions_run_for_every_transport_and_seed() {
         let session = Session {
-            content: Arc::new(Content::seed001(20, Duration::from_secs(1), 0.1, 1).unwrap()),
+            content: Arc::new(Content::dashing(20, Duration::from_secs(1), 0.1, 1).unwrap()),
             phases: static_path(5_000_000, Duration::from_millis(100), 0.01),
             queue_bytes: None,
             cc: CcAlgorithm::Cubic,

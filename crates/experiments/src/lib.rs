@@ -8,15 +8,15 @@
 //! ([`units`]) are shared with the CLI.
 //!
 //! Reproductions: [`ch5`] (thesis chapter 5, the VoIP application) and
-//! [`video`] (live video: seeds 002 and 004) and [`vod`] (video on
-//! demand over TCP, deadline TCP and TCP Hollywood: seed 003), [`dash2018`]
-//! (MPEG-DASH: seed 001) and [`ch6`] (thesis chapter 6's DASH
+//! [`video`] (live video: [QUICsilver] and [RTP-QUIC]) and [`vod`] (video on
+//! demand over TCP, deadline TCP and TCP Hollywood: [TCP-video]), [`dash2018`]
+//! (MPEG-DASH: [DASHing]) and [`ch6`] (thesis chapter 6's DASH
 //! architectures). The
 //! built-in plans are listed in [`builtin`].
 
-// An adapter crate: the runner uses threads (rayon) and the wall clock (to
-// report how long a reproduction took); the simulations it runs do not.
-#![allow(clippy::disallowed_methods)]
+// The sans-IO lint (clippy.toml) holds here too: the runner's threads are
+// rayon's, and the three wall-clock reads (how long a run or a reproduction
+// took, reported beside the results) are allowed where they stand.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

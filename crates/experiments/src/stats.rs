@@ -1,5 +1,5 @@
 //! Aggregation over seeds and samples: mean ± sample standard deviation,
-//! trimmed means (seed 001 reports means with the extremes dropped) and
+//! trimmed means ([DASHing] reports means with the extremes dropped) and
 //! nearest-rank percentiles.
 
 use serde::Serialize;
@@ -53,7 +53,7 @@ impl Stat {
 }
 
 /// The mean of `v` without its `trim` smallest and `trim` largest values
-/// (seed 001 averages its runs this way). `None` when fewer than
+/// ([DASHing] averages its runs this way). `None` when fewer than
 /// `2·trim + 1` values remain to average.
 pub fn trimmed_mean(v: &[f64], trim: usize) -> Option<f64> {
     if v.len() < 2 * trim + 1 {

@@ -1,7 +1,7 @@
 //! Live video (issue 12): the JSON summary of one stream over one transport
 //! ([`VideoReport`], used by `hollywood video` too) and the `video`
-//! [`Adapter`] that runs a plan of streams — seed 002's QUICsilver
-//! experiment is `scenarios/quicsilver.toml`, seed 004's stream mappings
+//! [`Adapter`] that runs a plan of streams — the [QUICsilver] QUICsilver
+//! experiment is `scenarios/quicsilver.toml`, the [RTP-QUIC] stream mappings
 //! `scenarios/rtp-quic.toml`.
 //!
 //! Plan parameters (plan level, per scenario or swept): `fps` (60), `gop`
@@ -55,7 +55,7 @@ pub struct VideoReport {
     pub player: &'static str,
     /// Frames sent.
     pub frames: u64,
-    /// Played and decodable (seed 002's useful frames).
+    /// Played and decodable (the [QUICsilver] useful frames).
     pub useful_frames: u64,
     /// Useful frames / frames sent, percent: the headline figure.
     pub useful_frames_pct: f64,
@@ -86,15 +86,15 @@ pub struct VideoReport {
     /// Application latency per delivered packet: generation → delivery (ms).
     pub app_latency_ms: Percentiles,
     /// Stack latency per delivered packet: generation → the receiving
-    /// stack holding all of it (ms; seed 002).
+    /// stack holding all of it (ms; [QUICsilver]).
     pub stack_latency_ms: Percentiles,
     /// Head-of-line-blocking delay, summed over delivered packets: the
-    /// stack held a packet but could not hand it over (s; seed 004 §5.1).
+    /// stack held a packet but could not hand it over (s; [RTP-QUIC] §5.1).
     pub hol_total_s: f64,
     /// Delivered packets that waited behind missing data (> 0.1 ms).
     pub hol_blocked_packets: u64,
     /// Sending delay, summed over sent packets: generation → its last
-    /// byte first on the wire (s; seed 004 §5.2).
+    /// byte first on the wire (s; [RTP-QUIC] §5.2).
     pub sending_delay_total_s: f64,
     /// Sending delay per packet (ms).
     pub sending_delay_ms: Percentiles,
@@ -322,23 +322,23 @@ struct Raw {
     /// With `scatter_loss`: only the configuration at this one-way delay.
     scatter_one_way: Option<String>,
     /// What the scatter shows: `latency` (application latency by time,
-    /// seed 002 Figs. 6-7) or `hol` (head-of-line-blocking delay by packet
-    /// number, seed 004 Fig. 5).
+    /// [QUICsilver] Figs. 6-7) or `hol` (head-of-line-blocking delay by packet
+    /// number, [RTP-QUIC] Fig. 5).
     #[serde(default = "d_scatter")]
     scatter: String,
     /// Packet numbers the `hol` scatter shows, `[from, to]`.
     scatter_packets: Option<[u32; 2]>,
     /// Transports whose total head-of-line-blocking delay, summed over the
     /// lossy configurations of the plan, must decrease in this order
-    /// (seed 004 Fig. 4); checked in the report.
+    /// ([RTP-QUIC] Fig. 4); checked in the report.
     #[serde(default)]
     hol_order: Vec<String>,
     /// Two transports whose summed head-of-line-blocking delay must be
-    /// within a factor of 1.5 of each other (seed 004: TCP ≈ QUIC_SS).
+    /// within a factor of 1.5 of each other ([RTP-QUIC]: TCP ≈ QUIC_SS).
     #[serde(default)]
     hol_near: Vec<String>,
     /// Plot total head-of-line-blocking and sending delay against loss,
-    /// one panel per transport (seed 004 Figs. 4 and 6).
+    /// one panel per transport ([RTP-QUIC] Figs. 4 and 6).
     #[serde(default)]
     delay_plots: bool,
     #[serde(default)]
@@ -396,7 +396,7 @@ pub struct RunResult {
     /// Per delivered packet, for the scatter plot.
     pub latency: Option<Vec<(f64, f64)>>,
     /// Per packet the receiving stack got, (generation s, stack latency
-    /// ms), for the stack-latency scatter (seed 002 Figs. 4-5).
+    /// ms), for the stack-latency scatter ([QUICsilver] Figs. 4-5).
     pub stack: Option<Vec<(f64, f64)>>,
     /// The path's one-way delay (ms).
     pub one_way_ms: f64,
@@ -578,6 +578,7 @@ impl Adapter for Video {
     fn run(&self, p: &VideoPoint, seed: u64, keep: bool) -> Result<RunResult, String> {
         let mut sc = p.sc.clone();
         sc.path.seed = seed;
+        #[allow(clippy::disallowed_methods)] // wall clock: how long the run took, reported
         let t0 = std::time::Instant::now();
         let run = sc.run()?;
         let report = VideoReport::of(p.transport, &run, seed, t0.elapsed().as_secs_f64() * 1e3);
@@ -616,7 +617,7 @@ impl Adapter for Video {
     }
 
     fn metric(&self, out: &RunResult, name: &str) -> Option<f64> {
-        // Stack latency beyond the path's one-way delay (seed 002: "within
+        // Stack latency beyond the path's one-way delay ([QUICsilver]: "within
         // 15 ms of the path latency").
         let stack = &out.report.stack_latency_ms;
         let delivered = out.report.packets > out.report.first_tx_dropped;
@@ -758,7 +759,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
                      packet at {loss} loss, seed {seed}",
                     s.name
                 ),
-                "seed 004 Fig. 5",
+                "[RTP-QUIC] Fig. 5",
             )
         } else {
             (
@@ -768,7 +769,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
                      loss, seed {seed}",
                     s.name
                 ),
-                "seed 002 Figs. 6-7",
+                "[QUICsilver] Figs. 6-7",
             )
         };
         plot::draw_stacked(&charts, &ctx.out.join(&file))?;
@@ -777,7 +778,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
             caption,
             reproduces: Some(reproduces.into()),
         });
-        // Stack latency of the same packets (seed 002 Figs. 4-5).
+        // Stack latency of the same packets ([QUICsilver] Figs. 4-5).
         let mut stack_charts = Vec::new();
         for c in done.configs.iter_mut() {
             if c.point.scenario_index != si {
@@ -824,7 +825,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
                      every packet at {loss} loss, seed {seed}",
                     s.name
                 ),
-                reproduces: Some("seed 002 Figs. 4-5".into()),
+                reproduces: Some("[QUICsilver] Figs. 4-5".into()),
             });
         }
     }
@@ -938,7 +939,7 @@ fn hol_sums(s: &ScenarioSummary, max_loss: f64) -> BTreeMap<&'static str, (f64, 
     sums
 }
 
-/// The report-level head-of-line claims (seed 004 Fig. 4), per scenario:
+/// The report-level head-of-line claims ([RTP-QUIC] Fig. 4), per scenario:
 /// the order of the summed delays, and two transports close to each other
 /// (over every lossy configuration, and over those at ≤ 1 % loss).
 fn hol_checks(o: &ReportOptions, scenarios: &[ScenarioSummary]) -> Vec<ClaimResult> {
@@ -952,7 +953,7 @@ fn hol_checks(o: &ReportOptions, scenarios: &[ScenarioSummary]) -> Vec<ClaimResu
                 config: format!("{}: {config}", s.name),
                 metric: "hol_total_s (summed)".into(),
                 claim,
-                source: Some("seed 004 Fig. 4, §5.1".into()),
+                source: Some("[RTP-QUIC] Fig. 4, §5.1".into()),
                 stated: Some("TCP ≈ QUIC_SS > QUIC_GOP > QUIC_FPS > QUIC_PPS = UDP = 0".into()),
                 expectation: expectation.into(),
                 observed,
@@ -1016,7 +1017,7 @@ fn hol_checks(o: &ReportOptions, scenarios: &[ScenarioSummary]) -> Vec<ClaimResu
     out
 }
 
-/// Seed 004 Figs. 4 and 6: total head-of-line-blocking and sending delay
+/// [RTP-QUIC] Figs. 4 and 6: total head-of-line-blocking and sending delay
 /// against loss, one panel per transport, a line per one-way delay (mean
 /// over seeds and scenarios, e.g. buffer sizes, which do not change them
 /// for reliable transports).
@@ -1047,13 +1048,13 @@ fn delay_plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<F
             "hol",
             "hol-total.png",
             "total head-of-line-blocking delay (s)",
-            "seed 004 Fig. 4",
+            "[RTP-QUIC] Fig. 4",
         ),
         (
             "sending",
             "sending-total.png",
             "total sending delay (s)",
-            "seed 004 Fig. 6",
+            "[RTP-QUIC] Fig. 6",
         ),
     ] {
         let mut charts = Vec::new();
@@ -1130,7 +1131,7 @@ fn summary_md(s: &Summary) -> String {
          application, p50 / p99; *stack*: generation → the receiving stack holding the \
          packet, p99; *HOL*: head-of-line-blocking delay (the stack held a packet but \
          could not hand it over) summed over packets; *sending*: generation → the \
-         packet's last byte first on the wire, summed (seed 004's definitions). *seed*: \
+         packet's last byte first on the wire, summed (the [RTP-QUIC] definitions). *seed*: \
          the seed document's own figure for that transport and loss.\n"
     );
     for sc in &s.scenarios {
@@ -1289,7 +1290,7 @@ mod tests {
         assert!(metric_of(&r.report, "useful_pct").is_some());
         assert!(metric_of(&r.report, "nonsense").is_none());
 
-        // Seed 004's per-packet head-of-line plot: packet numbers in range,
+        // The [RTP-QUIC] per-packet head-of-line plot: packet numbers in range,
         // and a reliable stream on a lossy link waits behind its losses.
         let hol = points(
             "transport = \"quic-ss\"\nloss = \"5%\"\nscatter_loss = \"5%\"\n\

@@ -1,4 +1,4 @@
-//! The `vod` adapter: seed 003 ("Effectiveness of TCP for Video
+//! The `vod` adapter: [TCP-video] ("Effectiveness of TCP for Video
 //! Transport") — a stored video sent over TCP, deadline TCP and TCP
 //! Hollywood with cross traffic; the initiation latency needed for no
 //! deadline violation, and the violations at shorter ones
@@ -18,7 +18,7 @@
 //!   no violation at most `resolution_s` above the smallest it looked for,
 //!   where standard TCP's figure is exact.
 //!
-//! Plots: violations against initiation latency (seed 003 Graphs 6.3, 6.4,
+//! Plots: violations against initiation latency ([TCP-video] Graphs 6.3, 6.4,
 //! 8.2, 8.3) and the latency for none against the plan's `x_axis`
 //! (bottleneck rate: Graphs 6.1, 8.1; competing clients: Graph 6.2).
 
@@ -120,7 +120,7 @@ struct Raw {
     queue: String,
     #[serde(default)]
     cross: Vec<String>,
-    /// Greedy TCP clients added to `cross` (seed 003 Graph 6.2).
+    /// Greedy TCP clients added to `cross` ([TCP-video] Graph 6.2).
     #[serde(default)]
     clients: u32,
     #[serde(default = "d_cc")]
@@ -173,7 +173,7 @@ pub struct VodResult {
     pub initiation_zero_s: Option<f64>,
     /// Violations (%) at each grid point.
     pub curve: Vec<(f64, f64)>,
-    /// Seed 003's `T - D` estimate from the transfer at the largest grid
+    /// The [TCP-video] `T - D` estimate from the transfer at the largest grid
     /// point (or the single transfer).
     pub formula_initiation_s: Option<f64>,
     /// The video's goodput over that transfer (kbit/s).
@@ -639,7 +639,7 @@ fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>
             v
         };
         // Violations against initiation latency, one panel per video kind
-        // at the scenario's first x value (seed 003 Graphs 6.3/6.4, 8.2/8.3).
+        // at the scenario's first x value ([TCP-video] Graphs 6.3/6.4, 8.2/8.3).
         let mut charts = Vec::new();
         for video in videos(&s.configs) {
             let series: Vec<Series> = ts
@@ -686,7 +686,7 @@ fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>
                  transport (mean over seeds)",
                 s.name
             ),
-            reproduces: Some("seed 003 Graphs 6.3, 6.4, 8.2, 8.3".into()),
+            reproduces: Some("[TCP-video] Graphs 6.3, 6.4, 8.2, 8.3".into()),
         });
         if xs.len() < 2 {
             continue;
@@ -740,9 +740,9 @@ fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>
                 }
             ),
             reproduces: Some(if s.x_axis == "clients" {
-                "seed 003 Graph 6.2".into()
+                "[TCP-video] Graph 6.2".into()
             } else {
-                "seed 003 Graphs 6.1, 8.1".into()
+                "[TCP-video] Graphs 6.1, 8.1".into()
             }),
         });
     }
@@ -793,7 +793,7 @@ fn summary_md(s: &Summary) -> String {
         m,
         "Mean ± sample sd over seeds. *for none*: the initiation latency at which no frame \
          misses its deadline (s; for a sender that uses deadlines found by bisection, \
-         at most the bracketed amount above the smallest); *T − D*: seed 003's estimate, the time to send the file at \
+         at most the bracketed amount above the smallest); *T − D*: the [TCP-video] estimate, the time to send the file at \
          the measured goodput minus its playback time; *goodput*: the video's bytes over the \
          transfer; *violated at I*: % of frames past their deadline (or never whole) with \
          initiation latency I. *seed*: the seed document's figure for that configuration, \
@@ -889,7 +889,7 @@ fn readme(s: &Summary, first: &VodPoint, md: &str, figures: &[Figure], command: 
          sender → bottleneck (one-way {} ms, drop-tail queue of {} bytes) → receiver; cross \
          traffic from its own hosts over the same bottleneck. Congestion control: {} for \
          every TCP flow (the seed's video flow was TCP-Reno). Transports: standard TCP (the \
-         sender ignores deadlines: one transfer gives every point of a curve), seed 003 \
+         sender ignores deadlines: one transfer gives every point of a curve), [TCP-video] \
          §7.2's deadline TCP (`tcp-deadline`: drops what is past its deadline before \
          sending, skips a retransmission that is, and tells the receiver in a TCP option; \
          the sequence hole makes it undeployable) and TCP Hollywood (drops the same before \

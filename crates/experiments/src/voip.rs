@@ -5,7 +5,7 @@
 
 use crate::plot::{self, Chart, HLine, Rgb, Series, Style};
 use crate::stats::Percentiles;
-use hollywood_apps::{DelayPercentiles, Outcome, VoipRecord, VoipRun, VoipScenario, VoipTransport};
+use hollywood_apps::{DelayPercentiles, Outcome, TransportKind, VoipRecord, VoipRun, VoipScenario};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -93,7 +93,7 @@ impl VoipReport {
         let sc = &run.scenario;
         VoipReport {
             transport: sc.transport.name(),
-            cc: matches!(sc.transport, VoipTransport::Stream(_)).then(|| sc.base.cc.name()),
+            cc: matches!(sc.transport, TransportKind::Tcp(_)).then(|| sc.base.cc.name()),
             messages: s.messages,
             on_time: s.played,
             oracle_on_time: s.oracle_on_time,

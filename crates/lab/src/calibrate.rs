@@ -19,7 +19,7 @@
 //!   `Transport::Tcp`'s configuration (`Config::default()` with Nagle off,
 //!   as the simulator's TCP and the kernel's `TCP_NODELAY`; no Hollywood
 //!   switch).
-//! - **Simulator**: `VoipScenario` with `VoipTransport::Stream(Tcp)` and
+//! - **Simulator**: `VoipScenario` with `TransportKind::Tcp(Tcp)` and
 //!   the same parameters.
 //!
 //! Each run's per-message send and delivery times go through the
@@ -28,8 +28,9 @@
 
 use crate::interop::{self, End, PairRun, PairSpec};
 use crate::workload;
-use hollywood_apps::voip::{self, VoipRecord, VoipRun, VoipScenario, VoipSummary, VoipTransport};
+use hollywood_apps::voip::{self, VoipRecord, VoipRun, VoipScenario, VoipSummary};
 use hollywood_apps::Transport;
+use hollywood_apps::TransportKind;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Config, Instant};
 use serde::Serialize;
@@ -73,7 +74,7 @@ impl Scenario {
             Scenario::Intercontinental => VoipScenario::intercontinental(),
             Scenario::Intracontinental => VoipScenario::intracontinental(),
         };
-        v.transport = VoipTransport::Stream(Transport::Tcp);
+        v.transport = TransportKind::Tcp(Transport::Tcp);
         v
     }
 }

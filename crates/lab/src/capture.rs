@@ -16,7 +16,7 @@
 //! mismatches (a retransmission that does not repeat the start and length
 //! of a segment seen before), **sequence holes** (data starting beyond the
 //! highest byte seen so far in that direction), RSTs and the experimental
-//! "next expected sequence" option (seed 003 §7.2). TCP checksums are *not*
+//! "next expected sequence" option ([TCP-video] §7.2). TCP checksums are *not*
 //! verified: a capture on a veth sees locally sent packets with checksums
 //! left to offload. [`tshark_count`] cross-checks with tshark's own
 //! analysis (e.g. `tcp.analysis.retransmission`).

@@ -8,7 +8,7 @@
 //!   byte-wise complement of the original, same length, same sequence
 //!   numbers: the §5.3 server "configured to always send inconsistent
 //!   retransmissions" — or, with [`Design::SeqGap`], the experimental
-//!   sequence-gap design of seed 003 §7.2 (every retransmission replaced by
+//!   sequence-gap design of [TCP-video] §7.2 (every retransmission replaced by
 //!   a skip announced in a TCP option, `seq_gap_lifetime = 0`). It sends
 //!   `bytes` bytes of a seeded pattern and closes.
 //! - **client** in a: a Linux kernel TCP socket that reads everything.
@@ -121,7 +121,7 @@ pub enum Design {
     /// TCP Hollywood's wire image, the §5.3 test server: every
     /// retransmission is inconsistent (the complement of the original).
     Ir,
-    /// Seed 003 §7.2 (experimental): every retransmission is skipped and
+    /// [TCP-video] §7.2 (experimental): every retransmission is skipped and
     /// the next expected sequence announced in an option.
     SeqGap,
 }

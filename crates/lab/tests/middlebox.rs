@@ -180,7 +180,7 @@ fn seq_gap_design_stalls_a_linux_receiver() {
     };
     let r = go(&spec("sgn", Kind::None, Design::SeqGap));
     loss_was_induced(&r);
-    // Seed 003 §7.2's sender skips instead of retransmitting; Linux
+    // [TCP-video] §7.2's sender skips instead of retransmitting; Linux
     // ignores the option and waits for the skipped bytes for good.
     assert!(r.engine_seq_gap_skips > 0);
     // Nothing is resent (only a FIN-carrying segment could be, and the

@@ -390,9 +390,9 @@ fn spawn_driver(
 /// the deployments we compare against.
 pub(crate) fn config(ordered: bool) -> QuicConfig {
     let mut c = if ordered {
-        QuicConfig::named("quic-ss").expect("named")
+        QuicConfig::of(hollywood_transport::QuicKind::SingleStream)
     } else {
-        QuicConfig::named("quicsilver").expect("named")
+        QuicConfig::of(hollywood_transport::QuicKind::Quicsilver)
     };
     c.cc = hollywood_transport::quic::QuicCc::Bbr;
     c

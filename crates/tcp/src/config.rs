@@ -165,7 +165,7 @@ pub struct HollywoodConfig {
     /// retransmissions", not a delivery model; it corrupts the stream by
     /// design. Off by default.
     pub always_inconsistent: bool,
-    /// **Experimental, sender** — the sequence-gap design of seed 003 §7.2
+    /// **Experimental, sender** — the sequence-gap design of [TCP-video] §7.2
     /// (a deadline TCP), built only to test its deployability against TCP
     /// Hollywood's (thesis §4.5). `Some(lifetime)`: a segment whose first
     /// transmission is at least `lifetime` old when it would be
@@ -180,7 +180,7 @@ pub struct HollywoodConfig {
     /// A segment carrying FIN is never skipped. A standard receiver ignores
     /// the option and waits for the skipped bytes forever.
     pub seq_gap_lifetime: Option<std::time::Duration>,
-    /// **Experimental, sender** — seed 003 §7.2's deadline TCP with the
+    /// **Experimental, sender** — [TCP-video] §7.2's deadline TCP with the
     /// application's own deadlines: needs `inconsistent_retransmissions`
     /// (its message queue: a message past its deadline before it got
     /// sequence numbers is dropped, "transmit the next (unexpired) data
@@ -197,7 +197,7 @@ pub struct HollywoodConfig {
     /// `seq_gap_lifetime` is ignored: the messages' deadlines decide. Off
     /// by default.
     pub seq_gap_deadlines: bool,
-    /// **Experimental, receiver** — seed 003 §7.2: on an acceptable segment
+    /// **Experimental, receiver** — [TCP-video] §7.2: on an acceptable segment
     /// carrying the "next expected sequence" option with a value beyond
     /// RCV.NXT (and within the advertised window), RCV.NXT advances to it;
     /// the skipped bytes the receiver never got are delivered as zero bytes

@@ -185,7 +185,7 @@ pub enum ExpiryReason {
     Displaced,
     /// Its slot failed the liveness test when it would have been
     /// retransmitted, and the sender skipped the range instead, announcing
-    /// the gap in the next-expected option (seed 003 §7.2's deadline TCP,
+    /// the gap in the next-expected option ([TCP-video] §7.2's deadline TCP,
     /// [`HollywoodConfig::seq_gap_deadlines`](crate::HollywoodConfig::seq_gap_deadlines)).
     Skipped,
 }
@@ -993,7 +993,7 @@ impl MessageTable {
         }
     }
 
-    /// Seed 003 §7.2's deadline TCP: the engine is about to retransmit
+    /// [TCP-video] §7.2's deadline TCP: the engine is about to retransmit
     /// `[seq, seq+len)`. If the range is whole slots, none (partly)
     /// received, and every message in them fails the liveness test at
     /// `now + owd` (expired, replaceable, nothing live depends on it), they

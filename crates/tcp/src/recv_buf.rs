@@ -10,7 +10,7 @@
 //! Each held byte also keeps the time it first arrived (stamps: disjoint
 //! intervals of held bytes, each with one arrival time), so a reader learns
 //! how long data waited here behind a hole: the head-of-line-blocking delay
-//! of seed 004 §5.1 ([`RecvBuffer::read_stamped`]).
+//! of [RTP-QUIC] §5.1 ([`RecvBuffer::read_stamped`]).
 
 use std::collections::BTreeMap;
 
@@ -243,7 +243,7 @@ impl RecvBuffer {
 
     /// Make everything up to stream offset `target` (at most the ring's
     /// reach) in order, filling the bytes never received with zeros
-    /// (sequence-gap receiver, seed 003 §7.2). Returns (bytes that became
+    /// (sequence-gap receiver, [TCP-video] §7.2). Returns (bytes that became
     /// readable in order, of which zero-filled).
     pub(crate) fn fill_gaps(&mut self, target: u64, t_ns: u64) -> (usize, usize) {
         let target = target.min(self.read_off + self.capacity as u64);

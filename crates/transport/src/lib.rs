@@ -6,9 +6,9 @@
 //! arrival time; hear about messages that expired. Implementations:
 //!
 //! - [`quic::QuicTransport`]: QUIC on `quinn-proto` with the stream mappings
-//!   of seed 004 ([`quic::Mapping`]: one stream, stream per group, per
+//!   of [RTP-QUIC] ([`quic::Mapping`]: one stream, stream per group, per
 //!   frame, per message, RFC 9221 datagrams) and QUICsilver's deadline-aware
-//!   partial reliability (seed 002 §4, with thesis §4.2's liveness rule);
+//!   partial reliability ([QUICsilver] §4, with thesis §4.2's liveness rule);
 //! - [`tcp::TcpTransport`]: our TCP engine with the intermediary layer,
 //!   as standard TCP or one of the TCP Hollywood deployments
 //!   ([`tcp::Deployment`], thesis §4.4);
@@ -25,6 +25,7 @@
 
 pub mod clock;
 pub mod host;
+pub mod kind;
 pub mod pair;
 pub mod quic;
 pub mod record;
@@ -33,6 +34,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use hollywood_tcp::Instant;
+pub use kind::{QuicKind, TransportKind, UnknownTransport};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -108,7 +110,7 @@ pub struct InMessage {
     pub arrival: Instant,
     /// When the last of its bytes first reached the receiving stack, before
     /// any wait for missing data in front of it: `arrival - received` is
-    /// its head-of-line-blocking delay (seed 004 §5.1). Equal to `arrival`
+    /// its head-of-line-blocking delay ([RTP-QUIC] §5.1). Equal to `arrival`
     /// where the transport delivers what arrives at once (UDP, datagrams).
     pub received: Instant,
 }

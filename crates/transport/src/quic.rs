@@ -1,5 +1,5 @@
 //! QUIC on quinn-proto behind [`MessageTransport`]: the stream mappings of
-//! seed 004 and QUICsilver's deadline-aware partial reliability (seed 002).
+//! [RTP-QUIC] and QUICsilver's deadline-aware partial reliability ([QUICsilver]).
 //!
 //! One [`QuicTransport`] is one endpoint with at most one connection: the
 //! client connects at [`MessageTransport::start`], the server accepts the
@@ -21,7 +21,7 @@
 //! with each message, shifted by [`OutMessage::priority`]), as MoQ does
 //! per group.
 //!
-//! **QUICsilver** (seed 002 §4, with thesis §4.2's liveness rule): a message
+//! **QUICsilver** ([QUICsilver] §4, with thesis §4.2's liveness rule): a message
 //! with a lifetime whose arrival can no longer be on time — `now + SRTT/2 >
 //! deadline` — is given up: before it is sent it never opens a stream
 //! ([`ExpiryReason::BeforeSend`]); after, its stream is reset (RESET_STREAM:
@@ -32,7 +32,7 @@
 //! (its stream's priority is raised above theirs). The receiver skips a
 //! reset stream without waiting for it, and delivers a late but complete
 //! dependency (a decoder can still use a late I-frame; QUICsilver's
-//! single-stream design could not, seed 002 §6.2). Seed 002 removed stale
+//! single-stream design could not, [QUICsilver] §6.2). [QUICsilver] removed stale
 //! data with falsified ACKs, which also hid the loss from congestion
 //! control; a reset does not, so congestion control sees every loss.
 //!
@@ -41,6 +41,7 @@
 //! sender stopped trying, not that the message was lost.
 
 use crate::clock::{Clock, VirtualSystemTime};
+use crate::kind::QuicKind;
 use crate::record::{self, StreamParser};
 use crate::{
     ExpiryReason, InMessage, Instant, MessageTransport, OutMessage, SendError, TransportEvent,
@@ -57,8 +58,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How messages map onto QUIC (seed 004 §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// How messages map onto QUIC ([RTP-QUIC] §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mapping {
     /// One stream for every message (standard QUIC; QUICsilver's baseline).
     SingleStream,
@@ -161,46 +162,24 @@ impl rustls::KeyLog for KeyLogLines {
 }
 
 impl QuicConfig {
-    /// The configuration behind a transport name (`quic-ss`, `quic-gop`,
-    /// `quic-fps`, `quic-pps`, `quic-dgram`, `quicsilver`).
-    pub fn named(name: &str) -> Option<QuicConfig> {
-        let (mapping, quicsilver) = match name {
-            "quic-ss" => (Mapping::SingleStream, false),
-            "quic-gop" => (Mapping::PerGroup, false),
-            "quic-fps" => (Mapping::PerFrame, false),
-            "quic-pps" => (Mapping::PerMessage, false),
-            "quic-dgram" => (Mapping::Datagram, false),
-            "quicsilver" => (Mapping::PerMessage, true),
-            _ => return None,
-        };
-        Some(QuicConfig {
-            mapping,
-            quicsilver,
+    /// The configuration of a QUIC variant, other fields at their defaults.
+    pub fn of(kind: QuicKind) -> QuicConfig {
+        QuicConfig {
+            mapping: kind.mapping(),
+            quicsilver: kind.quicsilver(),
             ..QuicConfig::default()
-        })
+        }
+    }
+
+    /// The variant this configuration runs.
+    pub fn kind(&self) -> QuicKind {
+        QuicKind::of(self.mapping, self.quicsilver)
     }
 
     /// The transport name.
     pub fn name(&self) -> &'static str {
-        match (self.mapping, self.quicsilver) {
-            (Mapping::PerMessage, true) => "quicsilver",
-            (Mapping::SingleStream, _) => "quic-ss",
-            (Mapping::PerGroup, _) => "quic-gop",
-            (Mapping::PerFrame, _) => "quic-fps",
-            (Mapping::PerMessage, false) => "quic-pps",
-            (Mapping::Datagram, _) => "quic-dgram",
-        }
+        self.kind().name()
     }
-
-    /// Every named configuration, in the order experiments report them.
-    pub const NAMES: [&'static str; 6] = [
-        "quic-ss",
-        "quic-gop",
-        "quic-fps",
-        "quic-pps",
-        "quic-dgram",
-        "quicsilver",
-    ];
 }
 
 impl Default for QuicConfig {
@@ -391,7 +370,7 @@ const CONN_RECEIVE_WINDOW: u32 = 64 << 20;
 /// One receive stream. quinn's unordered reads hand over each chunk as it
 /// arrives; they are put back in order here, so the records are exactly
 /// what an ordered reader gets, at the same time, and each knows when the
-/// last of its bytes reached the stack: `InMessage::received` (seed 004
+/// last of its bytes reached the stack: `InMessage::received` ([RTP-QUIC]
 /// §5.1's head-of-line-blocking delay is the difference).
 #[derive(Debug, Default)]
 struct RecvState {

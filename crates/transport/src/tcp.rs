@@ -36,7 +36,7 @@ use std::net::SocketAddr;
 
 /// Which halves of TCP Hollywood are deployed (thesis §4.4). The
 /// intermediary layer (framing, CRC, de-duplication) runs in every case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Deployment {
     /// Neither side modified: standard TCP (Nagle off) carrying framed
     /// messages in order.
@@ -49,7 +49,7 @@ pub enum Deployment {
     HollywoodIr,
     /// Receiver only: out-of-order delivery; the sender is standard TCP.
     HollywoodOoo,
-    /// Not TCP Hollywood: seed 003 §7.2's deadline TCP, a comparison mode.
+    /// Not TCP Hollywood: [TCP-video] §7.2's deadline TCP, a comparison mode.
     /// The sender drops messages past their deadline before they get
     /// sequence numbers and *skips* a retransmission whose messages are
     /// all past theirs, announcing the next sequence number to expect in
@@ -82,17 +82,16 @@ impl Deployment {
         }
     }
 
-    /// Parse a command-line name.
+    /// Parse a command-line name: a TCP deployment's
+    /// ([`TransportKind::parse`](crate::TransportKind::parse) takes every
+    /// transport's).
     pub fn parse(s: &str) -> Result<Deployment, String> {
-        Deployment::ALL
-            .into_iter()
-            .chain([Deployment::Deadline])
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown transport '{s}': use tcp, hollywood, hollywood-ir, hollywood-ooo or tcp-deadline"
-                )
-            })
+        match crate::TransportKind::parse(s) {
+            Ok(crate::TransportKind::Tcp(d)) => Ok(d),
+            _ => Err(format!(
+                "unknown transport '{s}': use tcp, hollywood, hollywood-ir, hollywood-ooo or tcp-deadline"
+            )),
+        }
     }
 
     /// Inconsistent retransmissions at the sender.

@@ -16,7 +16,7 @@ use std::time::Duration;
 fn quic_pair(name: &str, seed: u64, delay: Duration) -> Pair {
     let (c, s) = addrs();
     let id = QuicIdentity::generate().unwrap();
-    let cfg = QuicConfig::named(name).unwrap();
+    let cfg = QuicConfig::of(hollywood_transport::QuicKind::parse(name).unwrap());
     let a = QuicTransport::new(cfg.clone(), Role::Client { remote: s }, c, &id, seed).unwrap();
     let b = QuicTransport::new(cfg, Role::Server, s, &id, seed + 1).unwrap();
     Pair::new(Box::new(a), Box::new(b), delay)
@@ -24,7 +24,7 @@ fn quic_pair(name: &str, seed: u64, delay: Duration) -> Pair {
 
 #[test]
 fn every_mapping_delivers_everything_on_a_clean_link() {
-    for name in QuicConfig::NAMES {
+    for name in hollywood_transport::QuicKind::ALL.map(hollywood_transport::QuicKind::name) {
         delivers_everything_on_a_clean_link(&mut quic_pair(name, 1, Duration::from_millis(20)));
     }
 }
@@ -255,7 +255,7 @@ fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
     for name in ["quic-ss", "quic-pps"] {
         let (c, s) = addrs();
         let id = QuicIdentity::generate().unwrap();
-        let cfg = QuicConfig::named(name).unwrap();
+        let cfg = QuicConfig::of(hollywood_transport::QuicKind::parse(name).unwrap());
         let mut a = QuicTransport::new(cfg.clone(), Role::Client { remote: s }, c, &id, 3).unwrap();
         let mut b = QuicTransport::new(cfg, Role::Server, s, &id, 4).unwrap();
         let mut now = Instant::ZERO;

@@ -102,7 +102,7 @@ fn an_inconsistent_retransmission_sender_reports_what_it_gave_up() {
 
 #[test]
 fn the_deadline_tcp_skips_what_expired_and_delivers_the_rest_in_order() {
-    // Seed 003 §7.2 through the transport: every 5th data packet is
+    // [TCP-video] §7.2 through the transport: every 5th data packet is
     // dropped and a 60 ms lifetime on a 100 ms RTT path leaves no time
     // to resend it, so the sender skips it; the in-order receiver reads
     // the skipped bytes as empty frames and goes on, in order.

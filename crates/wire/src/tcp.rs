@@ -23,7 +23,7 @@
 //!
 //! The last line is an *experimental* option (RFC 6994 shared experimental
 //! kind 253 with the 16-bit ExID [`NEXT_EXPECTED_EXID`] = `0x4877`, "Hw",
-//! unregistered): the sender of seed 003 §7.2's deadline TCP tells the
+//! unregistered): the sender of [TCP-video] §7.2's deadline TCP tells the
 //! receiver the next sequence number it should expect after skipping expired
 //! data. It exists for the deployability experiments of the middlebox lab;
 //! standard receivers ignore it (RFC 9293 §3.1, MUST-6).
@@ -95,7 +95,7 @@ pub mod kind {
 
 /// ExID of our experimental "next expected sequence" option (RFC 6994,
 /// kind 253): ASCII "Hw". Not registered with IANA; for lab experiments only
-/// (seed 003 §7.2's sequence-gap design).
+/// ([TCP-video] §7.2's sequence-gap design).
 pub const NEXT_EXPECTED_EXID: u16 = 0x4877;
 /// Length of the "next expected sequence" option: kind, length, ExID, seq.
 pub const NEXT_EXPECTED_LEN: usize = 8;
@@ -222,7 +222,7 @@ pub struct TcpOptions {
     /// Timestamps (kind 8).
     pub timestamp: Option<Timestamp>,
     /// Experimental "next expected sequence" (kind 253, ExID
-    /// [`NEXT_EXPECTED_EXID`]; seed 003 §7.2): the receiver may advance
+    /// [`NEXT_EXPECTED_EXID`]; [TCP-video] §7.2): the receiver may advance
     /// RCV.NXT to this value because the sender skipped expired data.
     pub next_expected: Option<SeqNumber>,
 }

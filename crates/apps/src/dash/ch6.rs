@@ -1,6 +1,6 @@
 //! Thesis chapter 6's three DASH architectures in the simulator, at a
-//! fixed encoding rate (no adaptation), frame by frame (RESULTS.md 1(a),
-//! 1(b)):
+//! fixed encoding rate (no adaptation), frame by frame (REFERENCES.md thesis ch. 6, setup and
+//! architectures):
 //!
 //! - **Request-response** ([`Arch::RequestResponse`], §6.1, over standard
 //!   TCP): one request per chunk; a chunk plays only once all of it is in
@@ -706,7 +706,7 @@ impl FrameServer {
         let fps = f64::from(self.video.fps);
         // The request travelled about half the RTT, and a frame is due a
         // frame interval before it is shown (the decoder's time; the
-        // thesis counts none, RESULTS.md 1(a)).
+        // thesis counts none, REFERENCES.md thesis ch. 6, setup).
         let owd = t.min_rtt().map_or(Duration::ZERO, |r| r / 2);
         let guard = Duration::from_secs_f64(1.0 / fps);
         let start = playout

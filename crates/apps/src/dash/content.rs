@@ -1,8 +1,8 @@
 //! The video a DASH server offers: representations (the ladder), chunk
 //! sizes, the bytes of each chunk, and the MPD manifest that describes them.
 //!
-//! **Synthetic content** (the default, `--video synthetic`): seed 001's
-//! ladder (Table 1 of "DASHing Towards Hollywood", RESULTS.md 2(a)): eight
+//! **Synthetic content** (the default, `--video synthetic`): [DASHing]'s
+//! ladder (Table 1 of "DASHing Towards Hollywood", REFERENCES.md DASHing, setup): eight
 //! 1920x1080 representations encoded at 1200–5600 kb/s whose MPEG-TS
 //! chunks run at 1301–6030 kb/s (the container adds 7–8 %), 1 s chunks.
 //! Chunk sizes model a scene-complexity factor shared by every
@@ -37,9 +37,9 @@ pub struct Representation {
     pub height: u32,
 }
 
-/// Seed 001's Table 1: (encoding kb/s, chunk kb/s) of the eight
+/// The [DASHing] Table 1: (encoding kb/s, chunk kb/s) of the eight
 /// representations of Big Buck Bunny at 1920x1080.
-pub const SEED001_LADDER: [(u64, u64); 8] = [
+pub const DASHING_LADDER: [(u64, u64); 8] = [
     (1200, 1301),
     (1800, 1941),
     (2400, 2584),
@@ -115,15 +115,15 @@ impl Content {
     /// Default spread (σ of the log) of the per-chunk complexity factor.
     pub const DEFAULT_SPREAD: f64 = 0.1;
 
-    /// Seed 001's ladder ([`SEED001_LADDER`]), `chunks` chunks of `chunk`,
+    /// The [DASHing] ladder ([`DASHING_LADDER`]), `chunks` chunks of `chunk`,
     /// complexity spread `spread`, sizes from `seed`.
-    pub fn seed001(
+    pub fn dashing(
         chunks: usize,
         chunk: Duration,
         spread: f64,
         seed: u64,
     ) -> Result<Content, String> {
-        let reps = SEED001_LADDER
+        let reps = DASHING_LADDER
             .iter()
             .enumerate()
             .map(|(i, &(enc, ch))| Representation {
@@ -500,7 +500,7 @@ mod tests {
 
     #[test]
     fn the_seed001_ladder_keeps_its_chunk_rates_on_average() {
-        let c = Content::seed001(600, Duration::from_secs(1), 0.1, 7).unwrap();
+        let c = Content::dashing(600, Duration::from_secs(1), 0.1, 7).unwrap();
         assert_eq!(c.reps.len(), 8);
         for (q, r) in c.reps.iter().enumerate() {
             let mean: f64 = (0..c.chunks())
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn the_manifest_round_trips_through_the_mpd_crate() {
-        let c = Content::seed001(597, Duration::from_secs(1), 0.1, 1).unwrap();
+        let c = Content::dashing(597, Duration::from_secs(1), 0.1, 1).unwrap();
         let xml = c.mpd();
         assert!(xml.contains("urn:mpeg:dash:schema:mpd:2011"), "{xml}");
         let m = Manifest::parse(&xml).unwrap();
@@ -565,7 +565,7 @@ mod tests {
 
     #[test]
     fn chunk_bytes_are_checkable() {
-        let c = Content::seed001(3, Duration::from_secs(1), 0.0, 1).unwrap();
+        let c = Content::dashing(3, Duration::from_secs(1), 0.0, 1).unwrap();
         let mut b = vec![0; 100];
         c.fill(2, 5, 1000, &mut b);
         assert!(Content::check(2, 5, 1000, &b));

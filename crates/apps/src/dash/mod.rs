@@ -1,4 +1,4 @@
-//! MPEG-DASH over TCP and TCP Hollywood (seed 001, "DASHing Towards
+//! MPEG-DASH over TCP and TCP Hollywood ([DASHing], "DASHing Towards
 //! Hollywood"; thesis chapter 6): a server and a client written against
 //! the message-transport interface, over one simulated bottleneck.
 //!
@@ -6,12 +6,12 @@
 //! - [`http`]: HTTP/1.1 on messages (requests and heads on a control
 //!   sub-stream, bodies as 1400-byte data messages with sequence number
 //!   and stream offset);
-//! - [`server`]: the content-agnostic server; [`client`]: seed 001's
+//! - [`server`]: the content-agnostic server; [`client`]: [DASHing]'s
 //!   client (Algorithms 1 and 2, the playout buffer, the metrics);
 //! - [`abr`]: rate adaptation, one file per algorithm (BOLA as dash.js,
 //!   a throughput rule).
 //!
-//! [`DashScenario::run`] sets them up as seed 001 did (RESULTS.md 2(a)):
+//! [`DashScenario::run`] sets them up as [DASHing] did (REFERENCES.md DASHing, setup):
 //! one client, one server, the path shaped at the server's side — rate,
 //! delay and random loss on the server-to-client direction — and the same
 //! congestion controller at both ends of every compared transport.
@@ -55,7 +55,7 @@ pub struct Phase {
 #[derive(Debug, Clone)]
 pub struct DashScenario {
     /// The transport: a TCP deployment (the server is its sender side,
-    /// the client its receiver side; `Tcp` or `Hollywood` in seed 001) or
+    /// the client its receiver side; `Tcp` or `Hollywood` in [DASHing]) or
     /// a QUIC mapping ([`dash_quic`]).
     pub transport: GenericTransport,
     /// The client's rules (Algorithm 1 or 2).
@@ -227,7 +227,7 @@ impl DashScenario {
 /// one BDP of the first phase, at least 64 KiB); the server is the
 /// deployment's sender side, the client its receiver side (over QUIC: the
 /// server and client of the connection, `cc` as quinn's controller).
-/// Shared by seed 001's sessions and chapter 6's ([`ch6`]).
+/// Shared by the [DASHing] sessions and chapter 6's ([`ch6`]).
 pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
     transport: &GenericTransport,
     cc: CcAlgorithm,
@@ -321,10 +321,15 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
 /// other names (the datagram mapping is unreliable; QUICsilver drops
 /// messages by lifetime, and DASH's are reliable).
 pub fn dash_quic(name: &str) -> Option<GenericTransport> {
-    if !matches!(name, "quic-ss" | "quic-gop" | "quic-pps") {
+    use hollywood_transport::QuicKind;
+    let kind = QuicKind::parse(name)?;
+    if !matches!(
+        kind,
+        QuicKind::SingleStream | QuicKind::PerGroup | QuicKind::PerMessage
+    ) {
         return None;
     }
-    let mut q = hollywood_transport::quic::QuicConfig::named(name)?;
+    let mut q = hollywood_transport::quic::QuicConfig::of(kind);
     q.oldest_first = true;
     Some(GenericTransport::Quic(q))
 }

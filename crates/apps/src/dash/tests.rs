@@ -65,7 +65,7 @@ fn scenario(
         } else {
             ClientConfig::algorithm2()
         },
-        content: Arc::new(Content::seed001(secs, Duration::from_secs(1), 0.1, 1).unwrap()),
+        content: Arc::new(Content::dashing(secs, Duration::from_secs(1), 0.1, 1).unwrap()),
         phases: vec![Phase {
             at: Duration::ZERO,
             rate_bps: rate,

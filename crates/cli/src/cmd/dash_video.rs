@@ -1,14 +1,14 @@
 //! Real video for `hollywood dash`: `hollywood dash-ladder` encodes a
-//! source with ffmpeg into seed 001's ladder (eight representations at
+//! source with ffmpeg into the [DASHing] ladder (eight representations at
 //! 1200–5600 kb/s, H.264, 1 s chunks each starting with an I-frame,
 //! MPEG-TS) with its MPD, and scores each representation frame by frame
-//! against the source (seed 001's Table 1;
+//! against the source (the [DASHing] Table 1;
 //! [`hollywood_experiments::dash_quality`] decodes and scores what clients
 //! received).
 
 use crate::units::parse_duration;
 use clap::Args;
-use hollywood_apps::dash::content::{Content, Representation, SEED001_LADDER};
+use hollywood_apps::dash::content::{Content, Representation, DASHING_LADDER};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +23,7 @@ pub struct LadderArgs {
     /// Length of the video.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
-    /// Picture size (seed 001: 1920x1080; 1280x720 encodes about 2× faster).
+    /// Picture size ([DASHing]: 1920x1080; 1280x720 encodes about 2× faster).
     #[arg(long, default_value = "1280x720")]
     size: String,
     /// Frames per second.
@@ -94,8 +94,8 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     if chunks == 0 || a.duration.subsec_nanos() != 0 || chunks > 3600 {
         return Err("--duration: whole seconds, 1 s to 1 h (1 s chunks)".into());
     }
-    if a.reps == 0 || a.reps > SEED001_LADDER.len() {
-        return Err(format!("--reps: use 1 to {}", SEED001_LADDER.len()));
+    if a.reps == 0 || a.reps > DASHING_LADDER.len() {
+        return Err(format!("--reps: use 1 to {}", DASHING_LADDER.len()));
     }
     if a.source != "testsrc2" && a.source != "testsrc2-grain" && !Path::new(&a.source).is_file() {
         return Err(format!("--source {}: no such file", a.source));
@@ -103,7 +103,7 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let input = source_args(&a.source, &a.size, a.fps, a.duration);
     let mut reps = Vec::new();
-    for (i, &(enc, chunk_kbps)) in SEED001_LADDER.iter().take(a.reps).enumerate() {
+    for (i, &(enc, chunk_kbps)) in DASHING_LADDER.iter().take(a.reps).enumerate() {
         let id = format!("rep{}", i + 1);
         let dir = a.out.join(&id);
         let _ = std::fs::remove_dir_all(&dir);
@@ -188,16 +188,16 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     // Check it loads as the server will.
     let c = Content::from_dir(&a.out)?;
-    // Each representation against the source, frame by frame (seed 001's
+    // Each representation against the source, frame by frame ([DASHing]'s
     // Table 1); `repro dash2018 --video` reads these instead of decoding
     // every intact chunk again.
     let _ = std::fs::remove_dir_all(a.out.join("quality"));
     eprintln!("scoring each representation against the source ...");
     let lq = hollywood_experiments::dash_quality::LadderQuality::load_or_compute(&a.out, &c)?;
-    for ((r, &(enc, seed_chunk)), s) in c.reps.iter().zip(SEED001_LADDER.iter()).zip(&lq.reps) {
+    for ((r, &(enc, seed_chunk)), s) in c.reps.iter().zip(DASHING_LADDER.iter()).zip(&lq.reps) {
         let m = s.mean();
         println!(
-            "{}: {enc} kb/s encoded, {} kb/s of chunks (seed 001: {seed_chunk}), PSNR {:.2} dB, SSIM {:.4}",
+            "{}: {enc} kb/s encoded, {} kb/s of chunks ([DASHing]: {seed_chunk}), PSNR {:.2} dB, SSIM {:.4}",
             r.id,
             r.chunk_bps / 1000,
             m.psnr_db,
@@ -285,7 +285,7 @@ pub struct Ch6Encoding {
     pub frames: Vec<u32>,
 }
 
-/// The thesis's picture size for an encoding rate (RESULTS.md 1(a)).
+/// The thesis's picture size for an encoding rate (REFERENCES.md thesis ch. 6, setup).
 fn thesis_size(bps: u64) -> &'static str {
     match bps {
         0..=9_000_000 => "1280x720",
@@ -410,7 +410,7 @@ pub fn ch6_video(a: Ch6VideoArgs) -> Result<(), String> {
         });
     }
     // The MPD (one representation per encoding, a segment per GOP), as
-    // for seed 001's ladder; the sessions themselves read ch6.json.
+    // for the [DASHing] ladder; the sessions themselves read ch6.json.
     let mut reps: Vec<Representation> = encodings
         .iter()
         .map(|e| {

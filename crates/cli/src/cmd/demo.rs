@@ -8,7 +8,7 @@
 
 use crate::cmd::voip::{plot_run, zoom_range, VoipReport};
 use clap::Args;
-use hollywood_apps::{Transport, VoipRun, VoipScenario, VoipTransport};
+use hollywood_apps::{QuicKind, Transport, TransportKind, VoipRun, VoipScenario};
 use std::path::PathBuf;
 
 /// Arguments of `hollywood demo`.
@@ -32,27 +32,27 @@ pub struct DemoArgs {
 }
 
 /// The transports in the order the table shows them.
-const TRANSPORTS: [VoipTransport; 7] = [
-    VoipTransport::Stream(Transport::Tcp),
-    VoipTransport::Stream(Transport::HollywoodIr),
-    VoipTransport::Stream(Transport::HollywoodOoo),
-    VoipTransport::Stream(Transport::Hollywood),
-    VoipTransport::Quic("quic-ss"),
-    VoipTransport::Quic("quicsilver"),
-    VoipTransport::Udp,
+const TRANSPORTS: [TransportKind; 7] = [
+    TransportKind::Tcp(Transport::Tcp),
+    TransportKind::Tcp(Transport::HollywoodIr),
+    TransportKind::Tcp(Transport::HollywoodOoo),
+    TransportKind::Tcp(Transport::Hollywood),
+    TransportKind::Quic(QuicKind::SingleStream),
+    TransportKind::Quic(QuicKind::Quicsilver),
+    TransportKind::Udp,
 ];
 
-fn what(t: VoipTransport) -> &'static str {
+fn what(t: TransportKind) -> &'static str {
     match t {
-        VoipTransport::Stream(Transport::Tcp) => "standard TCP",
-        VoipTransport::Stream(Transport::HollywoodIr) => "Hollywood sender only",
-        VoipTransport::Stream(Transport::HollywoodOoo) => "Hollywood receiver only",
-        VoipTransport::Stream(Transport::Hollywood) => "TCP Hollywood, both ends",
-        VoipTransport::Stream(Transport::Deadline) => "deadline TCP, sequence gaps",
-        VoipTransport::Udp => "UDP, never retransmits",
-        VoipTransport::Quic("quicsilver") => "QUIC, deadline resets",
-        VoipTransport::Quic("quic-ss") => "standard QUIC, one stream",
-        VoipTransport::Quic(_) => "QUIC",
+        TransportKind::Tcp(Transport::Tcp) => "standard TCP",
+        TransportKind::Tcp(Transport::HollywoodIr) => "Hollywood sender only",
+        TransportKind::Tcp(Transport::HollywoodOoo) => "Hollywood receiver only",
+        TransportKind::Tcp(Transport::Hollywood) => "TCP Hollywood, both ends",
+        TransportKind::Tcp(Transport::Deadline) => "deadline TCP, sequence gaps",
+        TransportKind::Udp => "UDP, never retransmits",
+        TransportKind::Quic(QuicKind::Quicsilver) => "QUIC, deadline resets",
+        TransportKind::Quic(QuicKind::SingleStream) => "standard QUIC, one stream",
+        TransportKind::Quic(_) => "QUIC",
     }
 }
 

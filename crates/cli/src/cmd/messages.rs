@@ -4,7 +4,9 @@
 
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario, Timeliness, Transport};
+use hollywood_apps::{
+    GenericTransport, MessagesRun, MessagesScenario, Timeliness, Transport, TransportKind,
+};
 use hollywood_sim::{LossModel, MiddleboxKind};
 use hollywood_tcp::{CcAlgorithm, Config};
 use serde::Serialize;
@@ -107,63 +109,38 @@ fn parse_secure(s: &str) -> Result<Secure, String> {
     }
 }
 
-/// A transport of `sim messages`.
-#[derive(Debug, Clone)]
-pub enum Choice {
-    /// A TCP deployment (thesis §4.4).
-    Tcp(Transport),
-    /// QUIC or UDP.
-    Generic(GenericTransport),
-}
-
-impl Choice {
-    /// The scenario's `transport` and `generic` fields for this choice, with
-    /// `cc` as a QUIC transport's controller (quinn's: BBR is its BBRv1).
-    pub fn scenario_transport(&self, cc: CcAlgorithm) -> (Transport, Option<GenericTransport>) {
-        match self {
-            Choice::Tcp(t) => (*t, None),
-            Choice::Generic(g) => g.scenario_fields(cc),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Choice::Tcp(t) => t.name(),
-            Choice::Generic(g) => g.name(),
-        }
-    }
+/// The scenario's `transport` and `generic` fields for a transport, with
+/// `cc` as a QUIC transport's controller (quinn's: BBR is its BBRv1).
+pub fn scenario_transport(
+    kind: TransportKind,
+    cc: CcAlgorithm,
+) -> (Transport, Option<GenericTransport>) {
+    GenericTransport::from(kind).scenario_fields(cc)
 }
 
 /// The transports to run.
 #[derive(Debug, Clone)]
-pub struct Choices(pub Vec<Choice>);
+pub struct Choices(pub Vec<TransportKind>);
 
-/// A transport name, a comma-separated list, or `all`.
+/// A transport name, a comma-separated list, or `all` (every transport but
+/// the deadline TCP, a comparison mode).
 pub fn parse_choices(s: &str) -> Result<Choices, String> {
-    let all: Vec<Choice> = Transport::ALL
+    let all: Vec<TransportKind> = TransportKind::ALL
         .into_iter()
-        .map(Choice::Tcp)
-        .chain(
-            GenericTransport::NAMES
-                .iter()
-                .filter_map(|n| GenericTransport::parse(n).map(Choice::Generic)),
-        )
+        .filter(|k| *k != TransportKind::Tcp(Transport::Deadline))
         .collect();
     if s == "all" {
         return Ok(Choices(all));
     }
     let mut out = Vec::new();
     for name in s.split(',') {
-        let c = match Transport::parse(name) {
-            Ok(t) => Choice::Tcp(t),
-            Err(_) => Choice::Generic(GenericTransport::parse(name).ok_or_else(|| {
-                format!(
-                    "unknown transport '{name}': use {}, {} or all",
-                    all.iter().map(Choice::name).collect::<Vec<_>>().join(", "),
-                    "a comma-separated list"
-                )
-            })?),
-        };
+        let c = TransportKind::parse(name).map_err(|_| {
+            format!(
+                "unknown transport '{name}': use {}, {} or all",
+                all.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+                "a comma-separated list"
+            )
+        })?;
         out.push(c);
     }
     Ok(Choices(out))
@@ -452,7 +429,7 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
         .iter()
         .flat_map(|c| modes.iter().map(move |&s| (c, s)));
     for (index, (choice, secure)) in runs.enumerate() {
-        let (transport, generic) = choice.scenario_transport(a.cc);
+        let (transport, generic) = scenario_transport(*choice, a.cc);
         if generic.is_some() && (secure || a.forge > 0.0) {
             if several {
                 continue; // QUIC has TLS; the forging box models TCP framing

@@ -1,5 +1,5 @@
 //! `hollywood middlebox`: thesis §5.3's deployability experiment in the
-//! three-host lab (root): our always-inconsistent server (or the seed 003
+//! three-host lab (root): our always-inconsistent server (or the [TCP-video]
 //! §7.2 sequence-gap design) in b, a Linux client in a dropping 5 % of
 //! incoming segments, a middlebox between them. See docs/LAB.md
 //! "Middlebox lab".
@@ -16,7 +16,7 @@ pub struct MiddleboxArgs {
     #[arg(long, default_value = "none")]
     kind: String,
     /// ir (TCP Hollywood: every retransmission inconsistent) | seq-gap
-    /// (seed 003 §7.2, experimental: every retransmission skipped)
+    /// ([TCP-video] §7.2, experimental: every retransmission skipped)
     #[arg(long, default_value = "ir")]
     design: String,
     /// Bytes the server sends.

@@ -1,9 +1,9 @@
-//! `hollywood video`: live video (seed 002's synthetic source by default)
+//! `hollywood video`: live video (the [QUICsilver] synthetic source by default)
 //! over one or several transports on the same simulated link and seed:
 //! useful frames, stalls, playback discrepancy and per-packet latency
 //! (`hollywood_apps::video`).
 
-use crate::cmd::messages::{parse_choices, Choices};
+use crate::cmd::messages::{parse_choices, scenario_transport, Choices};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
 use hollywood_apps::video::{
@@ -70,21 +70,21 @@ pub struct VideoArgs {
     #[arg(long, default_value_t = 1)]
     pframe_packets: u32,
     /// VBR: each P-frame has between --pframe-packets and this many
-    /// packets, uniformly, the same stream every run (seed 004: 9-11).
+    /// packets, uniformly, the same stream every run ([RTP-QUIC]: 9-11).
     #[arg(long)]
     pframe_packets_max: Option<u32>,
     /// The fraction of a frame's packets it may miss and still decode
-    /// (seed 004's decoder: redundant NAL units); 0 = every packet needed.
+    /// (the [RTP-QUIC] decoder: redundant NAL units); 0 = every packet needed.
     #[arg(long, default_value_t = 0.0)]
     redundancy: f64,
     /// Payload bytes per packet.
     #[arg(long, default_value = "1232", value_parser = parse_size)]
     size: u64,
-    /// What a P-frame references: gop (its I-frame, seed 002; the default
+    /// What a P-frame references: gop (its I-frame, [QUICsilver]; the default
     /// for the synthetic source) or previous (always, for real H.264).
     #[arg(long, value_parser = parse_reference)]
     reference: Option<Reference>,
-    /// synthetic (seed 002's packet counts), testsrc (ffmpeg's test
+    /// synthetic (the [QUICsilver] packet counts), testsrc (ffmpeg's test
     /// pattern) or a video file: real video is encoded with libx264 (fixed
     /// GOP, no B-frames, no scene cuts), its frames sent as messages of
     /// their sizes, what arrived in time decoded and scored (PSNR, SSIM).
@@ -100,7 +100,7 @@ pub struct VideoArgs {
     /// a temporary directory, removed afterwards).
     #[arg(long)]
     workdir: Option<std::path::PathBuf>,
-    /// Playout buffer in frames (seed 002: 4).
+    /// Playout buffer in frames ([QUICsilver]: 4).
     #[arg(long, default_value_t = 4)]
     buffer: u32,
     /// auto (stall on one ordered reliable stream: tcp, hollywood-ir,
@@ -108,7 +108,7 @@ pub struct VideoArgs {
     #[arg(long, default_value = "auto", value_parser = parse_player)]
     player: PlayerArg,
     /// After a stall: catch-up (play the held-back frames at once and return
-    /// to the schedule; seed 002) | shift (shift later frames by the pause).
+    /// to the schedule; [QUICsilver]) | shift (shift later frames by the pause).
     #[arg(long, default_value = "catch-up", value_parser = parse_resume)]
     resume: Resume,
     /// Length of the stream (default: 300 s; 30 s for real video, whose raw
@@ -124,7 +124,7 @@ pub struct VideoArgs {
     /// Loss on the media path: a probability or gilbert:P,R[,BAD[,GOOD]].
     #[arg(long, default_value = "1%", value_parser = parse_loss_model)]
     loss: LossModel,
-    /// Cross traffic sharing the bottleneck (seed 003), comma-separated:
+    /// Cross traffic sharing the bottleneck ([TCP-video]), comma-separated:
     /// bulk (greedy TCP), cbr:RATE (UDP), onoff:RATE[:ON:OFF] (UDP,
     /// exponential on/off periods, default 500ms:500ms).
     #[arg(long, value_delimiter = ',', value_parser = crate::units::parse_cross)]
@@ -252,7 +252,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
     let mut csv = crate::cmd::messages::open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
     for (index, choice) in a.transport.0.iter().enumerate() {
-        let (transport, generic) = choice.scenario_transport(a.cc);
+        let (transport, generic) = scenario_transport(*choice, a.cc);
         let sc = VideoScenario {
             source,
             path: MessagesScenario {

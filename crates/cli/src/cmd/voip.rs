@@ -8,7 +8,7 @@
 
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::{VoipScenario, VoipTransport};
+use hollywood_apps::{TransportKind, VoipScenario};
 pub use hollywood_experiments::voip::{describe, plot_run, write_csv, zoom_range, VoipReport};
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
@@ -49,8 +49,8 @@ pub struct VoipArgs {
     #[arg(long, value_parser = parse_duration)]
     lifetime: Option<Duration>,
     /// tcp | hollywood | hollywood-ir | hollywood-ooo | udp
-    #[arg(long, default_value = "hollywood", value_parser = VoipTransport::parse)]
-    transport: VoipTransport,
+    #[arg(long, default_value = "hollywood", value_parser = TransportKind::parse)]
+    transport: TransportKind,
     /// Drop-tail queue per link.
     #[arg(long, default_value = "96000", value_parser = parse_size)]
     queue: u64,

@@ -418,7 +418,7 @@ impl Connection {
         }
     }
 
-    /// Sequence-gap receiver (seed 003 §7.2, experimental): "the receiver
+    /// Sequence-gap receiver ([TCP-video] §7.2, experimental): "the receiver
     /// updates its next expected sequence number to the value specified by
     /// the special option ... only if [it] has a value greater than the
     /// current next expected sequence number". Values beyond the window we

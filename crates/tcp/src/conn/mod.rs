@@ -231,7 +231,7 @@ pub struct ConnectionStats {
     /// Retransmissions sent with every payload byte complemented
     /// (`HollywoodConfig::always_inconsistent`, thesis §5.3).
     pub always_ir_segments: u64,
-    /// Retransmissions replaced by a skip (sequence-gap design, seed 003
+    /// Retransmissions replaced by a skip (sequence-gap design, [TCP-video]
     /// §7.2): a pure ACK carrying the "next expected sequence" option.
     pub seq_gap_skips: u64,
     /// Receiver: bytes RCV.NXT jumped over because of a "next expected
@@ -522,7 +522,7 @@ pub struct Connection {
     ooo_bytes: usize,
     /// Out-of-order delivery counters.
     ooo_stats: OooStats,
-    /// Sequence-gap sender (seed 003 §7.2, experimental): the "next
+    /// Sequence-gap sender ([TCP-video] §7.2, experimental): the "next
     /// expected sequence" announced while SND.UNA is below it.
     /// Sequence-gap sender: the ranges skipped above SND.UNA, sorted and
     /// disjoint.
@@ -1010,7 +1010,7 @@ impl Connection {
     /// one time, and returns that time too (`None` with no data): how long
     /// they waited in the receive buffer (behind a hole, or for the
     /// application) is the reader's `now` minus it (head-of-line-blocking
-    /// delay, seed 004 §5.1).
+    /// delay, [RTP-QUIC] §5.1).
     pub fn recv_stamped(&mut self, buf: &mut [u8]) -> Result<(usize, Option<Instant>), Error> {
         if self.rcv_buf.ready() > 0 {
             let (n, t) = self.rcv_buf.read_stamped(buf);

@@ -420,7 +420,7 @@ impl Connection {
         Some(self.data_header(now, s.seq, flags, len))
     }
 
-    /// Sequence-gap sender (seed 003 §7.2, experimental): whether segment
+    /// Sequence-gap sender ([TCP-video] §7.2, experimental): whether segment
     /// `s` is past its deadline and is skipped rather than retransmitted.
     fn seq_gap_expired(&self, now: Instant, s: &crate::sack::Sent) -> bool {
         let Some(lifetime) = self.config.hollywood.seq_gap_lifetime else {
@@ -438,7 +438,7 @@ impl Connection {
         !s.fin && s.len > 0 && now.saturating_duration_since(s.first_sent) >= lifetime
     }
 
-    /// Seed 003 §7.2: "the sender discards the packets associated with the
+    /// [TCP-video] §7.2: "the sender discards the packets associated with the
     /// current data section" and "explicitly notifies the receiver of the
     /// next expected sequence number ... by utilizing the TCP options".
     /// The next expected sequence is the end of the run of skipped and
@@ -669,7 +669,7 @@ impl Connection {
                 tsecr,
             });
         }
-        // Sequence-gap sender (seed 003 §7.2): announce the next expected
+        // Sequence-gap sender ([TCP-video] §7.2): announce the next expected
         // sequence (`seq_gap_reach`) while skipped ranges lie above
         // SND.UNA, on every
         // segment where the 8-byte option fits within the MSS (a

@@ -1,6 +1,6 @@
 //! The deployability-experiment switches (docs/HOLLYWOOD.md "Deployability
 //! switches"): the thesis §5.3 test server that always retransmits
-//! inconsistently, and the experimental sequence-gap design of seed 003
+//! inconsistently, and the experimental sequence-gap design of [TCP-video]
 //! §7.2 (skip expired data, announce the next expected sequence in a TCP
 //! option).
 
@@ -202,7 +202,7 @@ fn seq_gap_sender_skips_and_aware_receiver_moves_on() {
 
 #[test]
 fn seq_gap_sender_stalls_a_standard_receiver() {
-    // Seed 003 §7.2's design against a receiver without the extension
+    // [TCP-video] §7.2's design against a receiver without the extension
     // (what Linux is): the skipped bytes never come, the receiver's
     // application is stuck at the gap for good.
     let sender = Config {

@@ -878,7 +878,7 @@ fn the_last_messages_before_a_fin_are_not_given_up_once_sacked() {
     );
 }
 
-/// Seed 003 §7.2's deadline TCP: the sender's message queue with
+/// [TCP-video] §7.2's deadline TCP: the sender's message queue with
 /// `seq_gap_deadlines`, a standard in-order receiver that understands the
 /// next-expected option. One-way delay 50 ms.
 fn deadline_tcp(seed: u64) -> Run {
@@ -993,7 +993,7 @@ fn deadline_tcp_skips_an_expired_message_and_resends_a_live_one_below_it() {
 #[test]
 fn deadline_tcp_drops_a_message_that_expires_in_the_queue() {
     // A two-segment window: messages wait in the queue, and one that
-    // expires there never gets sequence numbers (seed 003 §7.2: "transmit
+    // expires there never gets sequence numbers ([TCP-video] §7.2: "transmit
     // the next (unexpired) data section").
     let mut sender = Config::hollywood(true, false);
     sender.hollywood.seq_gap_deadlines = true;
