@@ -9,11 +9,14 @@
 //! - [`unit`]: single-hook checks (initial state, registration, initial
 //!   pacing rate, the windowed filter, recovery, MSS changes, the state
 //!   machine's edges);
-//! - [`prop`]: random hook sequences keep the invariants.
+//! - [`prop`]: random hook sequences keep the invariants;
+//! - [`engine`]: BBR inside the engine, over `crate::pair`, through the
+//!   public connection API (bulk goodput, loss, queueing).
 
 use super::pacing::SEND_QUANTUM_MAX;
 use super::*;
 
+mod engine;
 mod model;
 mod prop;
 mod scenarios;

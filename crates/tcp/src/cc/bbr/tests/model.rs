@@ -22,8 +22,9 @@
 //! numbers (goodput ratios, ProbeRTT gaps, the millisecond transition
 //! trace) are calibrated on these exact sample sequences; the engine
 //! (delayed ACKs, SACK/RACK loss detection, its own sampler and timers)
-//! would give different ones. `pair` is where BBR is tested inside the
-//! engine (`tests/timers.rs`, `tests/prop.rs`).
+//! would give different ones. BBR inside the engine, over `pair`, is
+//! tested in [`super::engine`] (and in the crate's `tests/timers.rs` and
+//! `tests/prop.rs`).
 
 use super::*;
 use crate::cc::RateSample;
