@@ -51,9 +51,9 @@ pub(super) enum App {
 pub(super) struct Path {
     pub(super) rate: u64,
     pub(super) rtt: Duration,
-    pub(super) queue: u64,
-    pub(super) loss: f64,
-    pub(super) seed: u64,
+    queue: u64,
+    loss: f64,
+    seed: u64,
 }
 
 impl Path {
@@ -81,7 +81,7 @@ impl Path {
         Bbr::volume(self.rate as f64, self.rtt)
     }
     /// Serialization time of `len` bytes at the bottleneck.
-    pub(super) fn ser(&self, len: u64) -> Duration {
+    fn ser(&self, len: u64) -> Duration {
         Duration::from_nanos(len * 1_000_000_000 / self.rate)
     }
     /// The smallest RTT a full-size packet can see.
@@ -91,7 +91,7 @@ impl Path {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Fate {
+enum Fate {
     InFlight,
     Acked,
     Lost,
@@ -101,16 +101,16 @@ pub(super) enum Fate {
 /// handling needs). Every transmission is a packet of its own.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Pkt {
-    pub(super) len: u64,
-    pub(super) sent: Instant,
-    pub(super) delivered: u64,
-    pub(super) delivered_time: Instant,
-    pub(super) first_sent_time: Instant,
-    pub(super) is_app_limited: bool,
-    pub(super) tx_in_flight: u64,
-    pub(super) lost_at_send: u64,
-    pub(super) retx: bool,
-    pub(super) fate: Fate,
+    len: u64,
+    sent: Instant,
+    delivered: u64,
+    delivered_time: Instant,
+    first_sent_time: Instant,
+    is_app_limited: bool,
+    tx_in_flight: u64,
+    lost_at_send: u64,
+    retx: bool,
+    fate: Fate,
 }
 
 /// What the sender saw on one ACK.
@@ -145,43 +145,43 @@ pub(super) struct Change {
 /// doc) and the path, in virtual time, jumping from event to event.
 pub(super) struct Sim {
     pub(super) cc: Bbr,
-    pub(super) path: Path,
-    pub(super) app: App,
-    pub(super) rng: ChaCha8Rng,
-    pub(super) start: Instant,
-    pub(super) now: Instant,
+    path: Path,
+    app: App,
+    rng: ChaCha8Rng,
+    start: Instant,
+    now: Instant,
     pub(super) pkts: Vec<Pkt>,
-    pub(super) lowest_outstanding: usize,
+    lowest_outstanding: usize,
     /// ACK arrival times (FIFO: one link, constant delay).
-    pub(super) acks: VecDeque<(Instant, usize)>,
-    pub(super) link_free: Instant,
+    acks: VecDeque<(Instant, usize)>,
+    link_free: Instant,
     // Connection state of the delivery-rate sampler (§4.5.2.3.1.1).
-    pub(super) delivered: u64,
-    pub(super) delivered_time: Instant,
-    pub(super) first_sent_time: Instant,
-    pub(super) app_limited: u64,
+    delivered: u64,
+    delivered_time: Instant,
+    first_sent_time: Instant,
+    app_limited: u64,
     pub(super) lost: u64,
-    pub(super) inflight: u64,
+    inflight: u64,
     // Application and sender queues.
-    pub(super) app_queue: u64,
-    pub(super) next_write: Instant,
-    pub(super) retx: VecDeque<u64>,
-    pub(super) next_send: Instant,
+    app_queue: u64,
+    next_write: Instant,
+    retx: VecDeque<u64>,
+    next_send: Instant,
     // RTT estimation (RFC 6298) and timers.
-    pub(super) srtt: Option<Duration>,
-    pub(super) rttvar: Duration,
-    pub(super) latest_rtt: Duration,
-    pub(super) min_rtt: Option<Duration>,
-    pub(super) rto_at: Option<Instant>,
-    pub(super) rto_backoff: u32,
-    pub(super) in_recovery: bool,
-    pub(super) recovery_start: usize,
-    pub(super) rto_window: bool,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    latest_rtt: Duration,
+    min_rtt: Option<Duration>,
+    rto_at: Option<Instant>,
+    rto_backoff: u32,
+    in_recovery: bool,
+    recovery_start: usize,
+    rto_window: bool,
     // Measurements.
-    pub(super) goodput: u64,
+    goodput: u64,
     pub(super) obs: Vec<Obs>,
     pub(super) changes: Vec<Change>,
-    pub(super) checked: usize,
+    checked: usize,
 }
 
 impl Sim {
@@ -223,12 +223,12 @@ impl Sim {
         }
     }
 
-    pub(super) fn elapsed(&self) -> Duration {
+    fn elapsed(&self) -> Duration {
         self.now - self.start
     }
 
     /// Bytes per second the application writes, if rate-limited now.
-    pub(super) fn app_rate(&self) -> Option<u64> {
+    fn app_rate(&self) -> Option<u64> {
         match self.app {
             App::Greedy => None,
             App::Rate(r) => Some(r),
@@ -236,11 +236,11 @@ impl Sim {
         }
     }
 
-    pub(super) fn has_data(&self) -> bool {
+    fn has_data(&self) -> bool {
         !self.retx.is_empty() || self.app_rate().is_none() || self.app_queue > 0
     }
 
-    pub(super) fn next_len(&self) -> u64 {
+    fn next_len(&self) -> u64 {
         match self.retx.front() {
             Some(&len) => len,
             None if self.app_rate().is_none() => SMSS,
@@ -248,14 +248,14 @@ impl Sim {
         }
     }
 
-    pub(super) fn can_send(&self) -> bool {
+    fn can_send(&self) -> bool {
         //= The engine limits bytes in flight to cwnd (in recovery too:
         //= owns_recovery_window).
         self.has_data() && self.inflight + self.next_len() <= self.cc.cwnd() as u64
     }
 
     /// §4.5.2.3.4 CheckIfApplicationLimited.
-    pub(super) fn check_app_limited(&mut self) {
+    fn check_app_limited(&mut self) {
         if self.app_rate().is_some()
             && self.app_queue < SMSS
             && self.inflight < self.cc.cwnd() as u64
@@ -265,11 +265,11 @@ impl Sim {
         }
     }
 
-    pub(super) fn backlog(&self) -> u64 {
+    fn backlog(&self) -> u64 {
         Bbr::volume(self.path.rate as f64, self.link_free - self.now)
     }
 
-    pub(super) fn rto(&self) -> Duration {
+    fn rto(&self) -> Duration {
         let base = match self.srtt {
             Some(srtt) => (srtt + 4 * self.rttvar).max(Duration::from_millis(200)),
             None => Duration::from_secs(1),
@@ -277,7 +277,7 @@ impl Sim {
         (base * (1 << self.rto_backoff.min(6))).min(Duration::from_secs(60))
     }
 
-    pub(super) fn send(&mut self) {
+    fn send(&mut self) {
         let len = self.next_len();
         let retx = self.retx.pop_front().is_some();
         if !retx && self.app_rate().is_some() {
@@ -320,7 +320,7 @@ impl Sim {
         }
     }
 
-    pub(super) fn mark_lost(&mut self, i: usize) {
+    fn mark_lost(&mut self, i: usize) {
         let p = self.pkts[i];
         self.pkts[i].fate = Fate::Lost;
         self.inflight -= p.len;
@@ -336,7 +336,7 @@ impl Sim {
         });
     }
 
-    pub(super) fn on_ack(&mut self, idx: usize) {
+    fn on_ack(&mut self, idx: usize) {
         self.check_app_limited();
         let flight_before = self.inflight;
         let p = self.pkts[idx];
@@ -459,7 +459,7 @@ impl Sim {
         });
     }
 
-    pub(super) fn on_rto(&mut self) {
+    fn on_rto(&mut self) {
         self.cc.on_rto(self.now, self.inflight as usize);
         for i in self.lowest_outstanding..self.pkts.len() {
             if self.pkts[i].fate == Fate::InFlight {
@@ -474,7 +474,7 @@ impl Sim {
         self.rto_at = None;
     }
 
-    pub(super) fn next_write(&self) -> Option<Instant> {
+    fn next_write(&self) -> Option<Instant> {
         match self.app {
             App::Greedy => None,
             App::Rate(_) => Some(self.next_write),
@@ -482,7 +482,7 @@ impl Sim {
         }
     }
 
-    pub(super) fn write(&mut self) {
+    fn write(&mut self) {
         self.check_app_limited();
         self.app_queue += SMSS;
         let r = self.app_rate().unwrap_or(1);
@@ -520,7 +520,7 @@ impl Sim {
         self.now = end;
     }
 
-    pub(super) fn after_step(&mut self) {
+    fn after_step(&mut self) {
         check_invariants(&self.cc, self.rto_window);
         let n = check_transitions(&self.cc, self.checked);
         for i in self.checked..n {
