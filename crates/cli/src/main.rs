@@ -1,4 +1,5 @@
-//! `hollywood`: simulations, experiments and (later) the real-packet lab.
+//! `hollywood`: the demo, simulations (`sim`), the real-packet lab (`lab`),
+//! reproductions (`repro`), tools (`tools`) and the live relay (`transmit`).
 //!
 //! Every command that produces results prints a human summary by default and
 //! one JSON object with `--json`, stamped with its schema and parameters
@@ -26,15 +27,66 @@ struct Cli {
     command: Command,
 }
 
+/// The commands, in four groups (`sim`, `lab`, `repro`, `tools`) beside the
+/// demo and `transmit`. The commands that moved into a group keep their old
+/// top-level names as hidden aliases, and their JSON schema names
+/// (`output::schema_name`).
 #[derive(Subcommand)]
 enum Command {
     /// The intercontinental VoIP comparison of standard TCP and TCP Hollywood.
     Demo(cmd::demo::DemoArgs),
-    /// Run a scenario in the deterministic network simulator.
+    /// Run an application or a scenario in the deterministic network simulator.
     #[command(subcommand)]
     Sim(SimCommand),
-    /// The thesis's latency model (§5.1.1, §5.2.1): Table 5.1, useful playout ranges, plots.
+    /// Real packets in network namespaces (root): the lab, its link emulator and the experiments on it.
+    #[command(subcommand)]
+    Lab(LabGroup),
+    /// Reproduce the source documents' experiments (plots, tables, README).
+    #[command(subcommand)]
+    Repro(cmd::repro::ReproCommand),
+    /// The thesis's models and media preparation (ffmpeg).
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+    /// Relay live UDP (MPEG-TS, RTP) over Hollywood, like srt-live-transmit: `transmit udp://:5000 hollywood://HOST:PORT`.
+    Transmit(cmd::transmit::TransmitArgs),
+
+    // The old top-level names of the commands moved into a group.
+    #[command(hide = true)]
     Analyze(cmd::analyze::AnalyzeArgs),
+    #[command(hide = true)]
+    Voip(cmd::voip::VoipArgs),
+    #[command(hide = true)]
+    Video(cmd::video::VideoArgs),
+    #[command(hide = true)]
+    Dash(cmd::dash::DashArgs),
+    #[command(hide = true)]
+    DashCh6(cmd::dash_ch6::Ch6Args),
+    #[command(hide = true)]
+    DashLadder(cmd::dash_video::LadderArgs),
+    #[command(hide = true)]
+    DashCh6Video(cmd::dash_video::Ch6VideoArgs),
+    #[command(hide = true)]
+    Report(cmd::repro::ReportArgs),
+    #[command(hide = true, subcommand)]
+    Netem(cmd::netem::NetemCommand),
+    #[command(hide = true)]
+    Bench(cmd::bench::BenchArgs),
+    #[command(hide = true)]
+    Middlebox(cmd::middlebox::MiddleboxArgs),
+    #[command(hide = true)]
+    Interop(cmd::interop::InteropArgs),
+    #[command(hide = true)]
+    Attack(cmd::attack::AttackArgs),
+    #[command(hide = true)]
+    Soak(cmd::soak::SoakArgs),
+    #[command(hide = true)]
+    Calibrate(cmd::calibrate::CalibrateArgs),
+    #[command(hide = true)]
+    Compare(cmd::compare::CompareArgs),
+}
+
+#[derive(Subcommand)]
+enum SimCommand {
     /// One simulated VoIP call (thesis §5.1.2): per-message playout, JSON, CSV, plot.
     Voip(cmd::voip::VoipArgs),
     /// Live video (the [QUICsilver] source) over one or several transports: useful frames, stalls, discrepancy.
@@ -43,49 +95,47 @@ enum Command {
     Dash(cmd::dash::DashArgs),
     /// Thesis ch. 6's DASH architectures (request-response, push, Hollywood) at a fixed rate: stall, delayed frames, skips.
     DashCh6(cmd::dash_ch6::Ch6Args),
-    /// Encode a source with ffmpeg into the [DASHing] DASH ladder (MPEG-TS chunks, MPD) for `dash --video DIR`.
-    DashLadder(cmd::dash_video::LadderArgs),
-    /// Encode thesis ch. 6's fixed-rate videos (7.5/12/24/53 Mb/s, 60 fps) with ffmpeg and record every frame's size for `dash-ch6 --video DIR`.
-    DashCh6Video(cmd::dash_video::Ch6VideoArgs),
-    /// Reproduce a thesis chapter's experiments (plots, tables, README).
-    #[command(subcommand)]
-    Repro(cmd::repro::ReproCommand),
-    /// Rebuild DIR/index.html from the results of `repro all --out DIR`.
-    Report(cmd::repro::ReportArgs),
-    /// The user-space link emulator in a lab's emulator namespace (root).
-    #[command(subcommand)]
-    Netem(cmd::netem::NetemCommand),
-    /// The namespace lab (root): up, down, exec, status, verify.
-    #[command(subcommand)]
-    Lab(cmd::lab::LabCommand),
-    /// Benchmarks on real packets (root): engine over TUN vs kernel TCP, throughput and echo latency.
-    Bench(cmd::bench::BenchArgs),
-    /// Thesis §5.3's deployability experiment through a middlebox (root): always-inconsistent server, lossy Linux client.
-    Middlebox(cmd::middlebox::MiddleboxArgs),
-    /// Partial deployments on real packets (root): engine or Linux at each end, lossy path, wire audited.
-    Interop(cmd::interop::InteropArgs),
-    /// The attack lab (root): RST/SYN/data/ACK injection, SYN flood, zero window, SACK reneging against the engine and Linux.
-    Attack(cmd::attack::AttackArgs),
-    /// A long run on real packets (root): engine at both ends, loss both ways; memory, stalls, every message accounted.
-    Soak(cmd::soak::SoakArgs),
-    /// The thesis VoIP call over the emulator (root): Linux TCP vs our engine (standard mode) vs the simulator.
-    Calibrate(cmd::calibrate::CalibrateArgs),
-    /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood (root): on time, in one table.
-    Compare(cmd::compare::CompareArgs),
-    /// Relay live UDP (MPEG-TS, RTP) over Hollywood, like srt-live-transmit: `transmit udp://:5000 hollywood://HOST:PORT`.
-    Transmit(cmd::transmit::TransmitArgs),
-}
-
-#[derive(Subcommand)]
-enum SimCommand {
+    /// Send timed messages over TCP, a TCP Hollywood deployment, QUIC or UDP.
+    Messages(cmd::messages::MessagesArgs),
     /// Transfer bytes one way over one simulated link and report goodput.
     Bulk(cmd::bulk::BulkArgs),
-    /// Send timed messages over TCP or a TCP Hollywood deployment.
-    Messages(cmd::messages::MessagesArgs),
     /// Benchmark: per-message cost of the Hollywood sender vs TCP as the message count grows.
     Scaling(cmd::scaling::ScalingArgs),
     /// Many messages through loss, bursts, reordering, duplication, corruption, middleboxes and changing rates; checks that none is corrupted, duplicated or lost silently.
     Chaos(cmd::chaos::ChaosArgs),
+}
+
+#[derive(Subcommand)]
+enum LabGroup {
+    #[command(flatten)]
+    Namespaces(cmd::lab::LabCommand),
+    /// The user-space link emulator in a lab's emulator namespace.
+    #[command(subcommand)]
+    Netem(cmd::netem::NetemCommand),
+    /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood: on time, in one table.
+    Compare(cmd::compare::CompareArgs),
+    /// Partial deployments on real packets: engine or Linux at each end, lossy path, wire audited.
+    Interop(cmd::interop::InteropArgs),
+    /// Thesis §5.3's deployability experiment through a middlebox: always-inconsistent server, lossy Linux client.
+    Middlebox(cmd::middlebox::MiddleboxArgs),
+    /// The thesis VoIP call over the emulator: Linux TCP vs our engine (standard mode) vs the simulator.
+    Calibrate(cmd::calibrate::CalibrateArgs),
+    /// Benchmarks on real packets: engine over TUN vs kernel TCP, throughput and echo latency.
+    Bench(cmd::bench::BenchArgs),
+    /// The attack lab: RST/SYN/data/ACK injection, SYN flood, zero window, SACK reneging against the engine and Linux.
+    Attack(cmd::attack::AttackArgs),
+    /// A long run on real packets: engine at both ends, loss both ways; memory, stalls, every message accounted.
+    Soak(cmd::soak::SoakArgs),
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// The thesis's latency model (§5.1.1, §5.2.1): Table 5.1, useful playout ranges, plots.
+    Analyze(cmd::analyze::AnalyzeArgs),
+    /// Encode a source with ffmpeg into the [DASHing] DASH ladder (MPEG-TS chunks, MPD) for `sim dash --video DIR`.
+    DashLadder(cmd::dash_video::LadderArgs),
+    /// Encode thesis ch. 6's fixed-rate videos (7.5/12/24/53 Mb/s, 60 fps) with ffmpeg and record every frame's size for `sim dash-ch6 --video DIR`.
+    DashCh6Video(cmd::dash_video::Ch6VideoArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,29 +162,43 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
-        Command::Analyze(args) => cmd::analyze::run(args),
-        Command::Voip(args) => cmd::voip::run(args),
-        Command::Video(args) => cmd::video::run(args),
-        Command::Dash(args) => cmd::dash::run(args),
-        Command::DashCh6(args) => cmd::dash_ch6::run(args),
-        Command::DashLadder(args) => cmd::dash_video::ladder(args),
-        Command::DashCh6Video(args) => cmd::dash_video::ch6_video(args),
-        Command::Repro(c) => cmd::repro::run(c),
-        Command::Report(a) => cmd::repro::report(a),
-        Command::Netem(c) => cmd::netem::run(c),
-        Command::Lab(c) => cmd::lab::run(c),
-        Command::Bench(args) => cmd::bench::run(args),
-        Command::Middlebox(args) => cmd::middlebox::run(args),
-        Command::Interop(args) => cmd::interop::run(args),
-        Command::Attack(args) => cmd::attack::run(args),
-        Command::Soak(args) => cmd::soak::run(args),
-        Command::Calibrate(args) => cmd::calibrate::run(args),
-        Command::Compare(args) => cmd::compare::run(args),
         Command::Transmit(args) => cmd::transmit::run(args),
-        Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
+        Command::Sim(SimCommand::Voip(args)) | Command::Voip(args) => cmd::voip::run(args),
+        Command::Sim(SimCommand::Video(args)) | Command::Video(args) => cmd::video::run(args),
+        Command::Sim(SimCommand::Dash(args)) | Command::Dash(args) => cmd::dash::run(args),
+        Command::Sim(SimCommand::DashCh6(args)) | Command::DashCh6(args) => {
+            cmd::dash_ch6::run(args)
+        }
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
+        Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Scaling(args)) => cmd::scaling::run(args),
         Command::Sim(SimCommand::Chaos(args)) => cmd::chaos::run(args),
+        Command::Lab(LabGroup::Namespaces(c)) => cmd::lab::run(c),
+        Command::Lab(LabGroup::Netem(c)) | Command::Netem(c) => cmd::netem::run(c),
+        Command::Lab(LabGroup::Compare(args)) | Command::Compare(args) => cmd::compare::run(args),
+        Command::Lab(LabGroup::Interop(args)) | Command::Interop(args) => cmd::interop::run(args),
+        Command::Lab(LabGroup::Middlebox(args)) | Command::Middlebox(args) => {
+            cmd::middlebox::run(args)
+        }
+        Command::Lab(LabGroup::Calibrate(args)) | Command::Calibrate(args) => {
+            cmd::calibrate::run(args)
+        }
+        Command::Lab(LabGroup::Bench(args)) | Command::Bench(args) => cmd::bench::run(args),
+        Command::Lab(LabGroup::Attack(args)) | Command::Attack(args) => cmd::attack::run(args),
+        Command::Lab(LabGroup::Soak(args)) | Command::Soak(args) => cmd::soak::run(args),
+        Command::Repro(cmd::repro::ReproCommand::Report(a)) | Command::Report(a) => {
+            cmd::repro::report(a)
+        }
+        Command::Repro(c) => cmd::repro::run(c),
+        Command::Tools(ToolsCommand::Analyze(args)) | Command::Analyze(args) => {
+            cmd::analyze::run(args)
+        }
+        Command::Tools(ToolsCommand::DashLadder(args)) | Command::DashLadder(args) => {
+            cmd::dash_video::ladder(args)
+        }
+        Command::Tools(ToolsCommand::DashCh6Video(args)) | Command::DashCh6Video(args) => {
+            cmd::dash_video::ch6_video(args)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -59,7 +59,44 @@ pub fn invocation(root: &Command, matches: &ArgMatches) -> (String, serde_json::
         };
         params.insert(key, value);
     }
-    (path.join("."), serde_json::Value::Object(params))
+    (schema_name(&path), serde_json::Value::Object(params))
+}
+
+/// Commands that moved into a group (`sim`, `lab`, `repro`, `tools`) keep
+/// the schema name they had at the top level, whichever spelling ran them:
+/// a schema names a result's format, not how the command was typed.
+const MOVED: &[(&str, &[&str])] = &[
+    ("sim", &["voip", "video", "dash", "dash-ch6"]),
+    (
+        "lab",
+        &[
+            "netem",
+            "compare",
+            "interop",
+            "middlebox",
+            "calibrate",
+            "bench",
+            "attack",
+            "soak",
+        ],
+    ),
+    ("repro", &["report"]),
+    ("tools", &["analyze", "dash-ladder", "dash-ch6-video"]),
+];
+
+/// The schema name of a command path (`hollywood`, `sim`, `voip`, …).
+pub fn schema_name(path: &[String]) -> String {
+    if let [root, group, command, ..] = path {
+        let moved = MOVED
+            .iter()
+            .any(|(g, cmds)| g == group && cmds.contains(&command.as_str()));
+        if moved {
+            let mut p = vec![root.clone()];
+            p.extend(path[2..].iter().cloned());
+            return p.join(".");
+        }
+    }
+    path.join(".")
 }
 
 /// Record the invocation (first call wins).
@@ -114,6 +151,33 @@ mod tests {
         assert_eq!(
             params,
             serde_json::json!({"rate": "8mbit", "cc": ["bbr", "cubic"], "pcap": null, "json": "true"})
+        );
+    }
+
+    #[test]
+    fn moved_commands_keep_their_schema_names() {
+        let p = |s: &str| s.split('.').map(String::from).collect::<Vec<_>>();
+        assert_eq!(schema_name(&p("hollywood.sim.voip")), "hollywood.voip");
+        assert_eq!(schema_name(&p("hollywood.voip")), "hollywood.voip");
+        assert_eq!(
+            schema_name(&p("hollywood.sim.messages")),
+            "hollywood.sim.messages"
+        );
+        assert_eq!(
+            schema_name(&p("hollywood.lab.netem.run")),
+            "hollywood.netem.run"
+        );
+        assert_eq!(
+            schema_name(&p("hollywood.lab.status")),
+            "hollywood.lab.status"
+        );
+        assert_eq!(
+            schema_name(&p("hollywood.tools.analyze.ch6")),
+            "hollywood.analyze.ch6"
+        );
+        assert_eq!(
+            schema_name(&p("hollywood.repro.report")),
+            "hollywood.report"
         );
     }
 }

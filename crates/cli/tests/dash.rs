@@ -220,7 +220,7 @@ fn a_real_video_ladder_plays_and_is_scored_per_transport() {
 /// frames, and the frame count stays that of the chunks played.
 fn quality_lookup_matches_decoding_and_damage_stays_in_its_chunk(dir: &std::path::Path) {
     use hollywood_apps::dash::content::Content;
-    use hollywood_experiments::dash_quality::{score_frames, LadderQuality};
+    use hollywood_experiments::dash::quality::{score_frames, LadderQuality};
     let c = Content::from_dir(dir).unwrap();
     let lq = LadderQuality::load_or_compute(dir, &c).unwrap();
     let fpc = lq.frames_per_chunk;

@@ -75,10 +75,10 @@ pub fn run(plan: &Plan, default_adapter: Option<&str>, opts: &Options) -> Result
         )
     })?;
     match name {
-        "voip" => run::run(&crate::ch5::Voip, plan, opts),
+        "voip" => run::run(&crate::voip::Voip, plan, opts),
         "video" => run::run(&crate::video::Video, plan, opts),
         "vod" => run::run(&crate::vod::Vod, plan, opts),
-        "dash" => run::run(&crate::dash2018::Dash, plan, opts),
+        "dash" => run::run(&crate::dash::Dash, plan, opts),
         "ch6" => run::run(&crate::ch6::Ch6, plan, opts),
         other => Err(format!(
             "bad experiment plan: unknown adapter '{other}': use one of {}",

@@ -223,7 +223,7 @@ impl Adapter for Ch6 {
             arch,
             video: Arc::new(video),
             frames: raw.frames,
-            phases: crate::dash::static_path(bottleneck_bps, rtt, loss),
+            phases: crate::dash::sessions::static_path(bottleneck_bps, rtt, loss),
             cc: CcAlgorithm::parse(&raw.cc)?,
             scenario_index: point.scenario_index,
             encoding_bps,

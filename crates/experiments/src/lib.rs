@@ -7,12 +7,14 @@
 //! one `index.html`. Plots ([`plot`]) and command-line quantities
 //! ([`units`]) are shared with the CLI.
 //!
-//! Reproductions: [`ch5`] (thesis chapter 5, the VoIP application) and
-//! [`video`] (live video: [QUICsilver] and [RTP-QUIC]) and [`vod`] (video on
-//! demand over TCP, deadline TCP and TCP Hollywood: [TCP-video]), [`dash2018`]
-//! (MPEG-DASH: [DASHing]) and [`ch6`] (thesis chapter 6's DASH
-//! architectures). The
-//! built-in plans are listed in [`builtin`].
+//! Modules are named after the adapters they hold (`adapter = "…"` in a
+//! plan): [`voip`] (thesis chapter 5, `scenarios/ch5*.toml`; its
+//! [`voip::report`] is also `hollywood voip` and `demo`), [`video`] (live
+//! video: [QUICsilver] and [RTP-QUIC]), [`vod`] (video on demand over TCP,
+//! deadline TCP and TCP Hollywood: [TCP-video]), [`dash`] (MPEG-DASH:
+//! [DASHing]; [`dash::sessions`] also runs `hollywood dash`, and
+//! [`dash::quality`] scores real video) and [`ch6`] (thesis chapter 6's DASH
+//! architectures). The built-in plans are listed in [`builtin`].
 
 // The sans-IO lint (clippy.toml) holds here too: the runner's threads are
 // rayon's, and the three wall-clock reads (how long a run or a reproduction
@@ -21,13 +23,9 @@
 #![warn(missing_docs)]
 
 pub mod builtin;
-pub mod ch5;
 pub mod ch6;
 pub mod claims;
 pub mod dash;
-pub mod dash2018;
-mod dash2018_video;
-pub mod dash_quality;
 pub mod media;
 pub mod plan;
 pub mod plot;

@@ -9,6 +9,7 @@
 //! - [`topology`]: two- and three-host labs (namespaces, veths, addresses,
 //!   routes, the emulator), idempotent and torn down on drop.
 //! - [`capture`]: tshark captures on the path and their wire audit.
+//! - [`daemon`]: the emulator as a background process (`lab up`/`down`).
 //! - [`messages`]: `sim messages` on real packets (QUIC, UDP, TCP);
 //! - [`interop`], [`middlebox`], [`calibrate`], [`bench`], [`compare`]: the
 //!   experiments;
@@ -27,6 +28,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod capture;
 pub mod compare;
+pub mod daemon;
 pub mod interop;
 pub mod messages;
 pub mod middlebox;

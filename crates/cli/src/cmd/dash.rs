@@ -8,7 +8,7 @@ use clap::Args;
 use hollywood_apps::dash::abr::AbrKind;
 use hollywood_apps::dash::client::Lateness;
 use hollywood_apps::dash::content::Content;
-use hollywood_experiments::dash::{
+use hollywood_experiments::dash::sessions::{
     run_all, static_path, summarise, DashTransport, Session, TransportSummary,
 };
 use hollywood_tcp::CcAlgorithm;
@@ -240,7 +240,7 @@ pub fn run(a: DashArgs) -> Result<(), String> {
                 .map(|c| c.data())
                 .collect();
             let ts = a.received.join(format!("{}-seed{}.ts", t.name, a.seed));
-            let s = hollywood_experiments::dash_quality::score(
+            let s = hollywood_experiments::dash::quality::score(
                 std::path::Path::new(&a.video),
                 &parts,
                 &ts,

@@ -7,7 +7,7 @@ use crate::units::{parse_duration, parse_fraction, parse_rate};
 use clap::Args;
 use hollywood_apps::dash::ch6::{Arch, Ch6Run, Ch6Scenario, FrameVideo};
 use hollywood_apps::dash::Phase;
-use hollywood_experiments::dash::{run_ch6, Agg};
+use hollywood_experiments::dash::sessions::{run_ch6, Agg};
 use hollywood_tcp::CcAlgorithm;
 use serde::Serialize;
 use std::sync::Arc;

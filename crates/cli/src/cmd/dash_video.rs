@@ -3,7 +3,7 @@
 //! 1200–5600 kb/s, H.264, 1 s chunks each starting with an I-frame,
 //! MPEG-TS) with its MPD, and scores each representation frame by frame
 //! against the source (the [DASHing] Table 1;
-//! [`hollywood_experiments::dash_quality`] decodes and scores what clients
+//! [`hollywood_experiments::dash::quality`] decodes and scores what clients
 //! received).
 
 use crate::units::parse_duration;
@@ -193,7 +193,7 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     // every intact chunk again.
     let _ = std::fs::remove_dir_all(a.out.join("quality"));
     eprintln!("scoring each representation against the source ...");
-    let lq = hollywood_experiments::dash_quality::LadderQuality::load_or_compute(&a.out, &c)?;
+    let lq = hollywood_experiments::dash::quality::LadderQuality::load_or_compute(&a.out, &c)?;
     for ((r, &(enc, seed_chunk)), s) in c.reps.iter().zip(DASHING_LADDER.iter()).zip(&lq.reps) {
         let m = s.mean();
         println!(

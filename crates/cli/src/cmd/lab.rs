@@ -10,18 +10,17 @@
 use crate::cmd::netem::{netem_config, RunArgs};
 use crate::units::{parse_duration, parse_rate};
 use clap::{Args, Subcommand};
+use hollywood_lab::daemon::RunDir;
 use hollywood_lab::netem::{NetemConfig, NetemStats};
 use hollywood_lab::topology::{check_name, iperf3_steady_rate, ns_name, Host, Lab, LabError};
 use hollywood_sim::{LinkConfig, DEFAULT_QUEUE_BYTES};
 use serde::Serialize;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Where `lab up` keeps the emulator's pid file, log and counters.
-pub const RUN_DIR: &str = "/run/hollywood";
+use std::time::Duration;
 
 /// `hollywood lab …`
 #[derive(Subcommand, Debug)]
@@ -163,10 +162,6 @@ fn need_root() -> Result<(), String> {
     }
 }
 
-fn run_dir(name: &str) -> PathBuf {
-    Path::new(RUN_DIR).join(name)
-}
-
 // ------------------------------------------------------------------ up
 
 /// The emulator command line `lab up` starts, and the config it implies.
@@ -258,98 +253,40 @@ impl Interrupt {
     }
 }
 
-/// A spawned emulator killed on drop unless released.
-struct EmulatorGuard(Option<Child>);
-
-impl Drop for EmulatorGuard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn up(a: UpArgs) -> Result<(), String> {
     check_name(&a.name).map_err(|e| e.to_string())?;
-    let dir = run_dir(&a.name);
-    let stats_file = dir.join("stats.json");
+    let rd = RunDir::of(&a.name);
     // Check every parameter and file before touching anything.
-    let (run, config) = emulator_args(&a, &stats_file)?;
+    let (run, config) = emulator_args(&a, &rd.stats_file())?;
     need_root()?;
     let interrupt = Interrupt::install()?;
 
     // Replace a lab of the same name: its emulator first, then namespaces.
-    stop_emulator(&a.name)?;
+    rd.stop_emulator()?;
     let lab = Lab::create(&a.name, a.hosts == 3).map_err(|e| e.to_string())?;
     // From here, returning early drops `lab` (deleting the namespaces).
-    let cleanup_dir = |e: String| {
-        let _ = std::fs::remove_dir_all(&dir);
-        e
-    };
     interrupt.check()?;
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let _ = std::fs::remove_file(&stats_file);
-    let log_path = dir.join("netem.log");
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| cleanup_dir(format!("cannot create {}: {e}", log_path.display())))?;
-    let log2 = log.try_clone().map_err(|e| cleanup_dir(e.to_string()))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| cleanup_dir(format!("cannot find the hollywood binary: {e}")))?;
-    let mut cmd = Command::new("setsid");
-    cmd.arg(&exe)
-        .args([
-            "netem", "run", "--lab", &run.lab, "--a2b", &run.a2b, "--b2a", &run.b2a,
-        ])
-        .args(["--seed", &run.seed.to_string()])
-        .arg("--stats-file")
-        .arg(&stats_file);
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the hollywood binary: {e}"))?;
+    let mut args: Vec<OsString> = [
+        "netem", "run", "--lab", &run.lab, "--a2b", &run.a2b, "--b2a", &run.b2a,
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    args.extend(["--seed".into(), run.seed.to_string().into()]);
+    args.extend(["--stats-file".into(), rd.stats_file().into_os_string()]);
     for (flag, p) in [
         ("--trace-a2b", &run.trace_a2b),
         ("--trace-b2a", &run.trace_b2a),
         ("--schedule", &run.schedule),
     ] {
         if let Some(p) = p {
-            cmd.arg(flag).arg(p);
+            args.extend([OsString::from(flag), p.clone().into_os_string()]);
         }
     }
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2))
-        .spawn()
-        .map_err(|e| cleanup_dir(format!("cannot start the emulator with setsid: {e}")))?;
-    let pid = child.id();
-    let mut guard = EmulatorGuard(Some(child));
-    std::fs::write(dir.join("netem.pid"), format!("{pid}\n"))
-        .map_err(|e| cleanup_dir(format!("cannot write the pid file: {e}")))?;
-
-    // Wait until the emulator has written its first counters.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if stats_file.exists() {
-            break;
-        }
-        let exited = guard.0.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = exited {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            return Err(cleanup_dir(format!(
-                "the emulator exited ({status}) during start-up:\n{}",
-                log.trim()
-            )));
-        }
-        if Instant::now() > deadline {
-            return Err(cleanup_dir(format!(
-                "the emulator did not start within 10 s (log: {})",
-                log_path.display()
-            )));
-        }
-        interrupt.check().map_err(cleanup_dir)?;
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    interrupt.check().map_err(cleanup_dir)?;
-    // Success: the lab and the emulator outlive this command.
-    let _ = guard.0.take();
+    let pid = rd.start_emulator(&exe, &args, || interrupt.check())?;
+    let log_path = rd.log_file();
     println!(
         "lab {} is up ({} hosts): a {} / {}, b {} / {}",
         a.name,
@@ -372,70 +309,15 @@ fn up(a: UpArgs) -> Result<(), String> {
 
 // ------------------------------------------------------------------ down
 
-fn proc_alive(pid: u32) -> bool {
-    // A zombie (state Z) has exited; only its table entry remains.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
-}
-
-/// The pid of lab `name`'s emulator if that process is alive and is ours
-/// (its command line is `… netem run --lab NAME …`).
-fn emulator_pid(name: &str) -> Option<u32> {
-    let text = std::fs::read_to_string(run_dir(name).join("netem.pid")).ok()?;
-    let pid: u32 = text.trim().parse().ok()?;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    let ours = args
-        .windows(2)
-        .any(|w| w == [b"netem".as_slice(), b"run".as_slice()])
-        && args
-            .windows(2)
-            .any(|w| w == [b"--lab".as_slice(), name.as_bytes()]);
-    (ours && proc_alive(pid)).then_some(pid)
-}
-
-fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .stderr(Stdio::null())
-        .status();
-}
-
-/// Stop lab `name`'s emulator process: SIGTERM, then SIGKILL after 5 s.
-fn stop_emulator(name: &str) -> Result<Option<u32>, String> {
-    let Some(pid) = emulator_pid(name) else {
-        return Ok(None);
-    };
-    signal(pid, "-TERM");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while proc_alive(pid) {
-        if Instant::now() > deadline {
-            signal(pid, "-KILL");
-            std::thread::sleep(Duration::from_millis(100));
-            if proc_alive(pid) {
-                return Err(format!("emulator process {pid} does not die"));
-            }
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(Some(pid))
-}
-
 fn down(name: &str) -> Result<(), String> {
     check_name(name).map_err(|e| e.to_string())?;
     need_root()?;
-    let pid = stop_emulator(name)?;
+    let rd = RunDir::of(name);
+    let pid = rd.stop_emulator()?;
     let deleted = Lab::down(name).map_err(|e| e.to_string())?;
-    let dir = run_dir(name);
+    let dir = rd.dir();
     if dir.exists() {
-        std::fs::remove_dir_all(&dir)
+        std::fs::remove_dir_all(dir)
             .map_err(|e| format!("cannot remove {}: {e}", dir.display()))?;
     }
     match (pid, deleted) {
@@ -493,8 +375,9 @@ fn status(a: StatusArgs) -> Result<(), String> {
         .map(|&h| ns_name(&a.name, h))
         .filter(|n| Path::new(hollywood_tun::netns::NETNS_DIR).join(n).exists())
         .collect();
-    let pid = emulator_pid(&a.name);
-    let stats: Option<NetemStats> = std::fs::read_to_string(run_dir(&a.name).join("stats.json"))
+    let rd = RunDir::of(&a.name);
+    let pid = rd.emulator_pid();
+    let stats: Option<NetemStats> = std::fs::read_to_string(rd.stats_file())
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| stats_from_json(&v));

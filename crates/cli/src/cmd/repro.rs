@@ -63,6 +63,8 @@ pub enum ReproCommand {
     Plan(PlanArgs),
     /// Every built-in plan into DIR/<plan>/, then one page: DIR/index.html.
     All(AllArgs),
+    /// Rebuild DIR/index.html from the results of `repro all --out DIR`.
+    Report(ReportArgs),
 }
 
 /// Options every reproduction takes.
@@ -170,6 +172,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         ReproCommand::TcpVideo(a) => builtin_one("tcp-video", &a),
         ReproCommand::Dash2018(a) => dash2018(&a),
         ReproCommand::Ch6(a) => builtin_one("ch6", &a),
+        ReproCommand::Report(a) => report(a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
             let out = a

@@ -1,7 +1,7 @@
 //! The VoIP application's results (thesis §5.1.2, Figs. 5.4–5.16): the JSON
 //! summary of one call ([`VoipReport`]), its per-message CSV and the
 //! two-panel per-message plot. Used by `hollywood voip`, `hollywood demo`
-//! and the chapter 5 reproduction ([`crate::ch5`]).
+//! and the chapter 5 reproduction ([`crate::voip`]).
 
 use crate::plot::{self, Chart, HLine, Rgb, Series, Style};
 use crate::stats::Percentiles;

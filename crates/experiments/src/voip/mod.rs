@@ -20,13 +20,16 @@
 //! (per transport: `{ full = "5.4", zoom = "5.5" }`), and the swept
 //! `transport`.
 
+pub mod report;
+
+pub use report::{describe, plot_run, write_csv, zoom_range, VoipReport};
+
 use crate::claims::ClaimResult;
 use crate::plan::Point;
 use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::Stat;
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
-use crate::voip::{plot_run, write_csv, zoom_range, VoipReport};
 use hollywood_apps::{Transport, TransportKind, VoipRun, VoipScenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -857,7 +860,7 @@ mod tests {
     use hollywood_sim::LossModel;
     use std::time::Duration;
 
-    const CH5: &str = include_str!("../../../scenarios/ch5.toml");
+    const CH5: &str = include_str!("../../../../scenarios/ch5.toml");
 
     fn configure(text: &str) -> Result<Vec<VoipPoint>, String> {
         let plan = Plan::parse(text, Some(1)).map_err(|e| e.to_string())?;

@@ -13,13 +13,11 @@
 //! `x_axis` (`rtt`, `loss` or `profile`: what the scenario's plots run
 //! along), `notes`.
 
+pub mod quality;
+pub mod sessions;
+mod video_quality;
+
 use crate::claims::{self, ClaimResult};
-use crate::dash::{Agg, DashTransport, Session};
-use crate::dash2018_video::{
-    claims as video_claims, figures as video_figures, ladder_rows, markdown as video_markdown,
-    ConfigQuality, LadderRow, ScenarioQuality, SideQuality,
-};
-use crate::dash_quality::{run_quality, LadderQuality, RunQuality};
 use crate::plan::Point;
 use crate::plot::{self, Chart, Rgb, Series, Style};
 use crate::report::Figure;
@@ -30,11 +28,17 @@ use hollywood_apps::dash::client::Lateness;
 use hollywood_apps::dash::content::Content;
 use hollywood_apps::dash::{DashRun, Phase};
 use hollywood_tcp::CcAlgorithm;
+use quality::{run_quality, LadderQuality, RunQuality};
 use serde::{Deserialize, Serialize};
+use sessions::{Agg, DashTransport, Session};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
+use video_quality::{
+    claims as video_claims, figures as video_figures, ladder_rows, markdown as video_markdown,
+    ConfigQuality, LadderRow, ScenarioQuality, SideQuality,
+};
 
 /// The adapter.
 pub struct Dash;
@@ -255,7 +259,7 @@ fn session_memo(key: &str, run: impl FnOnce() -> SessionOut) -> Result<(One, f64
 /// Unique names for the streams of damaged runs being scored.
 static WORK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Score a real-video run (see [`crate::dash_quality`]).
+/// Score a real-video run (see [`quality`]).
 fn scored(
     mut o: One,
     r: &DashRun,
@@ -401,7 +405,7 @@ impl Adapter for Dash {
                     _ => (0.0, format!("{rtt}, {loss}")),
                 };
                 (
-                    crate::dash::static_path(rate_bps, rtt_d, loss_f),
+                    sessions::static_path(rate_bps, rtt_d, loss_f),
                     x,
                     x_text,
                     format!("{rate}, RTT {rtt}, loss {loss}"),

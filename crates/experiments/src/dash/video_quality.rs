@@ -2,12 +2,12 @@
 //! Table 1 (each representation's PSNR and SSIM against the source), the
 //! PSNR/SSIM box plots against RTT and loss (Figs 11 and 12) and the
 //! violins over the varying profiles (Fig 15), from every frame of every
-//! scored run ([`crate::dash_quality`]), and the claims those figures
+//! scored run ([`super::quality`]), and the claims those figures
 //! carry.
 
+use super::claim;
+use super::quality::{LadderQuality, RunQuality};
 use crate::claims::ClaimResult;
-use crate::dash2018::claim;
-use crate::dash_quality::{LadderQuality, RunQuality};
 use crate::plot::{self, Chart, Region, Rgb, Series, Style};
 use crate::report::Figure;
 use hollywood_apps::dash::content::{Content, DASHING_LADDER};
