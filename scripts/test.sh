@@ -9,7 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says how long the one before took (CI allows 90 minutes; keep a
+# fresh run near 25).
+SECONDS=0; last=0
+step() { printf '\n==> %s   (+%ds; %ds so far)\n' "$*" "$((SECONDS - last))" "$SECONDS"; last=$SECONDS; }
 
 # --- system packages (root only) -------------------------------------------
 # command:package pairs the root-only tests use, and files the plots need.

@@ -72,6 +72,27 @@ pub fn readme_page(
     r
 }
 
+/// The end of a README whose notes follow the results: the figures (if
+/// any, with their captions), the summary's markdown one heading level
+/// down, then the plan's notes under "Where and why our numbers differ from
+/// the seed's".
+pub fn readme_tail(figures: &[Figure], md: &str, notes: Option<&str>) -> String {
+    let mut r = String::new();
+    if !figures.is_empty() {
+        let _ = writeln!(r, "## Figures\n");
+        for f in figures {
+            let _ = writeln!(r, "- [{}]({}): {}", f.file, f.file, f.caption);
+        }
+        let _ = writeln!(r);
+    }
+    let _ = writeln!(r, "{}", md.replacen("# ", "## ", 1));
+    if let Some(n) = notes {
+        let _ = writeln!(r, "## Where and why our numbers differ from the seed's\n");
+        let _ = writeln!(r, "{}", n.trim());
+    }
+    r
+}
+
 /// What the index needs from one reproduction (`report.json`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Card {

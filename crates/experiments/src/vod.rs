@@ -910,18 +910,11 @@ fn readme(s: &Summary, first: &VodPoint, md: &str, figures: &[Figure], command: 
         first.cc.name(),
         s.seeds
     );
-    if !figures.is_empty() {
-        let _ = writeln!(r, "## Figures\n");
-        for f in figures {
-            let _ = writeln!(r, "- [{}]({}): {}", f.file, f.file, f.caption);
-        }
-        let _ = writeln!(r);
-    }
-    let _ = writeln!(r, "{}", md.replacen("# ", "## ", 1));
-    if let Some(n) = &first.notes {
-        let _ = writeln!(r, "## Where and why our numbers differ from the seed's\n");
-        let _ = writeln!(r, "{}", n.trim());
-    }
+    r.push_str(&crate::report::readme_tail(
+        figures,
+        md,
+        first.notes.as_deref(),
+    ));
     r
 }
 

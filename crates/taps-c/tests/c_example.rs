@@ -49,23 +49,27 @@ fn lib_dir() -> PathBuf {
 
 fn build_example(out: &Path) -> Result<(), String> {
     // cargo builds only the rlib for tests: build the static library too,
-    // with the test profile so it reuses what the tests compiled (the
-    // build lock is free while tests run).
+    // with the test profile and the feature set of a workspace test run
+    // (`--workspace --tests`), so that everything but this crate's link is
+    // what `cargo test --workspace` already compiled. With `-p` alone the
+    // features of shared dependencies (syn, serde, tokio, …) resolve
+    // differently and 17 crates were rebuilt in another configuration. The
+    // build lock is free while tests run.
     let st = Command::new(env!("CARGO"))
         .args([
             "build",
             "--quiet",
             "--profile",
             "test",
-            "-p",
-            "hollywood-taps-c",
+            "--workspace",
             "--lib",
+            "--tests",
         ])
         .current_dir(crate_dir())
         .status()
         .map_err(|e| format!("cargo: {e}"))?;
     if !st.success() {
-        return Err("cargo build -p hollywood-taps-c failed".into());
+        return Err("cargo build --profile test --workspace --lib --tests failed".into());
     }
     let lib = lib_dir().join("libhollywood.a");
     if !lib.exists() {
