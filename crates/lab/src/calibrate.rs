@@ -695,7 +695,7 @@ pub fn bulk(spec: &BulkSpec) -> Result<BulkReport> {
 
 fn bulk_run(spec: &BulkSpec, end: End) -> Result<BulkRun> {
     use crate::topology::{Host, Lab, LabSpec};
-    use hollywood_tun::stack::Stack;
+    use hollywood_tun::engine::Stack;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let lab = Lab::up(LabSpec {
         name: format!("{}-b{}", spec.lab, &end.name()[..1]),

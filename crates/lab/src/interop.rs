@@ -1,6 +1,6 @@
 //! Partial deployments on real packets (thesis §4.4, issue 5 item 5): a
 //! timed message workload from host a to host b of a two-host lab, with
-//! either end our engine (over its TUN, [`hollywood_tun::stack`]) or a
+//! either end our engine (over its TUN, [`hollywood_tun::engine`]) or a
 //! Linux kernel socket ([`hollywood_tun::kernel`]), and a tshark capture
 //! on the path audited for the wire image (thesis §4.5).
 //!
@@ -39,9 +39,9 @@ use crate::workload::{self, Tally};
 use hollywood_apps::DelayPercentiles;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Config, ExpiryReason};
+use hollywood_tun::engine::{Stack, Stream, StreamStats};
 use hollywood_tun::kernel::KernelStream;
 use hollywood_tun::message::{MessageStats, MessageStream, ReceivedMessage, SendMessage};
-use hollywood_tun::stack::{Stack, Stream, StreamStats};
 use hollywood_tun::StreamError;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -572,7 +572,7 @@ async fn exchange(
         spec.port,
     );
     enum Listening {
-        Engine(hollywood_tun::stack::Listener),
+        Engine(hollywood_tun::engine::Listener),
         Kernel(tokio::net::TcpListener),
     }
     let cc = spec.kernel_cc.clone();

@@ -11,7 +11,7 @@
 //! QUIC and UDP run their sans-IO transports (the very ones the simulator
 //! runs) and the same applications ([`hollywood_apps::messages`]) on real
 //! UDP sockets in the lab's namespaces, through
-//! [`hollywood_tun::udp_host`], on the OS clock. The oracle is the
+//! [`hollywood_tun::udp`], on the OS clock. The oracle is the
 //! simulator's attribution of packets to messages by time
 //! ([`hollywood_apps::generic::attribute`]), with each packet's fate read
 //! from the emulator's drop log by its fingerprint (computed from the

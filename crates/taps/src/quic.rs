@@ -1,7 +1,7 @@
 //! QUIC under tokio: the sans-IO [`QuicTransport`] (quinn-proto, our
 //! stream mappings and QUICsilver) driven by a task per connection, with
 //! the OS clock and a tokio UDP socket. The simulator and
-//! `hollywood_tun::udp_host` drive the same object; only time and packets
+//! `hollywood_tun::udp` drive the same object; only time and packets
 //! come from here.
 //!
 //! A client owns a connected socket. A server owns one socket for all its

@@ -49,7 +49,7 @@ const _: () = assert!(std::mem::size_of::<IfReqFlags>() == std::mem::size_of::<l
 ///
 /// With `vnet_hdr`, the interface is opened with `IFF_VNET_HDR` too: every
 /// packet read or written is preceded by a 10-byte `virtio_net_hdr` (see
-/// `crate::offload`).
+/// `crate::tun::offload`).
 pub(crate) fn open_tun(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, String)> {
     if name.is_empty() || name.len() > MAX_IFNAME_LEN || name.bytes().any(|b| b == 0 || b == b'/') {
         return Err(io::Error::new(

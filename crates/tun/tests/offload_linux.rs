@@ -17,7 +17,7 @@
 mod common;
 
 use common::*;
-use hollywood_tun::offload::{self, VnetHdr, F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN};
+use hollywood_tun::tun::offload::{self, VnetHdr, F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN};
 use hollywood_wire::{checksum, IpRepr, IPPROTO_UDP};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -60,7 +60,7 @@ fn kernel_frames_and_refusals() {
 
         // Raw frame: header + packet, checksum completed by rx_packet.
         send_from_b(&lab, 7001);
-        let mut frame = vec![0u8; hollywood_tun::device::MAX_FRAME];
+        let mut frame = vec![0u8; hollywood_tun::tun::device::MAX_FRAME];
         let verified = tokio::time::timeout(Duration::from_secs(5), async {
             loop {
                 let n = tun.recv_frame(&mut frame).await.expect("read frame");

@@ -1,4 +1,4 @@
-//! The async stack API (root only): `hollywood_tun::stack` on a TUN device
+//! The async stack API (root only): `hollywood_tun::engine` on a TUN device
 //! in namespace A against `hollywood_tun::kernel` sockets in namespace B —
 //! the partial deployments of thesis §4.4 in both directions — and the
 //! engine against itself over two TUN devices.
@@ -35,9 +35,9 @@
 #![allow(clippy::disallowed_methods)]
 
 use hollywood_tcp::Config;
+use hollywood_tun::engine::{Stack, StackOptions};
 use hollywood_tun::kernel::{KernelListener, KernelStream};
 use hollywood_tun::message::{MessageStream, ReceivedMessage, SendMessage, StreamError};
-use hollywood_tun::stack::{Stack, StackOptions};
 use hollywood_tun::{NetNs, TunConfig, TunDevice, TunHost, VethPair};
 use std::collections::HashSet;
 use std::future::Future;
