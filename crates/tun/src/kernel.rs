@@ -2,7 +2,7 @@
 //! "neither side modified" / "only the other side modified").
 //!
 //! [`KernelStream`] frames messages with the same `hollywood_msg::Framer`
-//! as the engine's [`crate::stack::Stream`] and writes them to a tokio
+//! as the engine's [`crate::engine::Stream`] and writes them to a tokio
 //! `TcpStream` with `TCP_NODELAY` (thesis §4.2: Nagle off, so each message
 //! leaves at once); the receiver feeds whatever the socket returns to
 //! `Deframer::push_stream`. So a Hollywood application talks to a

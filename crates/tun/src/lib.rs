@@ -19,6 +19,7 @@
 //!   (thesis §4.4 partial deployment).
 //! - [`udp`]: any `hollywood_transport::MessageTransport` (QUIC,
 //!   UDP) with its application on a real UDP socket and the OS clock.
+//! - [`sys`]: the raw system calls (the only module with `unsafe`).
 //! - [`message`]: what both share: [`SendMessage`], [`ReceivedMessage`],
 //!   [`MessageStream`], [`StreamError`].
 //!
@@ -34,7 +35,7 @@ pub mod error;
 pub mod kernel;
 pub mod message;
 pub mod netns;
-mod sys;
+pub mod sys;
 pub mod tun;
 pub mod udp;
 

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// A listening address of a [`Stack`]. Dropping it stops listening.
+/// A listening address of a [`Stack`](super::Stack). Dropping it stops listening.
 #[derive(Debug)]
 pub struct Listener {
     pub(super) local: SocketAddr,

@@ -1,10 +1,11 @@
 //! An async socket-like API over the engine on a TUN device: [`Stack`],
 //! [`Listener`], [`Stream`].
 //!
-//! [`Stack::spawn`] moves a [`TunHost`] into a tokio task that runs
-//! [`TunHost::drive`] until [`Stack::shutdown`] (or until every handle is
-//! gone); the [`Stack`] handle (cheap to clone) sends
-//! it commands over a channel and wakes it with a [`HostWaker`]. Each
+//! [`Stack::spawn`] moves a [`TunHost`](crate::TunHost) into a tokio task
+//! that runs [`TunHost::drive`](crate::TunHost::drive) until
+//! [`Stack::shutdown`] (or until every handle is gone); the [`Stack`]
+//! handle (cheap to clone) sends it commands over a channel and wakes it
+//! with a [`HostWaker`](crate::HostWaker). Each
 //! connection's application side ([`Stream`], or its halves
 //! [`StreamSender`] / [`StreamReceiver`]) shares a small mutex-protected
 //! state with the task: a bounded send queue in front of the engine and
@@ -38,8 +39,8 @@
 //! pulled regardless, bounded by the engine's receive buffer, so that no
 //! data is dropped with the connection).
 //!
-//! Errors are typed ([`StreamError`]): a refused connect is
-//! `ConnectionRefused`, a connect that does not complete within
+//! Errors are typed ([`StreamError`](crate::StreamError)): a refused
+//! connect is `ConnectionRefused`, a connect that does not complete within
 //! [`StackOptions::connect_timeout`] is `ConnectTimeout`, a reset is
 //! `Reset`, exhausted retransmissions `TimedOut`; data already received is
 //! still returned before the error. Nothing waits for ever on a dead
