@@ -57,9 +57,9 @@
 //! Needs Linux and root.
 
 use crate::topology::{LabError, Result};
+use hollywood_io::sys;
+use hollywood_io::{NetNs, TunConfig, TunDevice};
 use hollywood_sim::{DropReason, LinkChange, LinkConfig, LinkModel, RateTrace};
-use hollywood_tun::sys;
-use hollywood_tun::{NetNs, TunConfig, TunDevice};
 use serde::Serialize;
 use std::collections::BinaryHeap;
 use std::fs::File;

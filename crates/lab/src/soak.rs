@@ -27,10 +27,10 @@
 
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload;
+use hollywood_io::engine::Stack;
+use hollywood_io::message::SendMessage;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::Config;
-use hollywood_tun::engine::Stack;
-use hollywood_tun::message::SendMessage;
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -244,7 +244,7 @@ fn lock(l: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
 /// Run a soak; `progress` gets every sample.
 #[allow(clippy::too_many_lines)]
 pub fn run(spec: &SoakSpec, mut progress: impl FnMut(&SoakSample)) -> Result<SoakReport> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(Box::new(LabError::NotRoot));
     }
     if spec.size < workload::MIN_PAYLOAD || spec.interval.is_zero() || spec.messages() == 0 {
@@ -365,7 +365,7 @@ pub fn run(spec: &SoakSpec, mut progress: impl FnMut(&SoakSample)) -> Result<Soa
                 let s = SoakSample {
                     t_s: start.elapsed().as_secs_f64(),
                     rss_kib: workload::rss_kib().unwrap_or(0),
-                    heap_kib: hollywood_tun::sys::heap_kib(),
+                    heap_kib: hollywood_io::sys::heap_kib(),
                     sent: i + 1,
                     delivered: l.delivered,
                     expired: l.expired,

@@ -93,7 +93,7 @@ fn build_example(out: &Path) -> Result<(), String> {
 #[test]
 fn the_c_example_talks_to_the_rust_example() {
     if Command::new("cc").arg("--version").output().is_err() {
-        hollywood_tun_skip("no C compiler (cc)");
+        hollywood_io_skip("no C compiler (cc)");
         return;
     }
     let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hollywood-voice-c");
@@ -141,6 +141,6 @@ fn the_c_example_talks_to_the_rust_example() {
     }
 }
 
-fn hollywood_tun_skip(why: &str) {
+fn hollywood_io_skip(why: &str) {
     eprintln!("SKIPPED: {why}");
 }

@@ -37,9 +37,9 @@
 //! retransmissions, no out-of-order delivery.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), hollywood_tun::message::StreamError> {
-//! use hollywood_tun::kernel::KernelStream;
-//! use hollywood_tun::message::{MessageStream, SendMessage};
+//! # async fn demo() -> Result<(), hollywood_io::message::StreamError> {
+//! use hollywood_io::kernel::KernelStream;
+//! use hollywood_io::message::{MessageStream, SendMessage};
 //!
 //! let mut s = KernelStream::connect("10.77.1.2:5000".parse().unwrap()).await?;
 //! s.send_message(SendMessage::new(&b"hello"[..]).substream(3)).await?;

@@ -379,7 +379,7 @@ impl Drop for NetNs {
     fn drop(&mut self) {
         if let (true, Some(name)) = (self.owned, &self.name) {
             if let Err(e) = run_command("ip", &["netns", "del", name]) {
-                eprintln!("hollywood-tun: could not delete network namespace {name:?}: {e}");
+                eprintln!("hollywood-io: could not delete network namespace {name:?}: {e}");
             }
         }
     }

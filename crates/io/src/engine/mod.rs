@@ -47,9 +47,9 @@
 //! connection or a stopped stack.
 //!
 //! ```no_run
-//! # async fn demo(tun: hollywood_tun::TunDevice) -> Result<(), Box<dyn std::error::Error>> {
-//! use hollywood_tun::message::{MessageStream, SendMessage};
-//! use hollywood_tun::engine::Stack;
+//! # async fn demo(tun: hollywood_io::TunDevice) -> Result<(), Box<dyn std::error::Error>> {
+//! use hollywood_io::message::{MessageStream, SendMessage};
+//! use hollywood_io::engine::Stack;
 //! use std::time::Duration;
 //!
 //! let config = hollywood_tcp::Config::hollywood(true, true);
