@@ -13,7 +13,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn setup(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     if !hollywood_io::is_root() {
-        hollywood_io::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces + TUN devices)"
         ));
         return None;

@@ -43,7 +43,7 @@ pub use engine::{Listener, Stack, StackOptions, Stream, StreamStats};
 pub use error::{Error, Result};
 pub use kernel::{KernelListener, KernelStream};
 pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, StreamError};
-pub use netns::{is_root, skip, NetNs, NsThread, VethPair};
+pub use netns::{is_root, NetNs, NsThread, VethPair};
 pub use tun::device::{TunConfig, TunDevice};
 pub use tun::host::{HostStats, HostWaker, Step, TunHost};
 pub use udp::{UdpHost, UdpHostStats};

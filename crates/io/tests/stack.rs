@@ -162,7 +162,7 @@ impl Lab {
 /// Take the per-binary lock, or print the skip line when not root.
 fn start(case: &str) -> Option<MutexGuard<'static, ()>> {
     if !hollywood_io::is_root() {
-        hollywood_io::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "stack::{case} needs root (network namespaces + TUN)"
         ));
         return None;

@@ -14,7 +14,9 @@ use hollywood_lab::interop::LAB_PREFIX;
 #[test]
 fn short_call_delivers_everything_on_both_transports() {
     if !hollywood_io::is_root() {
-        hollywood_io::skip("calibrate needs root (network namespaces, TUN devices, tshark)");
+        hollywood_test_support::skip(
+            "calibrate needs root (network namespaces, TUN devices, tshark)",
+        );
         return;
     }
     let lab = format!("{LAB_PREFIX}-{}-cal", std::process::id());
@@ -70,7 +72,9 @@ fn short_call_delivers_everything_on_both_transports() {
 #[test]
 fn bulk_with_bbr_on_both_transports_completes_and_is_reported() {
     if !hollywood_io::is_root() {
-        hollywood_io::skip("bulk calibration needs root (network namespaces, TUN devices)");
+        hollywood_test_support::skip(
+            "bulk calibration needs root (network namespaces, TUN devices)",
+        );
         return;
     }
     // A short transfer (10 MB at 50 Mb/s, under 2 s each): both complete

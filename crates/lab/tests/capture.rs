@@ -18,7 +18,7 @@ fn root(test: &str) -> bool {
         let _ = NetNs::remove_stale("hwm");
         true
     } else {
-        hollywood_io::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, tshark capture)"
         ));
         false

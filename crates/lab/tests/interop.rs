@@ -21,7 +21,7 @@ fn go(test: &str, sender: End, receiver: End) -> Option<InteropReport> {
 
 fn go_with(test: &str, sender: End, receiver: End, secure: bool) -> Option<InteropReport> {
     if !hollywood_io::is_root() {
-        hollywood_io::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, TUN devices, tshark)"
         ));
         return None;

@@ -62,7 +62,7 @@ fn root(test: &str) -> bool {
     if hollywood_io::is_root() {
         true
     } else {
-        hollywood_io::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, TUN devices, the emulator)"
         ));
         false

@@ -48,7 +48,7 @@ fn srt_live_transmit(ns: &NetNs, args: &[&str]) -> Reaped {
 #[test]
 fn carries_srt_and_srt_repairs_the_emulated_loss() {
     if !hollywood_io::is_root() {
-        hollywood_io::skip("carries_srt needs root (network namespaces + TUN devices)");
+        hollywood_test_support::skip("carries_srt needs root (network namespaces + TUN devices)");
         return;
     }
     if Command::new("srt-live-transmit")
@@ -56,7 +56,7 @@ fn carries_srt_and_srt_repairs_the_emulated_loss() {
         .output()
         .is_err()
     {
-        hollywood_io::skip("carries_srt needs srt-live-transmit (Debian srt-tools; scripts/test.sh installs it as root)");
+        hollywood_test_support::skip("carries_srt needs srt-live-transmit (Debian srt-tools; scripts/test.sh installs it as root)");
         return;
     }
     let _ = NetNs::remove_stale("hwr");

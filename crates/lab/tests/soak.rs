@@ -13,7 +13,7 @@ use std::time::Duration;
 #[test]
 fn a_short_soak_accounts_for_every_message_without_stalls() {
     if !hollywood_io::is_root() {
-        hollywood_io::skip("the soak needs root (network namespaces, TUN devices)");
+        hollywood_test_support::skip("the soak needs root (network namespaces, TUN devices)");
         return;
     }
     let _ = hollywood_io::NetNs::remove_stale(soak::LAB_PREFIX);

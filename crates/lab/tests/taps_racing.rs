@@ -54,7 +54,9 @@ async fn exchange(c: &mut Connection) {
 #[test]
 fn racing_picks_quic_with_udp_open_and_tcp_hollywood_with_udp_blocked() {
     if !hollywood_io::is_root() {
-        hollywood_io::skip("racing_picks_quic... needs root (namespaces, TUN devices, iptables)");
+        hollywood_test_support::skip(
+            "racing_picks_quic... needs root (namespaces, TUN devices, iptables)",
+        );
         return;
     }
     let name = format!("hwtr-{}", std::process::id());

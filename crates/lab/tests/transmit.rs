@@ -13,7 +13,7 @@ use hollywood_lab::ts::TsSource;
 #[test]
 fn transmit_delivers_ffmpeg_ts_at_least_as_well_as_srt_and_through_blocked_udp() {
     if !hollywood_io::is_root() {
-        hollywood_io::skip("transmit vs SRT needs root (namespaces, TUN, iptables)");
+        hollywood_test_support::skip("transmit vs SRT needs root (namespaces, TUN, iptables)");
         return;
     }
     let dir = std::env::temp_dir().join(format!("hw-transmit-{}", std::process::id()));

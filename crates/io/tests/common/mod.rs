@@ -38,7 +38,7 @@ pub fn root_or_skip(test: &str) -> bool {
     if hollywood_io::is_root() {
         true
     } else {
-        hollywood_io::skip(&format!("{test} needs root (network namespaces + TUN)"));
+        hollywood_test_support::skip(&format!("{test} needs root (network namespaces + TUN)"));
         false
     }
 }
