@@ -690,6 +690,14 @@ mod tests {
     use crate::message::{MessageFramer, SendMessage};
 
     #[test]
+    fn mss_clamp_matches_host() {
+        let c = Config::default();
+        assert_eq!(clamp_mss(c.clone(), 1500).mss, 1460);
+        assert_eq!(clamp_mss(c.clone(), 1280).mss, 1240);
+        assert_eq!(clamp_mss(c, 65_535).mss, 1460, "never raised");
+    }
+
+    #[test]
     fn empty_messages_count_against_the_receive_limit() {
         // Review B3: a peer sending empty messages must fill the queue's
         // byte budget like any other, or the stack drains the engine into

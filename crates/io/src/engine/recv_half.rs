@@ -13,8 +13,8 @@ use std::sync::{Arc, MutexGuard};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
 
-/// The receiving half of a [`Stream`](super::Stream). Dropping it discards what arrives
-/// afterwards.
+/// The receiving half of a [`Stream`](super::Stream). Dropping it
+/// discards what arrives afterwards.
 #[derive(Debug)]
 pub struct StreamReceiver {
     pub(super) shared: Arc<Shared>,

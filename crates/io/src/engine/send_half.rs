@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 
-/// The sending half of a [`Stream`](super::Stream). Dropping it closes the sending
-/// direction (FIN after everything queued).
+/// The sending half of a [`Stream`](super::Stream). Dropping it closes
+/// the sending direction (FIN after everything queued).
 #[derive(Debug)]
 pub struct StreamSender {
     pub(super) shared: Arc<Shared>,
