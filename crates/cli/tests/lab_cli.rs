@@ -12,14 +12,14 @@ use std::sync::Mutex;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn setup(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip(&format!(
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces + TUN devices)"
         ));
         return None;
     }
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let _ = hollywood_tun::NetNs::remove_stale("hwn");
+    let _ = hollywood_io::NetNs::remove_stale("hwn");
     Some(guard)
 }
 
@@ -34,7 +34,7 @@ impl Drop for Down {
 }
 
 fn namespaces_of(name: &str) -> Vec<String> {
-    let list = hollywood_tun::netns::run_command("ip", &["netns", "list"]).unwrap();
+    let list = hollywood_io::netns::run_command("ip", &["netns", "list"]).unwrap();
     list.lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter(|n| n.starts_with(&format!("{name}-")))

@@ -17,7 +17,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("hollywood-tcp", 1),
     ("hollywood-transport", 2),
     ("hollywood-sim", 3),
-    ("hollywood-tun", 3),
+    ("hollywood-io", 3),
     ("hollywood-taps", 4),
     ("hollywood-apps", 4),
     ("hollywood-taps-c", 5),
@@ -33,7 +33,7 @@ const DEV_ONLY: &[&str] = &["hollywood-test-support"];
 /// the OS: sockets, TUN, threads, the wall clock). Every other crate keeps
 /// clippy.toml's `disallowed-methods` (`Instant::now`, `thread::spawn`, …).
 const SANS_IO_OPT_OUTS: &[&str] = &[
-    "hollywood-tun",
+    "hollywood-io",
     "hollywood-taps",
     "hollywood-taps-c",
     "hollywood-lab",

@@ -210,7 +210,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
 #[test]
 fn the_page_opens_in_chromium_with_every_figure_shown() {
     let Some(browser) = chromium() else {
-        hollywood_tun::netns::skip(
+        hollywood_test_support::skip(
             "report::the_page_opens_in_chromium_with_every_figure_shown: no chromium \
              (apt-get install chromium; scripts/test.sh does it as root)",
         );

@@ -60,12 +60,12 @@ use crate::interop::Sock;
 use crate::netem::{Direction, PacketHook};
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{self, Tally};
+use hollywood_io::engine::Stack;
+use hollywood_io::kernel::{KernelListener, KernelStream};
+use hollywood_io::message::{MessageStream, SendMessage};
+use hollywood_io::{NetNs, VethPair};
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::Config;
-use hollywood_tun::kernel::{KernelListener, KernelStream};
-use hollywood_tun::message::{MessageStream, SendMessage};
-use hollywood_tun::stack::Stack;
-use hollywood_tun::{NetNs, VethPair};
 use hollywood_wire::{SackBlock, SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -299,7 +299,7 @@ pub fn remove_stale_labs() {
 
 /// Run attack `kind` against the engine and against Linux.
 pub fn run(kind: Kind, spec: &AttackSpec) -> Result<AttackRow> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(Box::new(LabError::NotRoot));
     }
     if spec.size < workload::MIN_PAYLOAD || spec.messages == 0 || spec.interval.is_zero() {

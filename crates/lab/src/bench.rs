@@ -21,11 +21,11 @@
 //!   disable Nagle. Each echo is checked byte for byte.
 //!
 //! The engine runs with TUN offloads off and/or on
-//! ([`hollywood_tun::TunConfig::offload`]) so one run shows both, and each
+//! ([`hollywood_io::TunConfig::offload`]) so one run shows both, and each
 //! engine result carries its ratio to the kernel result of the same run.
 
+use hollywood_io::{HostStats, NetNs, NsThread, TunConfig, TunDevice, TunHost, VethPair};
 use hollywood_tcp::{Config, ConnHandle, EndpointEvent, Event};
-use hollywood_tun::{HostStats, NetNs, NsThread, TunConfig, TunDevice, TunHost, VethPair};
 use serde::Serialize;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -61,7 +61,7 @@ pub enum BenchError {
     NotRoot,
     /// Setting up namespaces or the TUN device, or driving the engine.
     #[error("{0}")]
-    Tun(#[from] hollywood_tun::Error),
+    Tun(#[from] hollywood_io::Error),
     /// A system call or process failed.
     #[error("{what}: {source}")]
     Io {
@@ -325,7 +325,7 @@ impl Net {
 
 /// Run the benchmarks. Needs root.
 pub fn run(opts: &BenchOptions) -> Result<BenchReport> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(BenchError::NotRoot);
     }
     if opts.seconds == 0 || opts.round_trips == 0 {

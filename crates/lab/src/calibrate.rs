@@ -11,7 +11,7 @@
 //!   same sequence; which packets they hit differs as soon as the two
 //!   senders' packet sequences differ (a retransmission, a probe).
 //! - **Call**: one 160-byte message every 20 ms, no lifetime.
-//! - **Kernel**: [`hollywood_tun::kernel::KernelStream`] over Linux
+//! - **Kernel**: [`hollywood_io::kernel::KernelStream`] over Linux
 //!   sockets in a and b (`TCP_NODELAY`), congestion control set per socket
 //!   with `TCP_CONGESTION` ([`CalibrateSpec::kernel_cc`], default `cubic`,
 //!   the engine's algorithm; the lab machine's system default is BBR).
@@ -674,7 +674,7 @@ impl BulkReport {
 
 /// Run the bulk calibration: Linux, then the engine.
 pub fn bulk(spec: &BulkSpec) -> Result<BulkReport> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(Box::new(crate::topology::LabError::NotRoot));
     }
     if !(0.0..1.0).contains(&spec.loss) || spec.bytes == 0 || spec.rate_bps == 0 {
@@ -696,7 +696,7 @@ pub fn bulk(spec: &BulkSpec) -> Result<BulkReport> {
 
 fn bulk_run(spec: &BulkSpec, end: End) -> Result<BulkRun> {
     use crate::topology::{Host, Lab, LabSpec};
-    use hollywood_tun::stack::Stack;
+    use hollywood_io::engine::Stack;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let lab = Lab::up(LabSpec {
         name: format!("{}-b{}", spec.lab, &end.name()[..1]),
@@ -770,7 +770,7 @@ fn bulk_run(spec: &BulkSpec, end: End) -> Result<BulkRun> {
                         got += n as u64;
                     }
                     let _ = s.close().await;
-                    Ok::<_, hollywood_tun::StreamError>((got, std::time::Instant::now()))
+                    Ok::<_, hollywood_io::StreamError>((got, std::time::Instant::now()))
                 });
                 let tx_stack = Stack::spawn(lab.engine_tun(Host::A)?, config.clone())?;
                 let local = SocketAddr::new(lab.engine_addr(Host::A, false), 0);

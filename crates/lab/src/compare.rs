@@ -15,7 +15,7 @@
 //! - `udp`: the chunks as plain datagrams, sent once (the floor);
 //! - `linux-bbr`, `linux-cubic`: Linux TCP at both ends with that
 //!   congestion control, `TCP_NODELAY`, our message layer on top
-//!   (`hollywood_tun::kernel`), as an application would frame messages;
+//!   (`hollywood_io::kernel`), as an application would frame messages;
 //! - `engine-bbr`, `engine-cubic`: TCP Hollywood (inconsistent
 //!   retransmissions, out-of-order delivery, expiry before sequence
 //!   numbers) on our engine at both ends.
@@ -31,9 +31,9 @@ use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{check_payload, payload};
 use hollywood_apps::{oracle_in_time, DelayPercentiles, OnTime, Timeliness};
+use hollywood_io::NetNs;
 use hollywood_sim::{DropReason, LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Instant};
-use hollywood_tun::NetNs;
 use serde::Serialize;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
@@ -223,7 +223,7 @@ pub struct Row {
 
 /// Run every contender in turn.
 pub fn run(spec: &CompareSpec, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(Box::new(LabError::NotRoot));
     }
     if spec.size < crate::workload::MIN_PAYLOAD || spec.size > 1400 {
@@ -674,7 +674,7 @@ fn start_relays(
             cc: CcAlgorithm::Bbr,
             ..hollywood_tcp::Config::hollywood(true, true)
         };
-        let stack = hollywood_tun::Stack::spawn(tun, config)?;
+        let stack = hollywood_io::Stack::spawn(tun, config)?;
         Ok::<_, Error>(Engine {
             stack,
             addr: lab.engine_addr(Host::A, false),

@@ -1,7 +1,7 @@
 //! Partial deployments on real packets (thesis §4.4, issue 5 item 5): a
 //! timed message workload from host a to host b of a two-host lab, with
-//! either end our engine (over its TUN, [`hollywood_tun::stack`]) or a
-//! Linux kernel socket ([`hollywood_tun::kernel`]), and a tshark capture
+//! either end our engine (over its TUN, [`hollywood_io::engine`]) or a
+//! Linux kernel socket ([`hollywood_io::kernel`]), and a tshark capture
 //! on the path audited for the wire image (thesis §4.5).
 //!
 //! ```text
@@ -37,12 +37,12 @@ use crate::netem::NetemStats;
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{self, Tally};
 use hollywood_apps::DelayPercentiles;
+use hollywood_io::engine::{Stack, Stream, StreamStats};
+use hollywood_io::kernel::KernelStream;
+use hollywood_io::message::{MessageStats, MessageStream, ReceivedMessage, SendMessage};
+use hollywood_io::StreamError;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Config, ExpiryReason};
-use hollywood_tun::kernel::KernelStream;
-use hollywood_tun::message::{MessageStats, MessageStream, ReceivedMessage, SendMessage};
-use hollywood_tun::stack::{Stack, Stream, StreamStats};
-use hollywood_tun::StreamError;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -373,14 +373,14 @@ struct ReceiverOut {
 
 /// Remove labs of killed earlier runs (`hwi-PID-…` with a dead PID).
 pub fn remove_stale_labs() {
-    let _ = hollywood_tun::NetNs::remove_stale(LAB_PREFIX);
+    let _ = hollywood_io::NetNs::remove_stale(LAB_PREFIX);
 }
 
 /// Run one sender/receiver pair over a fresh lab and audit the wire.
 /// Everything the run creates (lab, TUNs, tshark, temporary files) is
 /// removed before it returns, also on error.
 pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(Box::new(LabError::NotRoot));
     }
     if spec.size < workload::MIN_PAYLOAD {
@@ -572,7 +572,7 @@ async fn exchange(
         spec.port,
     );
     enum Listening {
-        Engine(hollywood_tun::stack::Listener),
+        Engine(hollywood_io::engine::Listener),
         Kernel(tokio::net::TcpListener),
     }
     let cc = spec.kernel_cc.clone();

@@ -11,7 +11,7 @@
 //! QUIC and UDP run their sans-IO transports (the very ones the simulator
 //! runs) and the same applications ([`hollywood_apps::messages`]) on real
 //! UDP sockets in the lab's namespaces, through
-//! [`hollywood_tun::udp_host`], on the OS clock. The oracle is the
+//! [`hollywood_io::udp`], on the OS clock. The oracle is the
 //! simulator's attribution of packets to messages by time
 //! ([`hollywood_apps::generic::attribute`]), with each packet's fate read
 //! from the emulator's drop log by its fingerprint (computed from the
@@ -23,9 +23,9 @@ use crate::topology::{Host, Lab, LabError, LabSpec};
 use hollywood_apps::generic::{self, Fates, Offered, Outcome};
 use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_apps::{MessageReceiver, MessageSender};
+use hollywood_io::{NetNs, UdpHost};
 use hollywood_sim::{DropReason, LinkConfig, MiddleboxKind};
 use hollywood_tcp::Instant;
-use hollywood_tun::{NetNs, UdpHost};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,7 +79,7 @@ pub fn run_generic(
     g: &GenericTransport,
     lab_name: &str,
 ) -> Result<MessagesRun, Error> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(Box::new(LabError::NotRoot));
     }
     if sc.middlebox != MiddleboxKind::None {

@@ -35,9 +35,9 @@
 use crate::capture::{self, Capture, FlowAudit, FlowState};
 use crate::netem::{Direction, PacketHook};
 use crate::topology::{Host, Lab, LabSpec};
+use hollywood_io::TunHost;
 use hollywood_sim::{LinkConfig, MiddleboxConfig, MiddleboxKind, Node};
 use hollywood_tcp::{Config, ConnHandle, ConnectionStats, EndpointEvent, Event, HollywoodConfig};
-use hollywood_tun::TunHost;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;

@@ -57,8 +57,9 @@
 //! Needs Linux and root.
 
 use crate::topology::{LabError, Result};
+use hollywood_io::sys;
+use hollywood_io::{NetNs, TunConfig, TunDevice};
 use hollywood_sim::{DropReason, LinkChange, LinkConfig, LinkModel, RateTrace};
-use hollywood_tun::{NetNs, TunConfig, TunDevice};
 use serde::Serialize;
 use std::collections::BinaryHeap;
 use std::fs::File;
@@ -748,109 +749,6 @@ impl Worker {
                     }
                 }
             }
-        }
-        Ok(())
-    }
-}
-
-/// The two system calls `std` does not wrap: `ppoll(2)` with a nanosecond
-/// timeout and `prctl(PR_SET_TIMERSLACK)`. Both pass only pointers to live,
-/// fully initialised locals for the duration of the call.
-#[allow(unsafe_code)]
-mod sys {
-    use std::io;
-    use std::os::fd::RawFd;
-    use std::time::Duration;
-
-    pub(super) fn pollfd(fd: RawFd) -> libc::pollfd {
-        libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        }
-    }
-
-    pub(super) fn readable(p: &libc::pollfd) -> bool {
-        p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0
-    }
-
-    /// Wait until a descriptor is readable or `timeout` passes (`None` =
-    /// forever). An interrupted wait counts as a timeout.
-    pub(super) fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<()> {
-        let ts = timeout.map(|d| libc::timespec {
-            tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        });
-        let ts_ptr = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: `fds` is a live mutable slice of initialised pollfds whose
-        // length we pass; `ts_ptr` is null or points to a live local; a null
-        // signal mask leaves the mask unchanged.
-        let rc = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                ts_ptr,
-                std::ptr::null(),
-            )
-        };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-            for f in fds.iter_mut() {
-                f.revents = 0;
-            }
-        }
-        Ok(())
-    }
-
-    /// Give the calling thread real-time priority `prio` (SCHED_FIFO), so
-    /// that busy iperf3 processes on a small machine cannot delay its
-    /// wake-ups by whole scheduler ticks. The thread sleeps in `ppoll` and
-    /// the kernel's RT throttling still reserves 5% of each CPU for others.
-    pub(super) fn set_realtime(prio: i32) -> io::Result<()> {
-        let param = libc::sched_param {
-            sched_priority: prio,
-        };
-        // SAFETY: `param` is a live, initialised local; pid 0 = this thread.
-        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Restrict the calling thread to the CPU it runs on now.
-    pub(super) fn pin_to_current_cpu() -> io::Result<()> {
-        // SAFETY: no arguments; returns the CPU number or -1.
-        let cpu = unsafe { libc::sched_getcpu() };
-        if cpu < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `cpu_set_t` is plain data, all-zero is the empty set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `cpu` is a valid CPU number (from sched_getcpu), below
-        // CPU_SETSIZE; `set` is a live local.
-        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-        // SAFETY: `set` is a live, initialised cpu_set_t of the size given;
-        // pid 0 = this thread.
-        let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Set the calling thread's timer slack (how late the kernel may fire
-    /// its timers to batch wake-ups).
-    pub(super) fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
-        // SAFETY: PR_SET_TIMERSLACK takes an integer argument, no pointers.
-        let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
         }
         Ok(())
     }

@@ -27,10 +27,10 @@
 
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload;
+use hollywood_io::engine::Stack;
+use hollywood_io::message::SendMessage;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::Config;
-use hollywood_tun::message::SendMessage;
-use hollywood_tun::stack::Stack;
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -190,20 +190,6 @@ pub struct SoakReport {
     pub samples: Vec<SoakSample>,
 }
 
-/// Heap in use, KiB (glibc's `mallinfo2`).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-fn heap_kib() -> i64 {
-    // SAFETY: mallinfo2 only reads the allocator's statistics.
-    let m = unsafe { libc::mallinfo2() };
-    (m.uordblks / 1024) as i64
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn heap_kib() -> i64 {
-    0
-}
-
 /// Per-message flags of the [`Ledger`].
 const DELIVERED: u8 = 1;
 const ON_TIME: u8 = 2;
@@ -258,7 +244,7 @@ fn lock(l: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
 /// Run a soak; `progress` gets every sample.
 #[allow(clippy::too_many_lines)]
 pub fn run(spec: &SoakSpec, mut progress: impl FnMut(&SoakSample)) -> Result<SoakReport> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(Box::new(LabError::NotRoot));
     }
     if spec.size < workload::MIN_PAYLOAD || spec.interval.is_zero() || spec.messages() == 0 {
@@ -379,7 +365,7 @@ pub fn run(spec: &SoakSpec, mut progress: impl FnMut(&SoakSample)) -> Result<Soa
                 let s = SoakSample {
                     t_s: start.elapsed().as_secs_f64(),
                     rss_kib: workload::rss_kib().unwrap_or(0),
-                    heap_kib: heap_kib(),
+                    heap_kib: hollywood_io::sys::heap_kib(),
                     sent: i + 1,
                     delivered: l.delivered,
                     expired: l.expired,

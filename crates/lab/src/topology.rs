@@ -21,8 +21,8 @@
 //! The emulator runs in-process on its own thread.
 
 use crate::netem::{Netem, NetemConfig, NetemStats, PacketHook};
+use hollywood_io::{NetNs, TunConfig, TunDevice, VethPair};
 use hollywood_sim::LinkConfig;
-use hollywood_tun::{NetNs, TunConfig, TunDevice, VethPair};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub enum LabError {
     NotRoot,
     /// A namespace, interface or command failed.
     #[error(transparent)]
-    Tun(#[from] hollywood_tun::Error),
+    Tun(#[from] hollywood_io::Error),
     /// A system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -160,7 +160,7 @@ pub fn ns_name(name: &str, host: Host) -> String {
 }
 
 fn ns_exists(name: &str) -> bool {
-    std::path::Path::new(hollywood_tun::netns::NETNS_DIR)
+    std::path::Path::new(hollywood_io::netns::NETNS_DIR)
         .join(name)
         .exists()
 }
@@ -245,7 +245,7 @@ impl Lab {
     /// `hollywood netem run --lab NAME`). Removes a lab of the same name
     /// first; on error, removes whatever it created.
     pub fn create(name: &str, three_hosts: bool) -> Result<Lab> {
-        if !hollywood_tun::is_root() {
+        if !hollywood_io::is_root() {
             return Err(LabError::NotRoot);
         }
         check_name(name)?;
@@ -433,7 +433,7 @@ impl Lab {
         for host in [Host::A, Host::E, Host::R, Host::B] {
             let ns = ns_name(name, host);
             if ns_exists(&ns) {
-                hollywood_tun::netns::run_command("ip", &["netns", "del", &ns])?;
+                hollywood_io::netns::run_command("ip", &["netns", "del", &ns])?;
                 any = true;
             }
         }
@@ -633,7 +633,7 @@ impl Lab {
                         LabError::Config(format!("iperf3 printed no JSON report: {e}"))
                     })
                 }
-                Err(hollywood_tun::Error::Command { stderr, .. })
+                Err(hollywood_io::Error::Command { stderr, .. })
                     if stderr.contains("refused") || stderr.is_empty() =>
                 {
                     last = stderr;

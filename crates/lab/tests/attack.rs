@@ -10,8 +10,8 @@ use std::time::Duration;
 
 #[test]
 fn the_engine_survives_every_attack_and_is_never_worse_than_linux() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip(
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(
             "the attack lab needs root (network namespaces, TUN devices, raw sockets)",
         );
         return;

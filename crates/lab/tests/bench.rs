@@ -24,8 +24,8 @@ fn namespaces_of_this_process() -> Vec<String> {
 
 #[test]
 fn bench_runs_briefly_and_reports_everything() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip(
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(
             "bench_runs_briefly_and_reports_everything needs root (network namespaces + TUN)",
         );
         return;
@@ -35,7 +35,7 @@ fn bench_runs_briefly_and_reports_everything() {
         .output()
         .is_err()
     {
-        hollywood_tun::skip(
+        hollywood_test_support::skip(
             "bench_runs_briefly_and_reports_everything needs iperf3 (apt-get install iperf3)",
         );
         return;

@@ -13,8 +13,10 @@ use hollywood_lab::interop::LAB_PREFIX;
 
 #[test]
 fn short_call_delivers_everything_on_both_transports() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip("calibrate needs root (network namespaces, TUN devices, tshark)");
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(
+            "calibrate needs root (network namespaces, TUN devices, tshark)",
+        );
         return;
     }
     let lab = format!("{LAB_PREFIX}-{}-cal", std::process::id());
@@ -69,8 +71,10 @@ fn short_call_delivers_everything_on_both_transports() {
 
 #[test]
 fn bulk_with_bbr_on_both_transports_completes_and_is_reported() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip("bulk calibration needs root (network namespaces, TUN devices)");
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(
+            "bulk calibration needs root (network namespaces, TUN devices)",
+        );
         return;
     }
     // A short transfer (10 MB at 50 Mb/s, under 2 s each): both complete

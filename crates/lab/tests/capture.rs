@@ -5,20 +5,20 @@
 // A test of an adapter crate: threads are fine here.
 #![allow(clippy::disallowed_methods)]
 
+use hollywood_io::NetNs;
 use hollywood_lab::capture::{audit_pcap, tshark_count, Capture};
 use hollywood_lab::topology::{Host, Lab, LabSpec};
 use hollywood_sim::LinkConfig;
-use hollywood_tun::NetNs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 fn root(test: &str) -> bool {
-    if hollywood_tun::is_root() {
+    if hollywood_io::is_root() {
         let _ = NetNs::remove_stale("hwm");
         true
     } else {
-        hollywood_tun::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, tshark capture)"
         ));
         false

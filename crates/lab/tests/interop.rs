@@ -20,8 +20,8 @@ fn go(test: &str, sender: End, receiver: End) -> Option<InteropReport> {
 }
 
 fn go_with(test: &str, sender: End, receiver: End, secure: bool) -> Option<InteropReport> {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip(&format!(
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, TUN devices, tshark)"
         ));
         return None;

@@ -59,10 +59,10 @@ fn p50_ms(r: &MessagesRun) -> f64 {
 }
 
 fn root(test: &str) -> bool {
-    if hollywood_tun::is_root() {
+    if hollywood_io::is_root() {
         true
     } else {
-        hollywood_tun::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, TUN devices, the emulator)"
         ));
         false

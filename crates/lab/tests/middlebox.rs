@@ -8,16 +8,16 @@
 //! time (a lock): they share 2 cores, and the stall detector measures time.
 //! Labs left by killed runs are removed with `NetNs::remove_stale("hwm")`.
 
+use hollywood_io::NetNs;
 use hollywood_lab::middlebox::{run, Design, Kind, LossPoint, Outcome, Report, Spec};
-use hollywood_tun::NetNs;
 use std::sync::Mutex;
 use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn setup(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip(&format!(
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, TUN, iptables, tshark)"
         ));
         return None;

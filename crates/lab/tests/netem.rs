@@ -8,10 +8,10 @@
 // A test of an adapter: real threads and clocks.
 #![allow(clippy::disallowed_methods)]
 
+use hollywood_io::NetNs;
 use hollywood_lab::netem::{Direction, DirectionConfig, NetemConfig};
 use hollywood_lab::topology::{iperf3_steady_rate, Host, Lab, LabSpec};
 use hollywood_sim::{LinkChange, LinkConfig, LossModel};
-use hollywood_tun::NetNs;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::Mutex;
@@ -20,8 +20,8 @@ use std::time::Duration;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn setup(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip(&format!(
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces + TUN devices)"
         ));
         return None;
@@ -345,7 +345,7 @@ fn up_is_idempotent_and_drop_leaves_nothing() {
     assert_eq!(rtts.len(), 1);
     drop(lab);
     assert!(!Lab::exists(&name), "namespaces of {name} left behind");
-    let list = hollywood_tun::netns::run_command("ip", &["netns", "list"]).unwrap();
+    let list = hollywood_io::netns::run_command("ip", &["netns", "list"]).unwrap();
     assert!(!list.contains(&name), "{list}");
 }
 

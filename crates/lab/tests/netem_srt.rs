@@ -9,10 +9,10 @@
 // A test of an adapter: real threads, clocks and processes.
 #![allow(clippy::disallowed_methods)]
 
+use hollywood_io::NetNs;
 use hollywood_lab::topology::{Host, Lab, LabSpec};
 use hollywood_lab::workload::{check_payload, payload};
 use hollywood_sim::{LinkConfig, LossModel};
-use hollywood_tun::NetNs;
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
@@ -47,8 +47,8 @@ fn srt_live_transmit(ns: &NetNs, args: &[&str]) -> Reaped {
 
 #[test]
 fn carries_srt_and_srt_repairs_the_emulated_loss() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip("carries_srt needs root (network namespaces + TUN devices)");
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip("carries_srt needs root (network namespaces + TUN devices)");
         return;
     }
     if Command::new("srt-live-transmit")
@@ -56,7 +56,7 @@ fn carries_srt_and_srt_repairs_the_emulated_loss() {
         .output()
         .is_err()
     {
-        hollywood_tun::skip("carries_srt needs srt-live-transmit (Debian srt-tools; scripts/test.sh installs it as root)");
+        hollywood_test_support::skip("carries_srt needs srt-live-transmit (Debian srt-tools; scripts/test.sh installs it as root)");
         return;
     }
     let _ = NetNs::remove_stale("hwr");

@@ -43,10 +43,10 @@ fn run(
 }
 
 fn root(test: &str) -> bool {
-    if hollywood_tun::is_root() {
+    if hollywood_io::is_root() {
         true
     } else {
-        hollywood_tun::skip(&format!(
+        hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, TUN devices, tshark)"
         ));
         false
@@ -150,7 +150,7 @@ fn live_video_path_engine_bbr_is_on_time_for_99_percent() {
         .output()
         .is_err()
     {
-        hollywood_tun::skip(
+        hollywood_test_support::skip(
             "live_video_path_engine_bbr_is_on_time needs srt-live-transmit (srt-tools)",
         );
         return;

@@ -20,7 +20,7 @@ fn tshark_present(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        hollywood_tun::skip(&format!("{test} needs tshark (Debian package tshark)"));
+        hollywood_test_support::skip(&format!("{test} needs tshark (Debian package tshark)"));
     }
     ok
 }

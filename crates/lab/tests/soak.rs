@@ -12,11 +12,11 @@ use std::time::Duration;
 
 #[test]
 fn a_short_soak_accounts_for_every_message_without_stalls() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip("the soak needs root (network namespaces, TUN devices)");
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip("the soak needs root (network namespaces, TUN devices)");
         return;
     }
-    let _ = hollywood_tun::NetNs::remove_stale(soak::LAB_PREFIX);
+    let _ = hollywood_io::NetNs::remove_stale(soak::LAB_PREFIX);
     let mut spec = SoakSpec::new(&format!("{}-{}", soak::LAB_PREFIX, std::process::id()));
     spec.duration = Duration::from_secs(20);
     spec.warmup = Duration::from_secs(5);

@@ -53,8 +53,10 @@ async fn exchange(c: &mut Connection) {
 
 #[test]
 fn racing_picks_quic_with_udp_open_and_tcp_hollywood_with_udp_blocked() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip("racing_picks_quic... needs root (namespaces, TUN devices, iptables)");
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(
+            "racing_picks_quic... needs root (namespaces, TUN devices, iptables)",
+        );
         return;
     }
     let name = format!("hwtr-{}", std::process::id());
@@ -82,7 +84,7 @@ fn racing_picks_quic_with_udp_open_and_tcp_hollywood_with_udp_blocked() {
         });
         let tun = lab.engine_tun(Host::A).unwrap();
         let stack =
-            hollywood_tun::Stack::spawn(tun, hollywood_tcp::Config::hollywood(true, true)).unwrap();
+            hollywood_io::Stack::spawn(tun, hollywood_tcp::Config::hollywood(true, true)).unwrap();
         let engine = Engine {
             stack,
             addr: lab.engine_addr(Host::A, false),

@@ -12,8 +12,8 @@ use hollywood_lab::ts::TsSource;
 
 #[test]
 fn transmit_delivers_ffmpeg_ts_at_least_as_well_as_srt_and_through_blocked_udp() {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip("transmit vs SRT needs root (namespaces, TUN, iptables)");
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip("transmit vs SRT needs root (namespaces, TUN, iptables)");
         return;
     }
     let dir = std::env::temp_dir().join(format!("hw-transmit-{}", std::process::id()));

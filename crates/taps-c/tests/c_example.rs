@@ -97,7 +97,7 @@ fn build_example(out: &Path) -> Result<(), String> {
 #[test]
 fn the_c_example_talks_to_the_rust_example() {
     if Command::new("cc").arg("--version").output().is_err() {
-        hollywood_tun_skip("no C compiler (cc)");
+        hollywood_test_support::skip("no C compiler (cc)");
         return;
     }
     let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hollywood-voice-c");
@@ -143,8 +143,4 @@ fn the_c_example_talks_to_the_rust_example() {
         assert!(out.status.success(), "{mode}: {stdout}");
         assert!(stdout.contains("50 sent, 50 echoed"), "{mode}: {stdout}");
     }
-}
-
-fn hollywood_tun_skip(why: &str) {
-    eprintln!("SKIPPED: {why}");
 }

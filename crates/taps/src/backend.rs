@@ -2,9 +2,9 @@
 //! receiving half, each driven by a task of the [`Connection`]
 //! (crate::Connection).
 
-use hollywood_tun::kernel::{KernelReceiver, KernelSender};
-use hollywood_tun::message::{ReceivedMessage, SendMessage, StreamError};
-use hollywood_tun::stack::{StreamReceiver, StreamSender};
+use hollywood_io::engine::{StreamReceiver, StreamSender};
+use hollywood_io::kernel::{KernelReceiver, KernelSender};
+use hollywood_io::message::{ReceivedMessage, SendMessage, StreamError};
 use std::future::Future;
 use std::time::Duration;
 

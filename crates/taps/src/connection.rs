@@ -11,7 +11,7 @@
 use crate::backend::{RecvHalf, SendHalf, SendOut};
 use crate::properties::{MessageContext, Protocol, TransportProperties};
 use crate::{Error, Preference};
-use hollywood_tun::message::StreamError;
+use hollywood_io::message::StreamError;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

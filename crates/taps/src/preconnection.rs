@@ -6,10 +6,10 @@ use crate::connection::{Connection, Semantics};
 use crate::properties::{Protocol, SecurityParameters, TransportProperties};
 use crate::quic::{self, QuicListener};
 use crate::Error;
+use hollywood_io::engine::Stack;
+use hollywood_io::kernel::{KernelOptions, KernelStream};
+use hollywood_io::message::StreamError;
 use hollywood_transport::quic::QuicIdentity;
-use hollywood_tun::kernel::{KernelOptions, KernelStream};
-use hollywood_tun::message::StreamError;
-use hollywood_tun::stack::Stack;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -113,7 +113,7 @@ impl LocalEndpoint {
 }
 
 /// TCP Hollywood on our engine: a [`Stack`] on a TUN device
-/// (`hollywood_tun::Stack::spawn`, which needs `CAP_NET_ADMIN`) and the
+/// (`hollywood_io::Stack::spawn`, which needs `CAP_NET_ADMIN`) and the
 /// engine's address on it. Traffic from that address must be routed to
 /// the network (in the lab, `Lab::engine_tun`; on a host, a route or NAT
 /// for the TUN's subnet).

@@ -1,7 +1,7 @@
 //! QUIC under tokio: the sans-IO [`QuicTransport`] (quinn-proto, our
 //! stream mappings and QUICsilver) driven by a task per connection, with
 //! the OS clock and a tokio UDP socket. The simulator and
-//! `hollywood_tun::udp_host` drive the same object; only time and packets
+//! `hollywood_io::udp` drive the same object; only time and packets
 //! come from here.
 //!
 //! A client owns a connected socket. A server owns one socket for all its
@@ -11,11 +11,11 @@
 //! (a long header in a datagram of at least 1200 bytes, RFC 9000 §14.1).
 
 use crate::backend::{Abandoned, RecvHalf, SendHalf, SendOut};
+use hollywood_io::message::{ReceivedMessage, StreamError};
 use hollywood_tcp::Instant;
 use hollywood_transport::clock::Clock;
 use hollywood_transport::quic::{Mapping, QuicConfig, QuicIdentity, QuicTransport};
 use hollywood_transport::{MessageTransport, OutMessage, Role, SendError, TransportEvent};
-use hollywood_tun::message::{ReceivedMessage, StreamError};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;

@@ -3,7 +3,7 @@
 //! and then driven by the calling tokio runtime: a socket belongs to the
 //! namespace of the thread that created it, whichever thread uses it.
 
-use hollywood_tun::NetNs;
+use hollywood_io::NetNs;
 use std::io;
 use std::net::SocketAddr;
 

@@ -4,7 +4,7 @@
 //! entropy, no threads. Every input carries an explicit `now`; given the same
 //! inputs and the same seed, the engine produces byte-identical outputs. The
 //! same engine runs in the discrete-event simulator (`hollywood-sim`) and over
-//! real packets (`hollywood-tun`).
+//! real packets (`hollywood-io`).
 //!
 //! Two levels:
 //! - [`Connection`]: one TCB (RFC 9293 §3.3.1). It consumes parsed segments

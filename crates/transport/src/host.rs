@@ -1,7 +1,7 @@
 //! A transport and its application, driven together: the part of a host
 //! that does not depend on where packets and time come from. The
 //! simulator's `TransportHost` (virtual time) and the real-packet
-//! `hollywood_tun::udp_host::UdpHost` (OS clock, UDP socket) both wrap it.
+//! `hollywood_io::udp::UdpHost` (OS clock, UDP socket) both wrap it.
 
 use crate::{Instant, MessageTransport, TransportApp};
 

@@ -268,7 +268,7 @@ pub trait MessageTransport: Send {
 
 /// Application logic written against a [`MessageTransport`]: the same code
 /// runs on a simulated host (`hollywood_sim::TransportHost`, virtual time)
-/// and on real packets (`hollywood_tun::udp_host`, the OS clock).
+/// and on real packets (`hollywood_io::udp`, the OS clock).
 pub trait TransportApp: Send + 'static {
     /// Called once, at the host's first wake-up, after the transport started.
     fn on_start(&mut self, now: Instant, t: &mut dyn MessageTransport);

@@ -53,7 +53,7 @@ pub fn run(a: AttackArgs) -> Result<(), String> {
     if a.messages == 0 || a.interval.is_zero() {
         return Err("--messages must be at least 1 and --interval positive".into());
     }
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
     }
     attack::remove_stale_labs();

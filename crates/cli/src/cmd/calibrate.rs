@@ -64,7 +64,7 @@ pub struct CalibrateArgs {
 
 /// Run the command.
 pub fn run(a: CalibrateArgs) -> Result<(), String> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
     }
     let scenarios = match a.scenario.as_str() {

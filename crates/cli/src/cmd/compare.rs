@@ -58,7 +58,7 @@ pub struct CompareArgs {
 
 /// Run the command.
 pub fn run(a: CompareArgs) -> Result<(), String> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
     }
     let lab = format!(

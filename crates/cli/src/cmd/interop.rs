@@ -80,7 +80,7 @@ fn end(s: &str) -> Result<End, String> {
 
 /// Run the command.
 pub fn run(a: InteropArgs) -> Result<(), String> {
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
     }
     if a.size < hollywood_lab::workload::MIN_PAYLOAD {

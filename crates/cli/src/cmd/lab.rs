@@ -155,7 +155,7 @@ pub fn run(c: LabCommand) -> Result<(), String> {
 }
 
 fn need_root() -> Result<(), String> {
-    if hollywood_tun::is_root() {
+    if hollywood_io::is_root() {
         Ok(())
     } else {
         Err(LabError::NotRoot.to_string())
@@ -373,7 +373,7 @@ fn status(a: StatusArgs) -> Result<(), String> {
     let namespaces: Vec<String> = [Host::A, Host::E, Host::R, Host::B]
         .iter()
         .map(|&h| ns_name(&a.name, h))
-        .filter(|n| Path::new(hollywood_tun::netns::NETNS_DIR).join(n).exists())
+        .filter(|n| Path::new(hollywood_io::netns::NETNS_DIR).join(n).exists())
         .collect();
     let rd = RunDir::of(&a.name);
     let pid = rd.emulator_pid();
@@ -503,7 +503,7 @@ struct VerifyReport {
 
 fn verify(a: VerifyArgs) -> Result<(), String> {
     need_root()?;
-    let _ = hollywood_tun::NetNs::remove_stale("hwv");
+    let _ = hollywood_io::NetNs::remove_stale("hwv");
     let name = format!("hwv-{}", std::process::id());
     let one_way = a.rtt / 2;
     // A queue of at least one bandwidth-delay product so that kernel TCP

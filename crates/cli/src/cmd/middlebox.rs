@@ -89,10 +89,10 @@ pub fn run(a: MiddleboxArgs) -> Result<(), String> {
         "upstream" => LossPoint::Upstream,
         o => return Err(format!("unknown --loss-at {o:?}: use client or upstream")),
     };
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err("hollywood middlebox needs root (namespaces, TUN, iptables, tshark)".into());
     }
-    let _ = hollywood_tun::NetNs::remove_stale("hwm");
+    let _ = hollywood_io::NetNs::remove_stale("hwm");
     let mut reports = Vec::new();
     for kind in &kinds {
         let mut s = Spec::new(&format!("hwm-{}", std::process::id()), *kind, design);

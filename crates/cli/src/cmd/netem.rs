@@ -335,7 +335,7 @@ fn print_stats(stats: &NetemStats) {
 
 fn run_emulator(a: RunArgs) -> Result<(), String> {
     let config = netem_config(&a)?;
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
     }
     let lab = Lab::open(&a.lab).map_err(|e| e.to_string())?;
@@ -347,7 +347,7 @@ fn run_emulator(a: RunArgs) -> Result<(), String> {
         describe(&config.b_to_a)
     );
     let ns_handle =
-        Path::new(hollywood_tun::netns::NETNS_DIR).join(lab.ns(Host::E).name().unwrap_or_default());
+        Path::new(hollywood_io::netns::NETNS_DIR).join(lab.ns(Host::E).name().unwrap_or_default());
     let netem =
         Netem::start(lab.ns(Host::E), &iif_a, &iif_b, config, None).map_err(|e| e.to_string())?;
     if let Some(p) = &a.stats_file {

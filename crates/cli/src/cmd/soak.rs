@@ -63,10 +63,10 @@ pub fn run(a: SoakArgs) -> Result<(), String> {
     if a.interval.is_zero() || a.duration < a.interval {
         return Err("--interval must be positive and --duration at least one interval".into());
     }
-    if !hollywood_tun::is_root() {
+    if !hollywood_io::is_root() {
         return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
     }
-    let _ = hollywood_tun::NetNs::remove_stale(soak::LAB_PREFIX);
+    let _ = hollywood_io::NetNs::remove_stale(soak::LAB_PREFIX);
     let mut spec = SoakSpec::new(&format!("{}-{}", soak::LAB_PREFIX, std::process::id()));
     spec.duration = a.duration;
     spec.warmup = a.warmup.min(a.duration);

@@ -2,7 +2,7 @@
 //! "neither side modified" / "only the other side modified").
 //!
 //! [`KernelStream`] frames messages with the same `hollywood_msg::Framer`
-//! as the engine's [`crate::stack::Stream`] and writes them to a tokio
+//! as the engine's [`crate::engine::Stream`] and writes them to a tokio
 //! `TcpStream` with `TCP_NODELAY` (thesis §4.2: Nagle off, so each message
 //! leaves at once); the receiver feeds whatever the socket returns to
 //! `Deframer::push_stream`. So a Hollywood application talks to a
@@ -37,9 +37,9 @@
 //! retransmissions, no out-of-order delivery.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), hollywood_tun::message::StreamError> {
-//! use hollywood_tun::kernel::KernelStream;
-//! use hollywood_tun::message::{MessageStream, SendMessage};
+//! # async fn demo() -> Result<(), hollywood_io::message::StreamError> {
+//! use hollywood_io::kernel::KernelStream;
+//! use hollywood_io::message::{MessageStream, SendMessage};
 //!
 //! let mut s = KernelStream::connect("10.77.1.2:5000".parse().unwrap()).await?;
 //! s.send_message(SendMessage::new(&b"hello"[..]).substream(3)).await?;

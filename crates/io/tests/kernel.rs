@@ -1,12 +1,12 @@
-//! `hollywood_tun::kernel`: the message layer over kernel TCP sockets
+//! `hollywood_io::kernel`: the message layer over kernel TCP sockets
 //! (thesis §4.4), kernel to kernel on the loopback interface of the current
 //! namespace (no root needed).
 // An adapter test: real clock.
 #![allow(clippy::disallowed_methods)]
 
+use hollywood_io::kernel::{KernelListener, KernelStream};
+use hollywood_io::message::{MessageStream, SendMessage, StreamError};
 use hollywood_tcp::{ExpiryReason, MetaError};
-use hollywood_tun::kernel::{KernelListener, KernelStream};
-use hollywood_tun::message::{MessageStream, SendMessage, StreamError};
 use std::future::Future;
 use std::time::Duration;
 
@@ -45,7 +45,7 @@ fn messages_both_ways_with_substreams() {
         let (a_tx, a_rx) = a.split();
         let (b_tx, b_rx) = b.split();
         const N: u32 = 500;
-        let send = |mut tx: hollywood_tun::kernel::KernelSender| async move {
+        let send = |mut tx: hollywood_io::kernel::KernelSender| async move {
             for i in 0..N {
                 let mut m = SendMessage::new(body(i, 1 + (i as usize * 37) % 3000))
                     .substream((i % 3) as u16);
@@ -57,7 +57,7 @@ fn messages_both_ways_with_substreams() {
             tx.close().await.expect("close");
             tx.stats()
         };
-        let recv = |mut rx: hollywood_tun::kernel::KernelReceiver| async move {
+        let recv = |mut rx: hollywood_io::kernel::KernelReceiver| async move {
             let mut ids = Vec::new();
             while let Some(m) = rx.recv_message().await.expect("recv") {
                 assert_eq!(m.payload, body(m.id, 1 + (m.id as usize * 37) % 3000));
@@ -228,8 +228,8 @@ fn ordered_messages_are_never_dropped_at_the_sender() {
 
 #[test]
 fn secure_mode_seals_messages_both_ways() {
+    use hollywood_io::kernel::KernelListener;
     use hollywood_transport::secure::Identity;
-    use hollywood_tun::kernel::KernelListener;
     run(async {
         let id = Identity::generate().unwrap();
         let (a, b) = pair().await;

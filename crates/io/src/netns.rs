@@ -30,31 +30,6 @@ pub fn is_root() -> bool {
     sys::is_root()
 }
 
-/// A test that cannot run here (not root, a tool missing) skips with a
-/// reason: printed, and appended to the file named by `HOLLYWOOD_SKIP_LOG`
-/// if set (the test script lists every skip in its summary: cargo hides a
-/// passing test's output). With `HOLLYWOOD_REQUIRE_ROOT=1` a skip is a
-/// failure instead (CI runs as root: nothing may skip silently there).
-///
-/// # Panics
-/// When `HOLLYWOOD_REQUIRE_ROOT` is set.
-pub fn skip(reason: &str) {
-    if std::env::var_os("HOLLYWOOD_REQUIRE_ROOT").is_some_and(|v| !v.is_empty() && v != "0") {
-        panic!("HOLLYWOOD_REQUIRE_ROOT is set but a test would skip: {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-    if let Some(path) = std::env::var_os("HOLLYWOOD_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = writeln!(f, "{reason}");
-        }
-    }
-}
-
 /// Run `program args...`, returning its stdout; a non-zero exit becomes
 /// [`Error::Command`] carrying the command line and stderr.
 pub fn run_command(program: &str, args: &[&str]) -> Result<String> {
@@ -379,7 +354,7 @@ impl Drop for NetNs {
     fn drop(&mut self) {
         if let (true, Some(name)) = (self.owned, &self.name) {
             if let Err(e) = run_command("ip", &["netns", "del", name]) {
-                eprintln!("hollywood-tun: could not delete network namespace {name:?}: {e}");
+                eprintln!("hollywood-io: could not delete network namespace {name:?}: {e}");
             }
         }
     }

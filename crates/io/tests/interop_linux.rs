@@ -21,8 +21,8 @@
 mod common;
 
 use common::*;
+use hollywood_io::{NetNs, NsThread, TunDevice, TunHost};
 use hollywood_tcp::{Config, ConnHandle, ConnectionStats, Endpoint, EndpointEvent, Event, State};
-use hollywood_tun::{NetNs, NsThread, TunDevice, TunHost};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::ops::ControlFlow;

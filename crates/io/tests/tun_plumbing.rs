@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use hollywood_tun::TunDevice;
+use hollywood_io::TunDevice;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
@@ -177,7 +177,7 @@ fn tun_plumbing() {
         drop(tun);
         drop(lab);
         assert!(
-            !std::path::Path::new(hollywood_tun::netns::NETNS_DIR)
+            !std::path::Path::new(hollywood_io::netns::NETNS_DIR)
                 .join(&names)
                 .exists(),
             "namespace {names} must be deleted on drop"
@@ -210,7 +210,7 @@ fn lab_is_deleted_when_a_test_panics() {
     assert_eq!(names.len(), 2);
     for name in names {
         assert!(
-            !std::path::Path::new(hollywood_tun::netns::NETNS_DIR)
+            !std::path::Path::new(hollywood_io::netns::NETNS_DIR)
                 .join(&name)
                 .exists(),
             "namespace {name} must be deleted while unwinding"

@@ -5,7 +5,7 @@
 //! the kernel work a plain TUN spends per packet (docs/LAB.md, Benchmarks).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use hollywood_tun::offload::{self, Coalescer, Push, VnetHdr, VNET_HDR_LEN};
+use hollywood_io::tun::offload::{self, Coalescer, Push, VnetHdr, VNET_HDR_LEN};
 use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
 use std::net::SocketAddr;
 

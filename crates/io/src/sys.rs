@@ -1,15 +1,22 @@
-//! The raw system calls this crate needs, and the only module allowed to use
-//! `unsafe`.
+//! The raw system calls this crate and the lab need, and the only module
+//! of the workspace's Rust crates (besides the C library, `hollywood-taps-c`,
+//! whose `extern "C"` functions take C pointers) allowed to use `unsafe`.
 //!
 //! Why `unsafe` is needed here: creating a TUN interface takes the
 //! `TUNSETIFF` ioctl on a `/dev/net/tun` descriptor, moving a thread into a
 //! network namespace takes `setns(2)`, asking for the effective user id
 //! takes `geteuid(2)`, and tokio's `AsyncFd::register_with_interest` is
-//! `unsafe` because it cannot check that the descriptor stays open. The standard library wraps none of these, and `libc`
-//! exposes them only as `unsafe extern` functions. Each call below passes
-//! either a descriptor owned by a live Rust object or a pointer to a fully
-//! initialised local of the exact C layout, so no memory is shared with the
-//! kernel beyond the duration of the call.
+//! `unsafe` because it cannot check that the descriptor stays open. The
+//! lab's link emulator (`hollywood_lab::netem`) waits with `ppoll(2)`
+//! (nanosecond timeouts), sets its timer slack (`prctl`), real-time
+//! priority (`sched_setscheduler`) and CPU affinity; the soak harness reads
+//! the allocator's statistics (`mallinfo2`). The standard library wraps
+//! none of these, and `libc` exposes them only as `unsafe extern`
+//! functions. Each call below passes either a descriptor owned by a live
+//! Rust object or a pointer to a fully initialised local of the exact C
+//! layout, so no memory is shared with the kernel beyond the duration of
+//! the call. Keeping them in one module keeps every other module (and
+//! every other crate) under `#![deny(unsafe_code)]`.
 //!
 //! Everything else (reading and writing packets, closing descriptors) goes
 //! through safe `std` types (`File`, `OwnedFd`).
@@ -17,8 +24,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -49,7 +57,7 @@ const _: () = assert!(std::mem::size_of::<IfReqFlags>() == std::mem::size_of::<l
 ///
 /// With `vnet_hdr`, the interface is opened with `IFF_VNET_HDR` too: every
 /// packet read or written is preceded by a 10-byte `virtio_net_hdr` (see
-/// `crate::offload`).
+/// `crate::tun::offload`).
 pub(crate) fn open_tun(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, String)> {
     if name.is_empty() || name.len() > MAX_IFNAME_LEN || name.bytes().any(|b| b == 0 || b == b'/') {
         return Err(io::Error::new(
@@ -162,25 +170,120 @@ pub(crate) fn set_tun_offload(fd: &impl AsRawFd, flags: libc::c_uint) -> io::Res
 /// timeout on the kernel's high-resolution timers: a socket's
 /// `SO_RCVTIMEO` rounds up to scheduler ticks, too coarse for pacing).
 /// Returns whether it is readable. `EINTR` counts as a timeout.
-pub(crate) fn wait_readable(fd: &impl AsRawFd, timeout: std::time::Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
+pub(crate) fn wait_readable(fd: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
+    let mut fds = [pollfd(fd.as_raw_fd())];
+    poll(&mut fds, Some(timeout))?;
+    Ok(readable(&fds[0]))
+}
+
+/// A `pollfd` waiting for `fd` to become readable.
+pub fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
         events: libc::POLLIN,
         revents: 0,
+    }
+}
+
+/// Whether `poll` found `p` readable (or in error or hung up, which a read
+/// reports).
+pub fn readable(p: &libc::pollfd) -> bool {
+    p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0
+}
+
+/// Wait until a descriptor is readable or `timeout` passes (`None` =
+/// forever): `ppoll(2)`, whose nanosecond timeout runs on the kernel's
+/// high-resolution timers. An interrupted wait counts as a timeout (every
+/// `revents` is cleared).
+pub fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<()> {
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `fds` is a live mutable slice of initialised pollfds whose
+    // length we pass; `ts_ptr` is null or points to a live local; a null
+    // signal mask leaves the mask unchanged.
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            ts_ptr,
+            std::ptr::null(),
+        )
     };
-    let ts = libc::timespec {
-        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
-        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-    };
-    // SAFETY: `pfd` and `ts` are live locals for the call; one descriptor
-    // is passed (nfds = 1), kept open by the borrow of `fd`; no signal mask.
-    let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
-        return Err(e);
+        for f in fds.iter_mut() {
+            f.revents = 0;
+        }
     }
-    Ok(rc > 0 && pfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
+    Ok(())
+}
+
+/// Give the calling thread real-time priority `prio` (SCHED_FIFO), so
+/// that busy iperf3 processes on a small machine cannot delay its
+/// wake-ups by whole scheduler ticks. The thread sleeps in `ppoll` and
+/// the kernel's RT throttling still reserves 5% of each CPU for others.
+pub fn set_realtime(prio: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: `param` is a live, initialised local; pid 0 = this thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Restrict the calling thread to the CPU it runs on now.
+pub fn pin_to_current_cpu() -> io::Result<()> {
+    // SAFETY: no arguments; returns the CPU number or -1.
+    let cpu = unsafe { libc::sched_getcpu() };
+    if cpu < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `cpu_set_t` is plain data, all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is a valid CPU number (from sched_getcpu), below
+    // CPU_SETSIZE; `set` is a live local.
+    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    // SAFETY: `set` is a live, initialised cpu_set_t of the size given;
+    // pid 0 = this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Set the calling thread's timer slack (how late the kernel may fire
+/// its timers to batch wake-ups).
+pub fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument, no pointers.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Heap in use, KiB (glibc's `mallinfo2`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn heap_kib() -> i64 {
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    let m = unsafe { libc::mallinfo2() };
+    (m.uordblks / 1024) as i64
+}
+
+/// Heap in use, KiB: unknown (0) without glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn heap_kib() -> i64 {
+    0
 }

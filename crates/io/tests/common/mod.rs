@@ -11,7 +11,7 @@
 //! ```
 #![allow(dead_code)]
 
-use hollywood_tun::{NetNs, TunConfig, TunDevice, VethPair};
+use hollywood_io::{NetNs, TunConfig, TunDevice, VethPair};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -35,10 +35,10 @@ pub const B_V6: Ipv6Addr = Ipv6Addr::new(0xfd77, 2, 0, 0, 0, 0, 0, 2);
 /// Root check with the agreed skip line. Returns `true` when the test
 /// should run.
 pub fn root_or_skip(test: &str) -> bool {
-    if hollywood_tun::is_root() {
+    if hollywood_io::is_root() {
         true
     } else {
-        hollywood_tun::skip(&format!("{test} needs root (network namespaces + TUN)"));
+        hollywood_test_support::skip(&format!("{test} needs root (network namespaces + TUN)"));
         false
     }
 }
@@ -63,12 +63,12 @@ impl Lab {
     /// runtime (for the TUN fd). The TUN device has offloads
     /// ([`TunConfig::offload`]) when `HWT_TUN_OFFLOAD` is set, so every
     /// test can be run both ways.
-    pub fn new() -> hollywood_tun::Result<(Lab, TunDevice)> {
+    pub fn new() -> hollywood_io::Result<(Lab, TunDevice)> {
         Lab::with_offload(std::env::var_os("HWT_TUN_OFFLOAD").is_some())
     }
 
     /// [`Lab::new`] with TUN offloads on or off.
-    pub fn with_offload(offload: bool) -> hollywood_tun::Result<(Lab, TunDevice)> {
+    pub fn with_offload(offload: bool) -> hollywood_io::Result<(Lab, TunDevice)> {
         let removed = NetNs::remove_stale("hwt")?;
         if !removed.is_empty() {
             eprintln!("removed stale namespaces from killed runs: {removed:?}");

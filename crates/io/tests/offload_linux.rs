@@ -11,13 +11,13 @@
 //!   produces such a frame).
 //!
 //! Bulk TCP with offloads (super-packets both ways, byte-exact) is covered
-//! by `HWT_TUN_OFFLOAD=1 cargo test -p hollywood-tun --test interop_linux`
+//! by `HWT_TUN_OFFLOAD=1 cargo test -p hollywood-io --test interop_linux`
 //! and by hollywood-lab's `tests/bench.rs`.
 
 mod common;
 
 use common::*;
-use hollywood_tun::offload::{self, VnetHdr, F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN};
+use hollywood_io::tun::offload::{self, VnetHdr, F_NEEDS_CSUM, GSO_TCPV4, VNET_HDR_LEN};
 use hollywood_wire::{checksum, IpRepr, IPPROTO_UDP};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -60,7 +60,7 @@ fn kernel_frames_and_refusals() {
 
         // Raw frame: header + packet, checksum completed by rx_packet.
         send_from_b(&lab, 7001);
-        let mut frame = vec![0u8; hollywood_tun::device::MAX_FRAME];
+        let mut frame = vec![0u8; hollywood_io::tun::device::MAX_FRAME];
         let verified = tokio::time::timeout(Duration::from_secs(5), async {
             loop {
                 let n = tun.recv_frame(&mut frame).await.expect("read frame");

@@ -1,5 +1,5 @@
-//! The async stack API (root only): `hollywood_tun::stack` on a TUN device
-//! in namespace A against `hollywood_tun::kernel` sockets in namespace B —
+//! The async stack API (root only): `hollywood_io::engine` on a TUN device
+//! in namespace A against `hollywood_io::kernel` sockets in namespace B —
 //! the partial deployments of thesis §4.4 in both directions — and the
 //! engine against itself over two TUN devices.
 //!
@@ -34,11 +34,11 @@
 // An adapter test: real clock on the kernel side.
 #![allow(clippy::disallowed_methods)]
 
+use hollywood_io::engine::{Stack, StackOptions};
+use hollywood_io::kernel::{KernelListener, KernelStream};
+use hollywood_io::message::{MessageStream, ReceivedMessage, SendMessage, StreamError};
+use hollywood_io::{NetNs, TunConfig, TunDevice, TunHost, VethPair};
 use hollywood_tcp::Config;
-use hollywood_tun::kernel::{KernelListener, KernelStream};
-use hollywood_tun::message::{MessageStream, ReceivedMessage, SendMessage, StreamError};
-use hollywood_tun::stack::{Stack, StackOptions};
-use hollywood_tun::{NetNs, TunConfig, TunDevice, TunHost, VethPair};
 use std::collections::HashSet;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -161,8 +161,8 @@ impl Lab {
 
 /// Take the per-binary lock, or print the skip line when not root.
 fn start(case: &str) -> Option<MutexGuard<'static, ()>> {
-    if !hollywood_tun::is_root() {
-        hollywood_tun::skip(&format!(
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(&format!(
             "stack::{case} needs root (network namespaces + TUN)"
         ));
         return None;
@@ -303,7 +303,7 @@ async fn engine_to_kernel(
     stack: &Stack,
     plan: Plan,
     port: u16,
-) -> (Received, Vec<u32>, hollywood_tun::StreamStats) {
+) -> (Received, Vec<u32>, hollywood_io::StreamStats) {
     let listener = KernelListener::bind_in(&lab.b, kernel_addr(port)).expect("kernel listen");
     let receiver = tokio::spawn(async move {
         let (mut s, _) = listener.accept().await.expect("kernel accept");
@@ -330,7 +330,7 @@ async fn kernel_to_engine(
     stack: &Stack,
     plan: Plan,
     port: u16,
-) -> (Received, hollywood_tun::StreamStats) {
+) -> (Received, hollywood_io::StreamStats) {
     let mut listener = stack
         .listen(engine_addr(port), None)
         .await

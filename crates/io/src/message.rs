@@ -1,5 +1,5 @@
 //! Types shared by the two message back ends: the engine over TUN
-//! ([`crate::stack::Stream`]) and an ordinary kernel TCP socket
+//! ([`crate::engine::Stream`]) and an ordinary kernel TCP socket
 //! ([`crate::kernel::KernelStream`], thesis §4.4 partial deployment).
 //!
 //! The API follows the thesis's abstract API (§7.2, Table 7.2):
@@ -248,7 +248,7 @@ impl From<StreamError> for io::Error {
 }
 
 /// A message stream: the intermediary layer's API (thesis §7.2), served by
-/// the engine ([`crate::stack::Stream`]) or a kernel socket
+/// the engine ([`crate::engine::Stream`]) or a kernel socket
 /// ([`crate::kernel::KernelStream`]). Written with `impl Future + Send`
 /// (the desugared `async fn`) so generic callers can spawn the futures.
 pub trait MessageStream: Send {

@@ -6,18 +6,20 @@
 //! - [`netns`]: network namespaces, veth pairs, `ip` configuration and
 //!   running code inside a namespace — the lab in which the engine meets the
 //!   Linux kernel's TCP.
-//! - [`device`]: a TUN interface read and written as whole IP packets.
-//! - [`offload`]: the `virtio_net_hdr` of TUN offloads (checksum, TSO):
-//!   merging engine segments into super-packets, splitting received ones.
-//! - [`host`]: [`TunHost`], an `Endpoint` driven over a TUN device: real
-//!   clock mapped to engine time, OS-entropy seed, packets and timers in,
-//!   packets out, and an application closure called after every step.
-//! - [`stack`]: the async API over a `TunHost`: [`Stack`], [`Listener`],
+//! - [`tun`]: the engine on a TUN device: [`device`](tun::device) (a TUN
+//!   interface read and written as whole IP packets),
+//!   [`offload`](tun::offload) (the `virtio_net_hdr` of TUN offloads:
+//!   checksum, TSO) and [`host`](tun::host) ([`TunHost`], an `Endpoint`
+//!   driven over a TUN device: real clock mapped to engine time, OS-entropy
+//!   seed, packets and timers in, packets out, and an application closure
+//!   called after every step).
+//! - [`engine`]: the async API over a `TunHost`: [`Stack`], [`Listener`],
 //!   [`Stream`] in byte-stream or message mode (thesis §7.2).
 //! - [`kernel`]: the same message layer over an ordinary kernel TCP socket
 //!   (thesis §4.4 partial deployment).
-//! - [`udp_host`]: any `hollywood_transport::MessageTransport` (QUIC,
+//! - [`udp`]: any `hollywood_transport::MessageTransport` (QUIC,
 //!   UDP) with its application on a real UDP socket and the OS clock.
+//! - [`sys`]: the raw system calls (the only module with `unsafe`).
 //! - [`message`]: what both share: [`SendMessage`], [`ReceivedMessage`],
 //!   [`MessageStream`], [`StreamError`].
 //!
@@ -28,22 +30,20 @@
 // entropy enter, so the workspace's sans-IO lint does not apply here.
 #![allow(clippy::disallowed_methods)]
 
-pub mod device;
+pub mod engine;
 pub mod error;
-pub mod host;
 pub mod kernel;
 pub mod message;
 pub mod netns;
-pub mod offload;
-pub mod stack;
-mod sys;
-pub mod udp_host;
+pub mod sys;
+pub mod tun;
+pub mod udp;
 
-pub use device::{TunConfig, TunDevice};
+pub use engine::{Listener, Stack, StackOptions, Stream, StreamStats};
 pub use error::{Error, Result};
-pub use host::{HostStats, HostWaker, Step, TunHost};
 pub use kernel::{KernelListener, KernelStream};
 pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, StreamError};
-pub use netns::{is_root, skip, NetNs, NsThread, VethPair};
-pub use stack::{Listener, Stack, StackOptions, Stream, StreamStats};
-pub use udp_host::{UdpHost, UdpHostStats};
+pub use netns::{is_root, NetNs, NsThread, VethPair};
+pub use tun::device::{TunConfig, TunDevice};
+pub use tun::host::{HostStats, HostWaker, Step, TunHost};
+pub use udp::{UdpHost, UdpHostStats};

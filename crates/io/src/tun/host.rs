@@ -14,7 +14,7 @@
 //!   are written as one TCP super-packet that the kernel segments, and
 //!   super-packets read are split back into ordinary segments, so the
 //!   engine sees exactly what it would without offloads
-//!   ([`crate::offload`]).
+//!   ([`crate::tun::offload`]).
 //!
 //! The application sees the engine between steps through a closure given
 //! to [`TunHost::drive`]: it is called after every wake-up with the events
@@ -24,9 +24,9 @@
 //! closure drains a command channel and completes per-connection wakers,
 //! and [`HostWaker`] lets other tasks wake it when they queue a command.
 
-use crate::device::{split_frame, TunDevice, MAX_FRAME};
 use crate::error::{Error, Result};
-use crate::offload::{self, Coalescer, Push, VnetHdr, VNET_HDR_LEN};
+use crate::tun::device::{split_frame, TunDevice, MAX_FRAME};
+use crate::tun::offload::{self, Coalescer, Push, VnetHdr, VNET_HDR_LEN};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
 use hollywood_wire::pcap;
 use rand::{Rng, SeedableRng};
@@ -70,7 +70,7 @@ pub struct HostStats {
     /// Outgoing segments that went out merged into super-packets.
     pub segments_merged: u64,
     /// Received frames dropped because their offload request could not be
-    /// carried out (see [`crate::offload::OffloadError`]).
+    /// carried out (see [`crate::tun::offload::OffloadError`]).
     pub offload_errors: u64,
     /// Super-packets the kernel refused (`EINVAL`) and that were written
     /// as their individual segments instead.
@@ -365,7 +365,7 @@ impl TunHost {
     /// Write everything the engine wants to send now. With offloads,
     /// consecutive segments of one flow go out as one super-packet that
     /// the kernel cuts back into the same segments (see
-    /// [`crate::offload::Coalescer`]); the capture records the engine's
+    /// [`crate::tun::offload::Coalescer`]); the capture records the engine's
     /// segments.
     async fn flush(&mut self, now: Instant) -> Result<()> {
         while let Some(packet) = self.endpoint.poll_transmit(now) {

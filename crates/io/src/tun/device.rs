@@ -2,8 +2,8 @@
 
 use crate::error::{Error, Result};
 use crate::netns::{check_if_name, NetNs};
-use crate::offload::{self, OffloadError, VnetHdr, VNET_HDR_LEN};
 use crate::sys;
+use crate::tun::offload::{self, OffloadError, VnetHdr, VNET_HDR_LEN};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
@@ -26,7 +26,7 @@ pub struct TunConfig {
     pub addrs: Vec<(IpAddr, u8)>,
     /// Open the device with `IFF_VNET_HDR` and enable the checksum and TCP
     /// segmentation offloads (`TUNSETOFFLOAD` with `TUN_F_CSUM |
-    /// TUN_F_TSO4 | TUN_F_TSO6`; see [`crate::offload`]). The kernel may
+    /// TUN_F_TSO4 | TUN_F_TSO6`; see [`crate::tun::offload`]). The kernel may
     /// then hand over TCP super-packets of up to 64 KB and packets with
     /// partial checksums, and accepts super-packets that it segments
     /// itself: [`TunHost`](crate::TunHost) merges the engine's segments
@@ -265,9 +265,9 @@ impl TunDevice {
     }
 
     /// Wait for and read one raw frame of an offloading device into
-    /// `frame`: a `virtio_net_hdr` ([`crate::offload::VnetHdr`]) and the
+    /// `frame`: a `virtio_net_hdr` ([`crate::tun::offload::VnetHdr`]) and the
     /// packet, possibly a super-packet or with a partial checksum (see
-    /// [`crate::offload::rx_packet`]). Pass [`MAX_FRAME`] bytes. Without
+    /// [`crate::tun::offload::rx_packet`]). Pass [`MAX_FRAME`] bytes. Without
     /// offloads this reads a bare packet, like [`TunDevice::recv`].
     pub async fn recv_frame(&self, frame: &mut [u8]) -> io::Result<usize> {
         self.read_with(|mut file: &File| file.read(frame)).await
@@ -281,7 +281,7 @@ impl TunDevice {
     }
 
     /// Write one raw frame (`virtio_net_hdr` + packet) to an offloading
-    /// device, e.g. a super-packet from [`crate::offload::Coalescer`].
+    /// device, e.g. a super-packet from [`crate::tun::offload::Coalescer`].
     /// Without offloads `frame` must be a bare packet.
     pub async fn send_frame(&self, frame: &[u8]) -> io::Result<()> {
         self.write_with(frame.len(), |mut f| f.write(frame)).await
