@@ -10,7 +10,7 @@ use crate::dash2018::claim;
 use crate::dash_quality::{LadderQuality, RunQuality};
 use crate::plot::{self, Chart, Region, Rgb, Series, Style};
 use crate::report::Figure;
-use hollywood_apps::dash::content::{Content, DASHING_LADDER};
+use hollywood_media::dash::content::{Content, DASHING_LADDER};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;

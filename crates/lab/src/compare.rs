@@ -30,7 +30,7 @@ use crate::interop::{self, End, InteropSpec};
 use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{check_payload, payload};
-use hollywood_apps::{oracle_in_time, DelayPercentiles, OnTime, Timeliness};
+use hollywood_media::{oracle_in_time, DelayPercentiles, OnTime, Timeliness};
 use hollywood_sim::{DropReason, LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Instant};
 use hollywood_tun::NetNs;

@@ -9,20 +9,20 @@
 //! [`MessagesRun`], so the CLI prints the same JSON keys for both.
 //!
 //! QUIC and UDP run their sans-IO transports (the very ones the simulator
-//! runs) and the same applications ([`hollywood_apps::messages`]) on real
+//! runs) and the same applications ([`hollywood_media::messages`]) on real
 //! UDP sockets in the lab's namespaces, through
 //! [`hollywood_tun::udp_host`], on the OS clock. The oracle is the
 //! simulator's attribution of packets to messages by time
-//! ([`hollywood_apps::generic::attribute`]), with each packet's fate read
+//! ([`hollywood_media::generic::attribute`]), with each packet's fate read
 //! from the emulator's drop log by its fingerprint (computed from the
 //! packet as the transport built it; the kernel sends the same addresses,
 //! ports and payload).
 
 use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
-use hollywood_apps::generic::{self, Fates, Offered, Outcome};
-use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
-use hollywood_apps::{MessageReceiver, MessageSender};
+use hollywood_media::generic::{self, Fates, Offered, Outcome};
+use hollywood_media::{GenericTransport, MessagesRun, MessagesScenario};
+use hollywood_media::{MessageReceiver, MessageSender};
 use hollywood_sim::{DropReason, LinkConfig, MiddleboxKind};
 use hollywood_tcp::Instant;
 use hollywood_tun::{NetNs, UdpHost};
@@ -257,7 +257,7 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         out_of_order: run.receiver.ooo_segments.unwrap_or(0),
         ..Default::default()
     };
-    let wire = hollywood_apps::WireAuditReport {
+    let wire = hollywood_media::WireAuditReport {
         data_segments: run.wire.data_segments,
         seq_holes: run.wire.seq_holes,
         retransmissions: run.wire.retransmissions,

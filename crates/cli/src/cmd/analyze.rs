@@ -9,7 +9,7 @@
 use crate::plot::{self, Chart, Region as PlotRegion, Rgb, Series, Style};
 use crate::units::parse_duration;
 use clap::{Args, Subcommand};
-use hollywood_apps::analysis::{
+use hollywood_media::analysis::{
     self, one_way_delay_ms, HolBlocking, MediaTiming, PlayoutRange, TableRow, Utility,
 };
 use serde::Serialize;
@@ -116,7 +116,7 @@ struct Ch6Row {
     encoding_mbps: f64,
     rtt_ms: f64,
     #[serde(flatten)]
-    bounds: hollywood_apps::dash_bounds::Bounds,
+    bounds: hollywood_media::dash_bounds::Bounds,
     /// With `--chunk`: the per-chunk equations.
     #[serde(skip_serializing_if = "Option::is_none")]
     chunk: Option<ChunkRow>,
@@ -155,7 +155,7 @@ struct ChunkRow {
 }
 
 fn ch6(a: &Ch6Args) -> Result<(), String> {
-    use hollywood_apps::dash_bounds::DashPath;
+    use hollywood_media::dash_bounds::DashPath;
     let bottleneck =
         crate::units::parse_rate(&a.bottleneck).map_err(|e| format!("--bottleneck: {e}"))? as f64;
     let encodings = a
@@ -202,7 +202,7 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
                     let frames = (t * a.fps).round().max(1.0) as u32;
                     Some(ChunkRow {
                         t_chunk: t,
-                        n_requests: hollywood_apps::dash_bounds::n_requests(session, t),
+                        n_requests: hollywood_media::dash_bounds::n_requests(session, t),
                         chunk_bits: p.chunk_bits(t),
                         download: p.download(t),
                         fetch_lossless: p.fetch_lossless(t),
@@ -226,7 +226,7 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
             });
         }
     }
-    let offset = (!stalls.is_empty()).then(|| hollywood_apps::dash_bounds::offset(&stalls));
+    let offset = (!stalls.is_empty()).then(|| hollywood_media::dash_bounds::offset(&stalls));
     if let Some(dir) = &a.plot_dir {
         ch6_plots(dir, &encodings, path)?;
     }
@@ -341,7 +341,7 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
 fn ch6_plots(
     dir: &std::path::Path,
     encodings: &[f64],
-    path: impl Fn(f64, f64) -> Result<hollywood_apps::dash_bounds::DashPath, String>,
+    path: impl Fn(f64, f64) -> Result<hollywood_media::dash_bounds::DashPath, String>,
 ) -> Result<(), String> {
     for (file, _) in hollywood_experiments::ch6::bound_plots(dir, encodings, path)? {
         eprintln!("wrote {}", dir.join(file).display());
@@ -761,7 +761,7 @@ fn fmt_ms(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hollywood_apps::analysis::Region;
+    use hollywood_media::analysis::Region;
 
     fn area(poly: &[(f64, f64)]) -> f64 {
         let n = poly.len();
