@@ -24,7 +24,7 @@ use crate::stats::Stat;
 use crate::units::{parse_duration, parse_fraction, parse_rate};
 use hollywood_media::dash::ch6::{Arch, Ch6Scenario, FrameVideo};
 use hollywood_media::dash::Phase;
-use hollywood_media::dash_bounds::{Bounds, DashPath};
+use hollywood_media::scenario::models::ch6::{Bounds, DashPath};
 use hollywood_tcp::CcAlgorithm;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

@@ -9,7 +9,7 @@ use hollywood_media::dash::abr::AbrKind;
 use hollywood_media::dash::client::{ClientConfig, Lateness};
 use hollywood_media::dash::content::Content;
 use hollywood_media::dash::{DashRun, DashScenario, Phase};
-use hollywood_media::generic::GenericTransport;
+use hollywood_media::transport::GenericTransport;
 use hollywood_media::{QuicKind, Transport, TransportKind};
 use hollywood_tcp::CcAlgorithm;
 use rayon::prelude::*;

@@ -118,7 +118,7 @@ pub struct PairSpec {
     /// A timetable (video frames, `hollywood_media::video`) instead of
     /// `interval`: message i is sent at its `at`, with its own lifetime
     /// (or `lifetime`) and dependency; `messages` must be its length.
-    pub schedule: Option<hollywood_media::messages::Schedule>,
+    pub schedule: Option<hollywood_media::stream::Schedule>,
     /// Receiver's port.
     pub port: u16,
     /// Keep the capture at this path (otherwise a temporary file).
@@ -853,7 +853,7 @@ impl PairRun {
     /// `send_message` call plus its lifetime), with the oracle: a message
     /// counts for it unless the emulator's random loss dropped its first
     /// transmission, if half the RTT plus its serialization fits in the
-    /// lifetime (`hollywood_media::ontime`).
+    /// lifetime (`hollywood_media::scenario::ontime`).
     pub fn on_time(&self) -> hollywood_media::OnTime {
         let mut o = hollywood_media::OnTime::default();
         let one_way = self.spec.a_to_b.delay;
@@ -1020,7 +1020,7 @@ pub struct InteropReport {
     pub never_arrived: u64,
     /// What a transport that loses only the packets the network (the
     /// emulator's random loss) dropped and adds no delay beyond the path's
-    /// would deliver on time (`hollywood_media::ontime`).
+    /// would deliver on time (`hollywood_media::scenario::ontime`).
     pub oracle_on_time: u64,
     /// `on_time / oracle_on_time`.
     pub on_time_of_oracle: f64,

@@ -38,7 +38,7 @@
 use super::h2;
 use super::http::{self, CONTROL, DATA};
 use super::{build_path, retransmitted, Phase};
-use crate::messages::Transport;
+use crate::stream::Transport;
 use hollywood_sim::TransportHost;
 use hollywood_tcp::{CcAlgorithm, Instant};
 use hollywood_transport::{MessageTransport, OutMessage, TransportApp, TransportEvent};
@@ -1351,7 +1351,7 @@ impl Ch6Scenario {
         let length =
             Duration::from_secs_f64(self.video.frames() as f64 / f64::from(self.video.fps));
         let (mut sim, server, client) = build_path(
-            &crate::generic::GenericTransport::Tcp(self.arch.transport()),
+            &crate::transport::GenericTransport::Tcp(self.arch.transport()),
             self.cc,
             &self.phases,
             None,

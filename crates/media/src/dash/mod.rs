@@ -24,7 +24,7 @@ pub mod h2;
 pub mod http;
 pub mod server;
 
-use crate::generic::GenericTransport;
+use crate::transport::GenericTransport;
 use client::{ClientConfig, ClientReport, DashClient};
 use content::Content;
 use hollywood_sim::{LinkConfig, LossModel, NodeId, SimBuilder, Simulator, TransportHost};
@@ -125,7 +125,7 @@ impl DashScenario {
                 return Err(format!("loss {}: use 0 to 50 %", p.loss));
             }
         }
-        use crate::messages::Transport;
+        use crate::stream::Transport;
         let ok = match &self.transport {
             GenericTransport::Tcp(t) => matches!(
                 t,
