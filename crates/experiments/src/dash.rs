@@ -270,9 +270,9 @@ pub fn static_path(rate_bps: u64, rtt: Duration, loss: f64) -> Vec<Phase> {
 /// Run every chapter 6 scenario in parallel, results in order. `tick` is
 /// called after each run (progress).
 pub fn run_ch6(
-    scenarios: &[hollywood_media::dash::ch6::Ch6Scenario],
+    scenarios: &[hollywood_media::dash::progressive::Ch6Scenario],
     tick: &(dyn Fn() + Sync),
-) -> Vec<Result<hollywood_media::dash::ch6::Ch6Run, String>> {
+) -> Vec<Result<hollywood_media::dash::progressive::Ch6Run, String>> {
     scenarios
         .par_iter()
         .map(|s| {

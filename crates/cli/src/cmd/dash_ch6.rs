@@ -6,7 +6,7 @@
 use crate::units::{parse_duration, parse_fraction, parse_rate};
 use clap::Args;
 use hollywood_experiments::dash::{run_ch6, Agg};
-use hollywood_media::dash::ch6::{Arch, Ch6Run, Ch6Scenario, FrameVideo};
+use hollywood_media::dash::progressive::{Arch, Ch6Run, Ch6Scenario, FrameVideo};
 use hollywood_media::dash::Phase;
 use hollywood_tcp::CcAlgorithm;
 use serde::Serialize;
