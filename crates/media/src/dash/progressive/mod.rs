@@ -22,7 +22,7 @@
 //! played after their original time, × 1/fps; the final offset of eq. 6.18
 //! is the total stall), skip duration.
 //!
-//! The wire is HTTP/2 ([`h2`], docs/DASH.md "HTTP/2 on the wire"): the
+//! The wire is HTTP/2 ([`h2`](super::h2), docs/DASH.md "HTTP/2 on the wire"): the
 //! client's preface and SETTINGS (push enabled for the progressive
 //! architectures), one HEADERS frame per request; per pushed frame one
 //! message holding its PUSH_PROMISE, HEADERS and DATA; per
@@ -35,10 +35,10 @@
 //! times the size of each of its F − 1 P-frames (the average bit-rate
 //! kept, the thesis's Fig. 6.3 policy).
 //!
-//! The files: [`video`] the video model (frame sizes) and the resources'
-//! bytes and paths, [`server`] the HTTP/2 server, [`client`] the client and
-//! its playback; this module the architectures and one session
-//! ([`Ch6Scenario`]).
+//! The files: `video` the video model (frame sizes) and the resources'
+//! bytes and paths, `server` the HTTP/2 server ([`FrameServer`]), `client`
+//! the client and its playback ([`FrameClient`]); this module the
+//! architectures and one session ([`Ch6Scenario`]).
 
 mod client;
 mod server;
