@@ -219,8 +219,8 @@ fn a_real_video_ladder_plays_and_is_scored_per_transport() {
 /// representation's scores; a damaged I-frame lowers only its own chunk's
 /// frames, and the frame count stays that of the chunks played.
 fn quality_lookup_matches_decoding_and_damage_stays_in_its_chunk(dir: &std::path::Path) {
-    use hollywood_apps::dash::content::Content;
     use hollywood_experiments::dash::quality::{score_frames, LadderQuality};
+    use hollywood_media::dash::content::Content;
     let c = Content::from_dir(dir).unwrap();
     let lq = LadderQuality::load_or_compute(dir, &c).unwrap();
     let fpc = lq.frames_per_chunk;

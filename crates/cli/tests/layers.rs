@@ -19,7 +19,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("hollywood-sim", 3),
     ("hollywood-io", 3),
     ("hollywood-taps", 4),
-    ("hollywood-apps", 4),
+    ("hollywood-media", 4),
     ("hollywood-taps-c", 5),
     ("hollywood-lab", 5),
     ("hollywood-experiments", 5),

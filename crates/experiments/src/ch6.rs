@@ -1,6 +1,6 @@
 //! The `ch6` adapter: thesis chapter 6 ("Lowering Latency in MPEG-DASH")
-//! reproduced. One configuration is one architecture (`hollywood_apps::
-//! dash::ch6`: request-response over TCP, progressive server push over
+//! reproduced. One configuration is one architecture (`hollywood_media::
+//! dash::progressive`: request-response over TCP, progressive server push over
 //! TCP, progressive over TCP Hollywood) at one fixed encoding rate, RTT,
 //! loss rate and chunk or buffer size, frame by frame; the report draws
 //! the thesis's simulated Figs. 6.5-6.17 (mean over seeds, standard error
@@ -22,9 +22,9 @@ use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::Stat;
 use crate::units::{parse_duration, parse_fraction, parse_rate};
-use hollywood_apps::dash::ch6::{Arch, Ch6Scenario, FrameVideo};
-use hollywood_apps::dash::Phase;
-use hollywood_apps::dash_bounds::{Bounds, DashPath};
+use hollywood_media::dash::progressive::{Arch, Ch6Scenario, FrameVideo};
+use hollywood_media::dash::Phase;
+use hollywood_media::scenario::models::ch6::{Bounds, DashPath};
 use hollywood_tcp::CcAlgorithm;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

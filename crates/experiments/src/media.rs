@@ -8,7 +8,7 @@
 //! source with ffmpeg's `psnr` and `ssim` filters.
 //!
 //! The transport carries messages of the frames' sizes (`⌈size / packet⌉`
-//! packets each, [`hollywood_apps::video::VideoSource::timetable_for`]); the
+//! packets each, [`hollywood_media::video::VideoSource::timetable_for`]); the
 //! simulator checks every delivered message's content, so which frames
 //! arrive whole and when is what the transport did, and the picture is
 //! rebuilt from the original bytes of exactly those frames.
@@ -16,7 +16,7 @@
 //! ffmpeg and ffprobe must be on `PATH` (`scripts/test.sh` installs them as
 //! root). Raw frames go to a working directory the caller owns.
 
-use hollywood_apps::video::TraceFrame;
+use hollywood_media::video::TraceFrame;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -329,7 +329,7 @@ fn parse_probe(text: &str, total: usize) -> Result<Vec<EncodedFrame>, String> {
 }
 
 impl Clip {
-    /// The frames as a trace for [`hollywood_apps::video::VideoScenario`].
+    /// The frames as a trace for [`hollywood_media::video::VideoScenario`].
     pub fn trace(&self) -> Vec<TraceFrame> {
         self.frames
             .iter()

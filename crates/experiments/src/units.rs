@@ -124,8 +124,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// (UDP at a constant rate) or `onoff:RATE[:ON:OFF]` (UDP at RATE during
 /// exponential on periods of mean ON, silent for exponential off periods of
 /// mean OFF; default 500ms:500ms).
-pub fn parse_cross(s: &str) -> Result<hollywood_apps::CrossTraffic, String> {
-    use hollywood_apps::CrossTraffic;
+pub fn parse_cross(s: &str) -> Result<hollywood_media::CrossTraffic, String> {
+    use hollywood_media::CrossTraffic;
     use hollywood_sim::DatagramPattern;
     let v: Vec<&str> = s.trim().split(':').collect();
     let bad = || format!("bad cross traffic '{s}': use bulk, cbr:RATE or onoff:RATE[:ON:OFF]");
@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn cross_traffic_is_parsed() {
-        use hollywood_apps::CrossTraffic;
+        use hollywood_media::CrossTraffic;
         use hollywood_sim::DatagramPattern;
         use std::time::Duration;
         assert_eq!(parse_cross("bulk"), Ok(CrossTraffic::Bulk));

@@ -38,9 +38,9 @@ use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::{Percentiles, Stat};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
-use hollywood_apps::scenario::spans_ms_by_id;
-use hollywood_apps::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario, VideoSource};
-use hollywood_apps::{GenericTransport, MessagesScenario};
+use hollywood_media::scenario::spans_ms_by_id;
+use hollywood_media::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario, VideoSource};
+use hollywood_media::{GenericTransport, MessagesScenario};
 use hollywood_tcp::{CcAlgorithm, Config};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -1204,7 +1204,7 @@ fn readme(s: &Summary, first: &VideoPoint, md: &str, figures: &[Figure], command
     let _ = writeln!(r, "## Setup\n");
     let _ = writeln!(
         r,
-        "A synthetic live stream (`hollywood_apps::video`): {} frames at {} fps, an I-frame \
+        "A synthetic live stream (`hollywood_media::video`): {} frames at {} fps, an I-frame \
          every {} frames as {} packets sent back to back, P-frames of {} packet(s), {} bytes \
          each, one message per packet; a P-frame depends on {}. A packet's lifetime is its \
          frame's playback deadline (one-way delay + buffer); a frame later frames reference \

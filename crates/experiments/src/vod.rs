@@ -2,7 +2,7 @@
 //! Transport") — a stored video sent over TCP, deadline TCP and TCP
 //! Hollywood with cross traffic; the initiation latency needed for no
 //! deadline violation, and the violations at shorter ones
-//! (`hollywood_apps::vod`).
+//! (`hollywood_media::vod`).
 //!
 //! One run (a configuration and a seed) measures one transport:
 //!
@@ -29,8 +29,8 @@ use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::Stat;
 use crate::units::{parse_cross, parse_duration, parse_rate, parse_size};
-use hollywood_apps::vod::{VodArrivals, VodScenario, VodSource};
-use hollywood_apps::{CrossTraffic, GenericTransport, MessagesScenario, Transport};
+use hollywood_media::vod::{VodArrivals, VodScenario, VodSource};
+use hollywood_media::{CrossTraffic, GenericTransport, MessagesScenario, Transport};
 use hollywood_tcp::{CcAlgorithm, Config};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -879,7 +879,7 @@ fn readme(s: &Summary, first: &VodPoint, md: &str, figures: &[Figure], command: 
     let _ = writeln!(r, "## Setup\n");
     let _ = writeln!(
         r,
-        "Video on demand (`hollywood_apps::vod`): the whole video ({} frames at {} fps, {:.1} \
+        "Video on demand (`hollywood_media::vod`): the whole video ({} frames at {} fps, {:.1} \
          MB, mean {} kbit/s) is handed to the transport when the connection opens, in \
          messages of at most {} bytes; frame k is due I + k/fps after that, I being the \
          initiation latency. CBR: every frame the same size. VBR: scenes of exponential \

@@ -23,14 +23,14 @@
 //!   the same parameters.
 //!
 //! Each run's per-message send and delivery times go through the
-//! simulator's own playout schedule ([`hollywood_apps::voip::schedule`]),
+//! simulator's own playout schedule ([`hollywood_media::voip::schedule`]),
 //! so "late" means exactly what it means in the thesis figures.
 
 use crate::interop::{self, End, PairRun, PairSpec};
 use crate::workload;
-use hollywood_apps::voip::{self, VoipRecord, VoipRun, VoipScenario, VoipSummary};
-use hollywood_apps::Transport;
-use hollywood_apps::TransportKind;
+use hollywood_media::voip::{self, VoipRecord, VoipRun, VoipScenario, VoipSummary};
+use hollywood_media::Transport;
+use hollywood_media::TransportKind;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Config, Instant};
 use serde::Serialize;

@@ -9,7 +9,7 @@
 //! [`audit_pcap`] reads the file with our own reader
 //! ([`hollywood_wire::pcap::Reader`], link types Ethernet, Linux cooked and
 //! raw IP) into the wire audit the simulator uses too
-//! ([`hollywood_apps::audit`], re-exported here) and reports, per flow and
+//! ([`hollywood_media::scenario::audit`], re-exported here) and reports, per flow and
 //! direction, what a middlebox at that point saw (thesis §4.5 wire image, §5.3 method): data segments,
 //! retransmissions, **inconsistent retransmissions** (resent bytes that
 //! differ from the bytes first seen at those sequence numbers), length
@@ -21,10 +21,10 @@
 //! left to offload. [`tshark_count`] cross-checks with tshark's own
 //! analysis (e.g. `tcp.analysis.retransmission`).
 
-pub use hollywood_apps::audit::{
+pub use hollywood_media::scenario::audit::{
     audit_reader, Auditor, CaptureReport, FlowAudit, MAX_LISTED_RANGES, MAX_TRACKED_BYTES,
 };
-pub(crate) use hollywood_apps::audit::{parse_lenient, FlowState};
+pub(crate) use hollywood_media::scenario::audit::{parse_lenient, FlowState};
 use hollywood_wire::pcap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};

@@ -36,11 +36,11 @@ use crate::capture::{self, Capture, FlowAudit};
 use crate::netem::NetemStats;
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{self, Tally};
-use hollywood_apps::DelayPercentiles;
 use hollywood_io::engine::{Stack, Stream, StreamStats};
 use hollywood_io::kernel::KernelStream;
 use hollywood_io::message::{MessageStats, MessageStream, ReceivedMessage, SendMessage};
 use hollywood_io::StreamError;
+use hollywood_media::DelayPercentiles;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Config, ExpiryReason};
 use serde::Serialize;
@@ -115,10 +115,10 @@ pub struct PairSpec {
     pub interval: Duration,
     /// Lifetime of every message (`None`: no lifetime).
     pub lifetime: Option<Duration>,
-    /// A timetable (video frames, `hollywood_apps::video`) instead of
+    /// A timetable (video frames, `hollywood_media::video`) instead of
     /// `interval`: message i is sent at its `at`, with its own lifetime
     /// (or `lifetime`) and dependency; `messages` must be its length.
-    pub schedule: Option<hollywood_apps::messages::Schedule>,
+    pub schedule: Option<hollywood_media::stream::Schedule>,
     /// Receiver's port.
     pub port: u16,
     /// Keep the capture at this path (otherwise a temporary file).
@@ -853,9 +853,9 @@ impl PairRun {
     /// `send_message` call plus its lifetime), with the oracle: a message
     /// counts for it unless the emulator's random loss dropped its first
     /// transmission, if half the RTT plus its serialization fits in the
-    /// lifetime (`hollywood_apps::ontime`).
-    pub fn on_time(&self) -> hollywood_apps::OnTime {
-        let mut o = hollywood_apps::OnTime::default();
+    /// lifetime (`hollywood_media::scenario::ontime`).
+    pub fn on_time(&self) -> hollywood_media::OnTime {
+        let mut o = hollywood_media::OnTime::default();
         let one_way = self.spec.a_to_b.delay;
         // Frame (payload + 15 B header and CRC + COBS + markers, bounded)
         // and IPv4/TCP headers with timestamps.
@@ -865,14 +865,14 @@ impl PairRun {
             let t = |d: Duration| hollywood_tcp::Instant::from_nanos(d.as_nanos() as u64);
             let lifetime = self.spec.lifetime_of(i as u32);
             let oracle = !self.network_dropped.get(i).copied().unwrap_or(false)
-                && hollywood_apps::oracle_in_time(
+                && hollywood_media::oracle_in_time(
                     one_way,
                     self.spec.a_to_b.rate_bps,
                     wire,
                     lifetime,
                 );
             o.add(
-                hollywood_apps::Timeliness::of(t(*s), self.arrival[i].map(t), lifetime),
+                hollywood_media::Timeliness::of(t(*s), self.arrival[i].map(t), lifetime),
                 oracle,
             );
         }
@@ -1020,7 +1020,7 @@ pub struct InteropReport {
     pub never_arrived: u64,
     /// What a transport that loses only the packets the network (the
     /// emulator's random loss) dropped and adds no delay beyond the path's
-    /// would deliver on time (`hollywood_apps::ontime`).
+    /// would deliver on time (`hollywood_media::scenario::ontime`).
     pub oracle_on_time: u64,
     /// `on_time / oracle_on_time`.
     pub on_time_of_oracle: f64,

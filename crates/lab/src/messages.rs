@@ -9,21 +9,22 @@
 //! [`MessagesRun`], so the CLI prints the same JSON keys for both.
 //!
 //! QUIC and UDP run their sans-IO transports (the very ones the simulator
-//! runs) and the same applications ([`hollywood_apps::messages`]) on real
+//! runs) and the same applications ([`hollywood_media::stream`]) on real
 //! UDP sockets in the lab's namespaces, through
 //! [`hollywood_io::udp`], on the OS clock. The oracle is the
 //! simulator's attribution of packets to messages by time
-//! ([`hollywood_apps::generic::attribute`]), with each packet's fate read
+//! ([`hollywood_media::scenario::oracle::attribute`]), with each packet's fate read
 //! from the emulator's drop log by its fingerprint (computed from the
 //! packet as the transport built it; the kernel sends the same addresses,
 //! ports and payload).
 
 use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
-use hollywood_apps::generic::{self, Fates, Offered, Outcome};
-use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
-use hollywood_apps::{MessageReceiver, MessageSender};
 use hollywood_io::{NetNs, UdpHost};
+use hollywood_media::scenario::oracle::{self, Fates, Offered, Outcome};
+use hollywood_media::transport;
+use hollywood_media::{GenericTransport, MessagesRun, MessagesScenario};
+use hollywood_media::{MessageReceiver, MessageSender};
 use hollywood_sim::{DropReason, LinkConfig, MiddleboxKind};
 use hollywood_tcp::Instant;
 use std::net::{SocketAddr, UdpSocket};
@@ -117,7 +118,7 @@ pub fn run_generic(
         .build()
         .derive_seed(1);
     let (ta, tb) = g.endpoints(&sc.base, tx_addr, rx_addr, transport_seed)?;
-    let (sender, receiver) = generic::apps(sc);
+    let (sender, receiver) = transport::apps(sc);
     let epoch = std::time::Instant::now();
     let mut rx = UdpHost::new(rx_sock, tb, receiver, epoch)?;
     let mut tx = UdpHost::new(tx_sock, ta, sender, epoch)?;
@@ -127,7 +128,7 @@ pub fn run_generic(
         let udp = matches!(g, GenericTransport::Udp);
         tx.set_transmit_hook(Box::new(move |now, packet| {
             let fp = segment_fingerprint(packet);
-            let id = udp.then(|| generic::udp_message_id(packet)).flatten();
+            let id = udp.then(|| oracle::udp_message_id(packet)).flatten();
             sent.lock()
                 .expect("transmit log")
                 .push((now, packet.len(), fp, id));
@@ -175,7 +176,7 @@ pub fn run_generic(
         .collect();
     let stats = tx.stats();
     let error = (!finished).then(|| format!("the sender did not finish within {limit:?}"));
-    Ok(generic::assemble(
+    Ok(oracle::assemble(
         sc,
         Outcome {
             sender: tx.app(),
@@ -257,7 +258,7 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         out_of_order: run.receiver.ooo_segments.unwrap_or(0),
         ..Default::default()
     };
-    let wire = hollywood_apps::WireAuditReport {
+    let wire = hollywood_media::WireAuditReport {
         data_segments: run.wire.data_segments,
         seq_holes: run.wire.seq_holes,
         retransmissions: run.wire.retransmissions,

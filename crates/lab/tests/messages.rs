@@ -10,8 +10,8 @@
 // A test of an adapter: real threads and clocks.
 #![allow(clippy::disallowed_methods)]
 
-use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_lab::interop::LAB_PREFIX;
+use hollywood_media::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_sim::LossModel;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -127,7 +127,7 @@ fn udp_and_hollywood_on_real_packets_agree_with_the_simulator() {
 /// (issue 12: the video application in the lab).
 #[test]
 fn live_video_runs_on_real_packets_from_its_timetable() {
-    use hollywood_apps::video::{VideoScenario, VideoSource};
+    use hollywood_media::video::{VideoScenario, VideoSource};
     if !root("live_video_runs_on_real_packets_from_its_timetable") {
         return;
     }
@@ -148,7 +148,7 @@ fn live_video_runs_on_real_packets_from_its_timetable() {
         },
         buffer_frames: 4,
         on_missing: None,
-        resume: hollywood_apps::video::Resume::CatchUp,
+        resume: hollywood_media::video::Resume::CatchUp,
         trace: None,
         redundancy: 0.0,
     };

@@ -9,8 +9,8 @@
 //! The scenario is 8 Mb/s, 100 ms RTT, 1 % loss, 1200-byte
 //! messages every 16.7 ms with a 120 ms lifetime (1500 messages here).
 
-use hollywood_apps::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_lab::quicwire::{self, Retransmission};
+use hollywood_media::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_sim::LossModel;
 use std::time::Duration;
 

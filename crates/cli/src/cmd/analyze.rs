@@ -9,7 +9,7 @@
 use crate::plot::{self, Chart, Region as PlotRegion, Rgb, Series, Style};
 use crate::units::parse_duration;
 use clap::{Args, Subcommand};
-use hollywood_apps::analysis::{
+use hollywood_media::scenario::models::ch5::{
     self, one_way_delay_ms, HolBlocking, MediaTiming, PlayoutRange, TableRow, Utility,
 };
 use serde::Serialize;
@@ -116,7 +116,7 @@ struct Ch6Row {
     encoding_mbps: f64,
     rtt_ms: f64,
     #[serde(flatten)]
-    bounds: hollywood_apps::dash_bounds::Bounds,
+    bounds: hollywood_media::scenario::models::ch6::Bounds,
     /// With `--chunk`: the per-chunk equations.
     #[serde(skip_serializing_if = "Option::is_none")]
     chunk: Option<ChunkRow>,
@@ -155,7 +155,7 @@ struct ChunkRow {
 }
 
 fn ch6(a: &Ch6Args) -> Result<(), String> {
-    use hollywood_apps::dash_bounds::DashPath;
+    use hollywood_media::scenario::models::ch6::DashPath;
     let bottleneck =
         crate::units::parse_rate(&a.bottleneck).map_err(|e| format!("--bottleneck: {e}"))? as f64;
     let encodings = a
@@ -202,7 +202,7 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
                     let frames = (t * a.fps).round().max(1.0) as u32;
                     Some(ChunkRow {
                         t_chunk: t,
-                        n_requests: hollywood_apps::dash_bounds::n_requests(session, t),
+                        n_requests: hollywood_media::scenario::models::ch6::n_requests(session, t),
                         chunk_bits: p.chunk_bits(t),
                         download: p.download(t),
                         fetch_lossless: p.fetch_lossless(t),
@@ -226,7 +226,8 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
             });
         }
     }
-    let offset = (!stalls.is_empty()).then(|| hollywood_apps::dash_bounds::offset(&stalls));
+    let offset =
+        (!stalls.is_empty()).then(|| hollywood_media::scenario::models::ch6::offset(&stalls));
     if let Some(dir) = &a.plot_dir {
         ch6_plots(dir, &encodings, path)?;
     }
@@ -341,7 +342,7 @@ fn ch6(a: &Ch6Args) -> Result<(), String> {
 fn ch6_plots(
     dir: &std::path::Path,
     encodings: &[f64],
-    path: impl Fn(f64, f64) -> Result<hollywood_apps::dash_bounds::DashPath, String>,
+    path: impl Fn(f64, f64) -> Result<hollywood_media::scenario::models::ch6::DashPath, String>,
 ) -> Result<(), String> {
     for (file, _) in hollywood_experiments::ch6::bound_plots(dir, encodings, path)? {
         eprintln!("wrote {}", dir.join(file).display());
@@ -385,7 +386,7 @@ impl From<&TableRow> for RowJson {
 }
 
 fn table(json: bool) -> Result<(), String> {
-    let rows = analysis::table_5_1();
+    let rows = ch5::table_5_1();
     if json {
         let v: Vec<RowJson> = rows.iter().map(RowJson::from).collect();
         println!("{}", crate::output::json(&v).map_err(|e| e.to_string())?);
@@ -420,14 +421,14 @@ fn table(json: bool) -> Result<(), String> {
     println!("Hollywood: T_rtt ≤ 2·(T_max − 2·T_framing)      (T_framing ≤ T_playout ≤ T_max − T_framing − T_rtt/2)");
     println!(
         "utility: none if the bound is 0, within a continent up to {} ms, intercontinental above",
-        analysis::INTERCONTINENTAL_RTT_MS
+        ch5::INTERCONTINENTAL_RTT_MS
     );
     Ok(())
 }
 
 fn duration_ms(flag: &str, value: &str) -> Result<f64, String> {
     parse_duration(value)
-        .map(analysis::ms)
+        .map(ch5::ms)
         .map_err(|e| format!("--{flag}: {e}"))
 }
 
@@ -761,7 +762,7 @@ fn fmt_ms(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hollywood_apps::analysis::Region;
+    use hollywood_media::scenario::models::ch5::Region;
 
     fn area(poly: &[(f64, f64)]) -> f64 {
         let n = poly.len();

@@ -23,9 +23,9 @@
 //!   `--max-rss-mb`.
 
 use clap::Args;
-use hollywood_apps::rng::SplitMix;
-use hollywood_apps::scenario::Impairments;
-use hollywood_apps::{MessagesScenario, Transport};
+use hollywood_media::rng::SplitMix;
+use hollywood_media::scenario::Impairments;
+use hollywood_media::{MessagesScenario, Transport};
 use hollywood_sim::{GilbertElliott, LossModel, MiddleboxKind};
 use serde::Serialize;
 use std::time::{Duration, Instant};

@@ -5,12 +5,12 @@
 
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::dash::abr::AbrKind;
-use hollywood_apps::dash::client::Lateness;
-use hollywood_apps::dash::content::Content;
 use hollywood_experiments::dash::sessions::{
     run_all, static_path, summarise, DashTransport, Session, TransportSummary,
 };
+use hollywood_media::dash::abr::AbrKind;
+use hollywood_media::dash::client::Lateness;
+use hollywood_media::dash::content::Content;
 use hollywood_tcp::CcAlgorithm;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -340,7 +340,7 @@ fn write_csv(
     path: &PathBuf,
     transports: &[DashTransport],
     seeds: &[u64],
-    runs: &[Vec<Result<hollywood_apps::dash::DashRun, String>>],
+    runs: &[Vec<Result<hollywood_media::dash::DashRun, String>>],
 ) -> Result<(), String> {
     let mut w = csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
     w.write_record([

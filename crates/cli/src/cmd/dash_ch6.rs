@@ -5,9 +5,9 @@
 
 use crate::units::{parse_duration, parse_fraction, parse_rate};
 use clap::Args;
-use hollywood_apps::dash::ch6::{Arch, Ch6Run, Ch6Scenario, FrameVideo};
-use hollywood_apps::dash::Phase;
 use hollywood_experiments::dash::sessions::{run_ch6, Agg};
+use hollywood_media::dash::progressive::{Arch, Ch6Run, Ch6Scenario, FrameVideo};
+use hollywood_media::dash::Phase;
 use hollywood_tcp::CcAlgorithm;
 use serde::Serialize;
 use std::sync::Arc;

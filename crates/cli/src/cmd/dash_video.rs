@@ -8,7 +8,7 @@
 
 use crate::units::parse_duration;
 use clap::Args;
-use hollywood_apps::dash::content::{Content, Representation, DASHING_LADDER};
+use hollywood_media::dash::content::{Content, Representation, DASHING_LADDER};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -454,14 +454,14 @@ pub fn ch6_video(a: Ch6VideoArgs) -> Result<(), String> {
 }
 
 /// The encoding of `bps` in `dash-ch6-video`'s directory `dir`, as a
-/// [`FrameVideo`](hollywood_apps::dash::ch6::FrameVideo) of chunks of
+/// [`FrameVideo`](hollywood_media::dash::progressive::FrameVideo) of chunks of
 /// `chunk_frames` (which must be the encoding's GOP: each chunk starts
 /// with its I-frame).
 pub fn load_ch6(
     dir: &Path,
     bps: u64,
     chunk_frames: u32,
-) -> Result<hollywood_apps::dash::ch6::FrameVideo, String> {
+) -> Result<hollywood_media::dash::progressive::FrameVideo, String> {
     let path = dir.join("ch6.json");
     let text = std::fs::read_to_string(&path).map_err(|e| {
         format!(
@@ -489,5 +489,5 @@ pub fn load_ch6(
                 .join(", ")
         )
     })?;
-    hollywood_apps::dash::ch6::FrameVideo::from_sizes(v.fps, chunk_frames, &e.frames)
+    hollywood_media::dash::progressive::FrameVideo::from_sizes(v.fps, chunk_frames, &e.frames)
 }

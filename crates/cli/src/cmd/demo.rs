@@ -8,7 +8,7 @@
 
 use crate::cmd::voip::{plot_run, zoom_range, VoipReport};
 use clap::Args;
-use hollywood_apps::{QuicKind, Transport, TransportKind, VoipRun, VoipScenario};
+use hollywood_media::{QuicKind, Transport, TransportKind, VoipRun, VoipScenario};
 use std::path::PathBuf;
 
 /// Arguments of `hollywood demo`.

@@ -4,7 +4,7 @@
 
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::{
+use hollywood_media::{
     GenericTransport, MessagesRun, MessagesScenario, Timeliness, Transport, TransportKind,
 };
 use hollywood_sim::{LossModel, MiddleboxKind};
@@ -471,9 +471,9 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
             generic,
             group: a.group,
             secure,
-            impair: hollywood_apps::scenario::Impairments {
+            impair: hollywood_media::scenario::Impairments {
                 forge: a.forge,
-                ..hollywood_apps::scenario::Impairments::default()
+                ..hollywood_media::scenario::Impairments::default()
             },
             ..MessagesScenario::default()
         };

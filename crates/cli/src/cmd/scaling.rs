@@ -14,7 +14,7 @@
 use crate::cmd::messages::{parse_lifetime, Lifetime};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::{MessagesScenario, Transport};
+use hollywood_media::{MessagesScenario, Transport};
 use hollywood_sim::LossModel;
 use serde::Serialize;
 use std::time::Duration;
@@ -102,8 +102,8 @@ pub struct ScalingReport {
 fn measure(
     sc: &MessagesScenario,
     repeat: u32,
-) -> Result<(f64, hollywood_apps::MessagesRun), String> {
-    let mut best: Option<(f64, hollywood_apps::MessagesRun)> = None;
+) -> Result<(f64, hollywood_media::MessagesRun), String> {
+    let mut best: Option<(f64, hollywood_media::MessagesRun)> = None;
     for _ in 0..repeat.max(1) {
         let t = std::time::Instant::now();
         let run = sc.run()?;

@@ -1,17 +1,17 @@
 //! `hollywood video`: live video (the [QUICsilver] synthetic source by default)
 //! over one or several transports on the same simulated link and seed:
 //! useful frames, stalls, playback discrepancy and per-packet latency
-//! (`hollywood_apps::video`).
+//! (`hollywood_media::video`).
 
 use crate::cmd::messages::{parse_choices, scenario_transport, Choices};
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::video::{
-    decodable_ever, OnMissing, Reference, Resume, VideoScenario, VideoSource,
-};
-use hollywood_apps::MessagesScenario;
 use hollywood_experiments::media;
 use hollywood_experiments::video::{parse_reference, parse_resume, VideoReport};
+use hollywood_media::video::{
+    decodable_ever, OnMissing, Reference, Resume, VideoScenario, VideoSource,
+};
+use hollywood_media::MessagesScenario;
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
 use std::time::Duration;
@@ -128,7 +128,7 @@ pub struct VideoArgs {
     /// bulk (greedy TCP), cbr:RATE (UDP), onoff:RATE[:ON:OFF] (UDP,
     /// exponential on/off periods, default 500ms:500ms).
     #[arg(long, value_delimiter = ',', value_parser = crate::units::parse_cross)]
-    cross: Vec<hollywood_apps::CrossTraffic>,
+    cross: Vec<hollywood_media::CrossTraffic>,
     /// Drop-tail queue per link.
     #[arg(long, default_value = "1000000", value_parser = parse_size)]
     queue: u64,

@@ -8,8 +8,8 @@
 
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-use hollywood_apps::{TransportKind, VoipScenario};
 pub use hollywood_experiments::voip::{describe, plot_run, write_csv, zoom_range, VoipReport};
+use hollywood_media::{TransportKind, VoipScenario};
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
 use std::path::PathBuf;

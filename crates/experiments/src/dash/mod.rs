@@ -23,10 +23,10 @@ use crate::plot::{self, Chart, Rgb, Series, Style};
 use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::units::{parse_duration, parse_fraction, parse_rate};
-use hollywood_apps::dash::abr::AbrKind;
-use hollywood_apps::dash::client::Lateness;
-use hollywood_apps::dash::content::Content;
-use hollywood_apps::dash::{DashRun, Phase};
+use hollywood_media::dash::abr::AbrKind;
+use hollywood_media::dash::client::Lateness;
+use hollywood_media::dash::content::Content;
+use hollywood_media::dash::{DashRun, Phase};
 use hollywood_tcp::CcAlgorithm;
 use quality::{run_quality, LadderQuality, RunQuality};
 use serde::{Deserialize, Serialize};
@@ -90,7 +90,7 @@ struct Raw {
     #[serde(default = "d_abr")]
     abr: String,
     rx_threshold: Option<f64>,
-    /// `position` or `chunk-start` (see `hollywood_apps::dash::client`).
+    /// `position` or `chunk-start` (see `hollywood_media::dash::client`).
     #[serde(default = "d_late")]
     late: String,
     #[serde(default = "d_one")]

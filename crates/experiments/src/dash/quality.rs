@@ -26,8 +26,8 @@
 //! as root).
 
 use crate::media::tool;
-use hollywood_apps::dash::client::ChunkRecord;
-use hollywood_apps::dash::content::Content;
+use hollywood_media::dash::client::ChunkRecord;
+use hollywood_media::dash::content::Content;
 use std::path::{Path, PathBuf};
 
 /// PSNR of a frame identical to its source is infinite; it is recorded as

@@ -1,16 +1,16 @@
-//! DASH sessions ([DASHing], `hollywood_apps::dash`) over several
+//! DASH sessions ([DASHing], `hollywood_media::dash`) over several
 //! transports and seeds at once, in parallel, with the [DASHing] statistics:
 //! per transport the mean, the trimmed mean (highest and lowest run
 //! dropped, as the paper reports) and the 20th–80th percentiles of each
 //! metric.
 
 use crate::stats::{percentile, trimmed_mean};
-use hollywood_apps::dash::abr::AbrKind;
-use hollywood_apps::dash::client::{ClientConfig, Lateness};
-use hollywood_apps::dash::content::Content;
-use hollywood_apps::dash::{DashRun, DashScenario, Phase};
-use hollywood_apps::generic::GenericTransport;
-use hollywood_apps::{QuicKind, Transport, TransportKind};
+use hollywood_media::dash::abr::AbrKind;
+use hollywood_media::dash::client::{ClientConfig, Lateness};
+use hollywood_media::dash::content::Content;
+use hollywood_media::dash::{DashRun, DashScenario, Phase};
+use hollywood_media::transport::GenericTransport;
+use hollywood_media::{QuicKind, Transport, TransportKind};
 use hollywood_tcp::CcAlgorithm;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -39,7 +39,7 @@ impl DashTransport {
     /// order: Algorithm 1), `quic-gop` (a stream per response, as HTTP/3)
     /// or `quic-pps` (a stream per message): Algorithm 2, whose client
     /// takes a response's messages in any order
-    /// ([`hollywood_apps::dash::dash_quic`]).
+    /// ([`hollywood_media::dash::dash_quic`]).
     pub fn parse(s: &str) -> Result<DashTransport, String> {
         let unknown = || {
             format!(
@@ -58,7 +58,7 @@ impl DashTransport {
                 ClientConfig::algorithm2(),
             ),
             _ => {
-                let g = hollywood_apps::dash::dash_quic(s).ok_or_else(unknown)?;
+                let g = hollywood_media::dash::dash_quic(s).ok_or_else(unknown)?;
                 let client = if kind == TransportKind::Quic(QuicKind::SingleStream) {
                     ClientConfig::algorithm1()
                 } else {
@@ -270,9 +270,9 @@ pub fn static_path(rate_bps: u64, rtt: Duration, loss: f64) -> Vec<Phase> {
 /// Run every chapter 6 scenario in parallel, results in order. `tick` is
 /// called after each run (progress).
 pub fn run_ch6(
-    scenarios: &[hollywood_apps::dash::ch6::Ch6Scenario],
+    scenarios: &[hollywood_media::dash::progressive::Ch6Scenario],
     tick: &(dyn Fn() + Sync),
-) -> Vec<Result<hollywood_apps::dash::ch6::Ch6Run, String>> {
+) -> Vec<Result<hollywood_media::dash::progressive::Ch6Run, String>> {
     scenarios
         .par_iter()
         .map(|s| {

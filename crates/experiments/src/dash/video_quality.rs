@@ -10,7 +10,7 @@ use super::quality::{LadderQuality, RunQuality};
 use crate::claims::ClaimResult;
 use crate::plot::{self, Chart, Region, Rgb, Series, Style};
 use crate::report::Figure;
-use hollywood_apps::dash::content::{Content, DASHING_LADDER};
+use hollywood_media::dash::content::{Content, DASHING_LADDER};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;

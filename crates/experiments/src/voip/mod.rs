@@ -1,6 +1,6 @@
 //! The chapter 5 reproduction (thesis §5.1.2 setup, §5.1.3 and §5.2.2
 //! evaluations, Figs. 5.4–5.16) as an [`Adapter`]: the VoIP application of
-//! `hollywood_apps::voip` run by a plan (`scenarios/ch5.toml`).
+//! `hollywood_media::voip` run by a plan (`scenarios/ch5.toml`).
 //!
 //! Writes, beside the runner's files:
 //! * per-message plots in the style of Figs. 5.4–5.16 (buffered time and
@@ -30,7 +30,7 @@ use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::Stat;
 use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
-use hollywood_apps::{Transport, TransportKind, VoipRun, VoipScenario};
+use hollywood_media::{Transport, TransportKind, VoipRun, VoipScenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

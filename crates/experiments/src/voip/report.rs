@@ -5,7 +5,9 @@
 
 use crate::plot::{self, Chart, HLine, Rgb, Series, Style};
 use crate::stats::Percentiles;
-use hollywood_apps::{DelayPercentiles, Outcome, TransportKind, VoipRecord, VoipRun, VoipScenario};
+use hollywood_media::{
+    DelayPercentiles, Outcome, TransportKind, VoipRecord, VoipRun, VoipScenario,
+};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -212,7 +214,7 @@ pub fn charts(run: &VoipRun, range: Option<(u32, u32)>, title: &str) -> Vec<Char
         ..Chart::default()
     };
     // Playout instant − send instant: the smallest transport delay of the
-    // call plus the playout delay (the schedule of hollywood_apps::voip).
+    // call plus the playout delay (the schedule of hollywood_media::voip).
     let owd = run
         .records
         .iter()

@@ -9,7 +9,10 @@
 //! - [`server`]: the content-agnostic server; [`client`]: [DASHing]'s
 //!   client (Algorithms 1 and 2, the playout buffer, the metrics);
 //! - [`abr`]: rate adaptation, one file per algorithm (BOLA as dash.js,
-//!   a throughput rule).
+//!   a throughput rule);
+//! - [`progressive`]: thesis chapter 6's progressive streaming (server
+//!   push or one TCP Hollywood message per frame) and request-response, at
+//!   a fixed encoding rate.
 //!
 //! [`DashScenario::run`] sets them up as [DASHing] did (REFERENCES.md DASHing, setup):
 //! one client, one server, the path shaped at the server's side — rate,
@@ -17,14 +20,14 @@
 //! congestion controller at both ends of every compared transport.
 
 pub mod abr;
-pub mod ch6;
 pub mod client;
 pub mod content;
 pub mod h2;
 pub mod http;
+pub mod progressive;
 pub mod server;
 
-use crate::generic::GenericTransport;
+use crate::transport::GenericTransport;
 use client::{ClientConfig, ClientReport, DashClient};
 use content::Content;
 use hollywood_sim::{LinkConfig, LossModel, NodeId, SimBuilder, Simulator, TransportHost};
@@ -125,7 +128,7 @@ impl DashScenario {
                 return Err(format!("loss {}: use 0 to 50 %", p.loss));
             }
         }
-        use crate::messages::Transport;
+        use crate::stream::Transport;
         let ok = match &self.transport {
             GenericTransport::Tcp(t) => matches!(
                 t,
@@ -227,7 +230,7 @@ impl DashScenario {
 /// one BDP of the first phase, at least 64 KiB); the server is the
 /// deployment's sender side, the client its receiver side (over QUIC: the
 /// server and client of the connection, `cc` as quinn's controller).
-/// Shared by the [DASHing] sessions and chapter 6's ([`ch6`]).
+/// Shared by the [DASHing] sessions and chapter 6's ([`progressive`]).
 pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
     transport: &GenericTransport,
     cc: CcAlgorithm,

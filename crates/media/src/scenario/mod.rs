@@ -6,22 +6,34 @@
 //!  sender ──[rate, rtt/2]──▶ (middlebox) ──[loss]──▶ receiver
 //!  sender ◀──[uplink, rtt/2]────── (middlebox) ◀── receiver
 //! ```
+//!
+//! What a run is judged by lives beside it: [`oracle`] (the packet→message
+//! attribution and the run's report for every transport), [`ontime`] (the
+//! on-time oracle), [`audit`] (the wire audit) and [`models`] (the thesis's
+//! equations).
 
-use crate::audit::{WireAudit, WireAuditReport};
-use crate::generic::{
-    BoxedTransport, Fates, GenericTransport, Offered, Outcome, ReceiverHost, SenderHost,
-};
-use crate::messages::{MessageSender, Transport};
+pub mod audit;
+pub mod models;
+pub mod ontime;
+pub mod oracle;
+mod path;
+
+pub use path::{CrossTraffic, Impairments};
+
+use crate::stream::{MessageSender, Transport};
+use crate::transport::{BoxedTransport, GenericTransport, ReceiverHost, SenderHost};
+use audit::{WireAudit, WireAuditReport};
 use hollywood_sim::{
-    BulkReceiver, BulkSender, CaptureFilter, DatagramPattern, Datagrams, DropReason, LinkConfig,
-    LossModel, Middlebox, MiddleboxConfig, MiddleboxKind, NodeId, Pattern, Router, SimBuilder,
-    Simulator, Sink, TcpHost, TraceKind, TransportHost,
+    CaptureFilter, DropReason, LinkConfig, LossModel, Middlebox, MiddleboxConfig, MiddleboxKind,
+    SimBuilder, TraceKind, TransportHost,
 };
 use hollywood_tcp::{Config, HollywoodStats, Instant, OooStats};
 use hollywood_transport::tcp::{Placement, TcpTransport};
+use oracle::{Fates, Offered, Outcome};
+use path::{cross_topology, RX, TX};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -71,192 +83,21 @@ pub struct MessagesScenario {
     /// Keep every packet the receiver sent (for wire comparisons).
     pub record_receiver_packets: bool,
     /// Run over this transport instead of the TCP deployment `transport`
-    /// (QUIC mappings, QUICsilver, UDP; `crate::generic`).
-    pub generic: Option<crate::generic::GenericTransport>,
+    /// (QUIC mappings, QUICsilver, UDP; `crate::transport`).
+    pub generic: Option<crate::transport::GenericTransport>,
     /// Messages per group (GOP): the first of each group is depended upon
     /// by the rest, and the per-group QUIC mapping puts a group on one
     /// stream. 0 = none.
     pub group: u32,
     /// A timetable (frames of video, `crate::video`) instead of
     /// `interval` and `group`; `count` must be its length.
-    pub schedule: Option<crate::messages::Schedule>,
+    pub schedule: Option<crate::stream::Schedule>,
     /// Traffic sharing the bottleneck (the [TCP-video] cross traffic). With any,
     /// the path is sender → router → bottleneck (rate, delay, loss, queue)
     /// → router → receiver, and each source and sink hangs off its router.
     pub cross: Vec<CrossTraffic>,
     /// More ways the lossy link (and the middlebox) mistreat packets.
     pub impair: Impairments,
-}
-
-/// Impairments beyond loss, on the link that carries the loss; all off
-/// by default (`sim chaos` turns them on).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Impairments {
-    /// Each packet is held back by the extra delay with this probability
-    /// (reordering it behind later ones).
-    pub reorder: Option<(f64, Duration)>,
-    /// Each packet is delivered twice with this probability.
-    pub duplicate: f64,
-    /// Each data segment has one payload byte changed, its TCP checksum
-    /// recomputed, with this probability (a middlebox does it; with
-    /// `MiddleboxKind::None` a plain forwarding box is added).
-    pub corrupt: f64,
-    /// Each data segment holding a whole message has it forged with this
-    /// probability: a payload byte changed, CRC32C and TCP checksum
-    /// recomputed (`MiddleboxConfig::forge_probability`).
-    pub forge: f64,
-    /// The bottleneck rate alternates every `period` between the
-    /// scenario's rate and that rate × `factor` (0.01 ..= 100).
-    pub rate_swing: Option<(Duration, f64)>,
-}
-
-impl Impairments {
-    fn apply(&self, l: LinkConfig) -> LinkConfig {
-        let l = match self.reorder {
-            Some((p, d)) if p > 0.0 => l.with_reorder(p, d),
-            _ => l,
-        };
-        if self.duplicate > 0.0 {
-            l.with_duplicate(self.duplicate)
-        } else {
-            l
-        }
-    }
-}
-
-/// A flow sharing the bottleneck with the measured one ([TCP-video] §6.1:
-/// FTP over TCP, CBR over UDP, Poisson VBR over UDP).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum CrossTraffic {
-    /// A greedy TCP transfer (FTP-like) with our engine and the scenario's
-    /// congestion control, for the whole run.
-    Bulk,
-    /// 1500-byte UDP packets, at a constant rate or exponential on-off.
-    Udp(DatagramPattern),
-}
-
-/// Cross-traffic hosts: 10.0.1.i send, 10.0.2.i receive.
-fn cross_addr(side: u8, i: usize) -> Ipv4Addr {
-    Ipv4Addr::new(10, 0, side, (i + 1) as u8)
-}
-
-/// Build the routed path with cross traffic: returns (access link of the
-/// sender, the bottleneck link, the sinks).
-fn cross_topology(
-    sc: &MessagesScenario,
-    (fwd_cfg, rev_cfg): (LinkConfig, LinkConfig),
-    sim: &mut Simulator,
-    tx: NodeId,
-    rx: NodeId,
-    until: Instant,
-) -> Result<(hollywood_sim::LinkId, hollywood_sim::LinkId, Vec<CrossSink>), String> {
-    let e = |e: hollywood_sim::SimError| e.to_string();
-    let n = sc.cross.len();
-    if n > 200 {
-        return Err("at most 200 cross-traffic flows".into());
-    }
-    let fast = LinkConfig::new(0, Duration::ZERO);
-    let host = |ip: Ipv4Addr| IpAddr::V4(ip);
-    let mut r1 = Router::new()
-        .route(host(RX), 32, 1)
-        .route(host(Ipv4Addr::new(10, 0, 2, 0)), 24, 1)
-        .route(host(TX), 32, 0);
-    let mut r2 = Router::new().route(host(RX), 32, 1);
-    for i in 0..n {
-        r1.add_route(host(cross_addr(1, i)), 32, 2 + i);
-        r2.add_route(host(cross_addr(2, i)), 32, 2 + i);
-    }
-    r2.add_route(host(Ipv4Addr::UNSPECIFIED), 0, 0);
-    let r1 = sim.add_node(r1);
-    let r2 = sim.add_node(r2);
-    let (access, _) = sim
-        .connect(tx, 0, r1, 0, fast.clone(), fast.clone())
-        .map_err(e)?;
-    let (bottleneck, _) = sim
-        .connect(r1, 1, r2, 0, fwd_cfg.with_loss(sc.loss), rev_cfg)
-        .map_err(e)?;
-    sim.connect(r2, 1, rx, 0, fast.clone(), fast.clone())
-        .map_err(e)?;
-    let mut sinks = Vec::with_capacity(n);
-    for (i, c) in sc.cross.iter().enumerate() {
-        let (src_ip, dst_ip) = (cross_addr(1, i), cross_addr(2, i));
-        let seed = sim.derive_seed(100 + i as u64);
-        let (src, sink) = match *c {
-            CrossTraffic::Bulk => {
-                // Buffers of four times the path's capacity (bandwidth ×
-                // RTT plus the bottleneck queue), between 256 KiB and
-                // 8 MiB: never window-limited, and no larger than that (a
-                // greedy flow fills every byte of its buffers, and
-                // experiments run thousands of these).
-                let bdp =
-                    (sc.rate_bps as f64 / 8.0 * sc.rtt.as_secs_f64()) as usize + sc.queue_bytes;
-                let buffer = (4 * bdp).clamp(256 << 10, 8 << 20);
-                let cfg = Config {
-                    recv_buffer: buffer,
-                    send_buffer: buffer,
-                    ..sc.base.clone()
-                };
-                let pattern = Pattern::new(seed);
-                let dst = SocketAddr::new(host(dst_ip), 5001);
-                let src = sim.add_node(TcpHost::new(
-                    host(src_ip),
-                    cfg.clone(),
-                    seed,
-                    BulkSender::new(SocketAddr::new(host(src_ip), 0), dst, u64::MAX / 4, pattern),
-                ));
-                let sink = sim.add_node(TcpHost::new(
-                    host(dst_ip),
-                    cfg,
-                    seed ^ 1,
-                    BulkReceiver::new(dst, pattern, None),
-                ));
-                (src, CrossSink::Tcp(sink))
-            }
-            CrossTraffic::Udp(pattern) => {
-                let (DatagramPattern::Cbr { rate_bps } | DatagramPattern::OnOff { rate_bps, .. }) =
-                    pattern;
-                if rate_bps == 0 {
-                    return Err("cross traffic needs a positive rate".into());
-                }
-                let src = sim.add_node(Datagrams::new(
-                    SocketAddr::new(host(src_ip), 9000),
-                    SocketAddr::new(host(dst_ip), 9000),
-                    1500,
-                    pattern,
-                    until,
-                    seed,
-                ));
-                (src, CrossSink::Udp(sim.add_node(Sink::new(false))))
-            }
-        };
-        let sink_id = match sink {
-            CrossSink::Tcp(id) | CrossSink::Udp(id) => id,
-        };
-        sim.connect(src, 0, r1, 2 + i, fast.clone(), fast.clone())
-            .map_err(e)?;
-        sim.connect(r2, 2 + i, sink_id, 0, fast.clone(), fast.clone())
-            .map_err(e)?;
-        sinks.push(sink);
-    }
-    Ok((access, bottleneck, sinks))
-}
-
-/// Where a cross flow's bytes end up.
-#[derive(Debug, Clone, Copy)]
-enum CrossSink {
-    Tcp(NodeId),
-    Udp(NodeId),
-}
-
-impl CrossSink {
-    fn bytes(self, sim: &mut Simulator) -> u64 {
-        match self {
-            CrossSink::Tcp(id) => sim
-                .node_mut::<TcpHost<BulkReceiver>>(id)
-                .map_or(0, |h| h.app().report().bytes_received),
-            CrossSink::Udp(id) => sim.node_mut::<Sink>(id).map_or(0, |s| s.bytes()),
-        }
-    }
 }
 
 impl Default for MessagesScenario {
@@ -305,7 +146,7 @@ pub struct MessagesRun {
     pub received: Vec<Option<Instant>>,
     /// Per message: when the packet carrying its last byte first went on
     /// the wire (TCP: from sequence numbers; otherwise attributed by time,
-    /// `crate::generic::attribute`); generation to this is its sending
+    /// `oracle::attribute`); generation to this is its sending
     /// delay ([RTP-QUIC] §5.2). `None` where not measured (real packets).
     pub first_sent: Vec<Option<Instant>>,
     /// Per message: the transport reported it expired.
@@ -317,7 +158,7 @@ pub struct MessagesRun {
     /// queue) dropped the first transmission of (part of) it.
     pub network_dropped: Vec<bool>,
     /// On-time delivery against the deadline (generation + lifetime), with
-    /// the oracle (`crate::ontime`).
+    /// the oracle (`ontime`).
     pub on_time: crate::OnTime,
     /// Delivered with wrong content.
     pub corrupt_delivered: u64,
@@ -358,7 +199,7 @@ pub struct MessagesRun {
     /// Packets the receiver sent, if recorded.
     pub receiver_packets: Vec<Vec<u8>>,
     /// Transport counters of both ends (generic transports only).
-    pub transport: crate::generic::GenericStats,
+    pub transport: crate::transport::GenericStats,
     /// Packets the sender offered to the data link.
     pub wire_packets: u64,
     /// Bytes (whole IP packets) the sender offered to the data link.
@@ -413,9 +254,6 @@ impl MessagesRun {
         spans_ms(&self.generated, &self.arrival)
     }
 }
-
-const TX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const RX: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
 /// Every data packet the sender offered to the lossy link, in order, and
 /// what became of it: the drop trace the per-message "first transmission
@@ -530,9 +368,9 @@ impl MessagesScenario {
 
     /// Run to completion (all messages generated, connection closed, or a
     /// generous time limit) and collect the results. The same sender and
-    /// receiver applications ([`crate::messages`]) run over every
+    /// receiver applications ([`crate::stream`]) run over every
     /// transport; only what is measured on the wire differs (sequence
-    /// numbers for TCP, packet timing otherwise: [`crate::generic`]).
+    /// numbers for TCP, packet timing otherwise: [`oracle`]).
     pub fn run(&self) -> Result<MessagesRun, String> {
         if self.count == 0 || self.size == 0 {
             return Err("message count and size must be at least 1".into());
@@ -599,7 +437,7 @@ impl MessagesScenario {
             }
             None => g.endpoints(&self.base, tx_addr, rx_addr, seed)?,
         };
-        let (sender, receiver) = crate::generic::apps(self);
+        let (sender, receiver) = crate::transport::apps(self);
         let tx = sim.add_node(TransportHost::new(tx_addr.ip(), a, sender));
         let rx = sim.add_node(TransportHost::new(rx_addr.ip(), b, receiver));
         let one_way = self.rtt / 2;
@@ -809,7 +647,7 @@ impl MessagesScenario {
             }
             _ => vec![false; self.count as usize],
         };
-        let mut run = crate::generic::assemble(
+        let mut run = oracle::assemble(
             self,
             Outcome {
                 sender: &sender,
@@ -848,7 +686,7 @@ impl MessagesScenario {
 }
 
 /// The sender's packets offered to the lossy link, in order, and what
-/// became of them (transports other than TCP; `crate::generic::attribute`).
+/// became of them (transports other than TCP; `oracle::attribute`).
 #[derive(Default)]
 struct Offers {
     /// Read message ids from the packets (UDP).
@@ -869,10 +707,7 @@ impl Offers {
                     len: packet.len(),
                     network_dropped: false,
                     dropped: false,
-                    id: self
-                        .udp
-                        .then(|| crate::generic::udp_message_id(packet))
-                        .flatten(),
+                    id: self.udp.then(|| oracle::udp_message_id(packet)).flatten(),
                 });
             }
             _ => {
@@ -1034,7 +869,7 @@ fn frame_offsets(sc: &MessagesScenario) -> Vec<u64> {
         // The very payload the sender wrote (a media packet's header and
         // size included): the framing's length depends on its bytes.
         let planned = sc.schedule.as_ref().and_then(|s| s.get(id as usize));
-        let payload = crate::messages::payload_of(sc.seed, id, sc.size, planned);
+        let payload = crate::stream::payload_of(sc.seed, id, sc.size, planned);
         if f.frame(0, false, &payload, &mut out).is_ok() {
             off += out.len() as u64;
         }

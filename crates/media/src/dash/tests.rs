@@ -1,7 +1,7 @@
 use super::client::ClientConfig;
 use super::content::Content;
 use super::*;
-use crate::messages::Transport;
+use crate::stream::Transport;
 use hollywood_tcp::Instant;
 use hollywood_transport::{
     InMessage, MessageTransport, OutMessage, SendError, TransportEvent, TransportStats,

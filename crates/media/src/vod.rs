@@ -15,9 +15,9 @@
 //! Frame sizes ([`VodSource`]): constant (CBR) or a documented VBR model
 //! of scenes (below), or given as a list (a trace).
 
-use crate::messages::{Planned, Schedule};
 use crate::rng::SplitMix;
 use crate::scenario::{MessagesRun, MessagesScenario};
+use crate::stream::{Planned, Schedule};
 use hollywood_sim::Instant;
 use std::time::Duration;
 

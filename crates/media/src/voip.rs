@@ -65,8 +65,8 @@
 //! can reach on the path — a message is lost exactly when its one
 //! transmission is dropped.
 
-use crate::messages::Transport;
 use crate::scenario::MessagesScenario;
+use crate::stream::Transport;
 use hollywood_sim::{LossModel, MiddleboxKind};
 use hollywood_tcp::{Config, Instant};
 use hollywood_transport::TransportKind;
@@ -482,7 +482,7 @@ pub struct VoipRun {
     pub error: Option<String>,
     /// Per message: the network (loss model or scripted drop, not a queue
     /// the sender filled) dropped the packet that first carried it — what
-    /// the on-time oracle loses (`crate::ontime`). Empty when unknown.
+    /// the on-time oracle loses (`crate::scenario::ontime`). Empty when unknown.
     pub network_dropped: Vec<bool>,
 }
 

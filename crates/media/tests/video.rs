@@ -1,8 +1,8 @@
 //! Live video over the message transports (issue 12): the same [QUICsilver]
 //! stream over a reliable stream, TCP Hollywood and UDP on one lossy path.
 
-use hollywood_apps::video::{OnMissing, Resume, VideoScenario, VideoSource};
-use hollywood_apps::{GenericTransport, MessagesScenario, Transport};
+use hollywood_media::video::{OnMissing, Resume, VideoScenario, VideoSource};
+use hollywood_media::{GenericTransport, MessagesScenario, Transport};
 use hollywood_sim::LossModel;
 use std::time::Duration;
 
@@ -112,7 +112,7 @@ fn a_bad_source_is_refused() {
 /// by the queue the others build.
 #[test]
 fn cross_traffic_shares_the_bottleneck() {
-    use hollywood_apps::CrossTraffic;
+    use hollywood_media::CrossTraffic;
     use hollywood_sim::DatagramPattern;
     let with = |name: &str, cross: Vec<CrossTraffic>| {
         let mut sc = scenario(name, 1200);
@@ -126,7 +126,7 @@ fn cross_traffic_shares_the_bottleneck() {
     let alone = with("hollywood", vec![]);
     assert!(alone.messages.cross_delivered_bytes.is_empty());
     assert_eq!(alone.report.useful, 1200);
-    let worst = |r: &hollywood_apps::video::VideoRun| {
+    let worst = |r: &hollywood_media::video::VideoRun| {
         r.messages.delays_ms().into_iter().fold(0.0, f64::max)
     };
     for name in ["hollywood", "tcp", "udp"] {

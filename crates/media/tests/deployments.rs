@@ -1,7 +1,7 @@
 //! The four TCP Hollywood deployments (thesis §4.4) through every middlebox
 //! kind: the invariants users rely on, on the wire and at the application.
 
-use hollywood_apps::{MessagesRun, MessagesScenario, Transport};
+use hollywood_media::{MessagesRun, MessagesScenario, Transport};
 use hollywood_sim::{LossModel, MiddleboxKind};
 use proptest::prelude::*;
 use std::time::Duration;

@@ -14,7 +14,7 @@
 //! Seeds 1, 2, 4 and 6 each drop at least one first transmission at 0.1 %
 //! loss over 3000 messages (asserted, so no test passes vacuously).
 
-use hollywood_apps::{Outcome, Transport, TransportKind, VoipRun, VoipScenario};
+use hollywood_media::{Outcome, Transport, TransportKind, VoipRun, VoipScenario};
 
 const SEEDS: [u64; 4] = [1, 2, 4, 6];
 

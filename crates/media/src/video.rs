@@ -36,7 +36,7 @@
 //! The model is a pure function of the timings, so every transport is judged
 //! by the same player.
 
-use crate::messages::{MediaPacket, Planned, Schedule};
+use crate::stream::{MediaPacket, Planned, Schedule};
 use crate::{MessagesRun, MessagesScenario};
 use hollywood_tcp::Instant;
 use std::time::Duration;
@@ -975,7 +975,7 @@ mod tests {
         for (f, fp) in frames.iter().enumerate() {
             for i in 0..fp.count {
                 let id = fp.first + i;
-                let p = crate::messages::payload_of(7, id, 1232, plan.get(id as usize));
+                let p = crate::stream::payload_of(7, id, 1232, plan.get(id as usize));
                 let h = RtpLike::parse(&p).expect("a header");
                 assert_eq!(h.frame as usize, f);
                 assert_eq!((h.index, h.count), (i as u16, fp.count as u16));
@@ -985,7 +985,7 @@ mod tests {
                 // 60 fps: 1500 ticks of 90 kHz per frame.
                 assert_eq!(h.timestamp, 1500 * f as u32);
                 // The rest is the message's own pattern.
-                assert_eq!(p[16..], crate::messages::payload_for(7, id, 1232)[16..]);
+                assert_eq!(p[16..], crate::stream::payload_for(7, id, 1232)[16..]);
             }
         }
     }

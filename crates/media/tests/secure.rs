@@ -3,12 +3,12 @@
 //! checksum gets its forgeries delivered in plain mode and none in secure
 //! mode, for every TCP deployment; everything else still arrives.
 
-use hollywood_apps::scenario::Impairments;
-use hollywood_apps::{MessagesScenario, Transport};
+use hollywood_media::scenario::Impairments;
+use hollywood_media::{MessagesScenario, Transport};
 use hollywood_sim::LossModel;
 use std::time::Duration;
 
-fn run(t: Transport, secure: bool) -> hollywood_apps::MessagesRun {
+fn run(t: Transport, secure: bool) -> hollywood_media::MessagesRun {
     MessagesScenario {
         transport: t,
         count: 600,
@@ -48,7 +48,7 @@ fn forgeries_are_delivered_in_plain_mode_and_rejected_in_secure_mode() {
         assert_eq!(secure.duplicates_delivered, 0);
         // What was not forged arrives as in plain mode: the forgeries are
         // the only messages secure mode gives up.
-        let delivered = |r: &hollywood_apps::MessagesRun| {
+        let delivered = |r: &hollywood_media::MessagesRun| {
             r.arrival.iter().filter(|a| a.is_some()).count() as u64
         };
         assert!(
