@@ -7,7 +7,7 @@
 #
 # Wall-clock fields (how long a run took) differ between any two runs and are
 # masked before comparing. So are the short names of the source documents
-# (docs/REFERENCES.md): the old binary's "seed 001" is the new "[DASHing]".
+# (docs/REFERENCES.md): the old binary's "seed 001" is the new "[DASHing-2018]".
 # Exits non-zero and lists the files that differ otherwise. Takes about ten
 # minutes per binary on 2 cores (`repro all` is most of it).
 set -euo pipefail
@@ -51,11 +51,13 @@ mask() {
     s/\b(took|in|after) [0-9]+(\.[0-9]+)? ?(s|ms|min)\b/$1 WALL/g;
     s/\b[0-9]+(\.[0-9]+)? s wall\b/WALL/g;
     s/\b[Ss]eeds 003 and 004\b/[TCP-video] and [RTP-QUIC]/g;
-    s/\b[Ss]eeds 002 and 004\b/[QUICsilver] and [RTP-QUIC]/g;
-    s/\b[Ss]eed[ -]000\b/the thesis/g; s/\b[Ss]eed[ -]001\b/[DASHing]/g;
-    s/\b[Ss]eed[ -]002\b/[QUICsilver]/g; s/\b[Ss]eed[ -]003\b/[TCP-video]/g;
+    s/\b[Ss]eeds 002 and 004\b/[QUICsilver-2019] and [RTP-QUIC]/g;
+    s/\b[Ss]eed[ -]000\b/the thesis/g; s/\b[Ss]eed[ -]001\b/[DASHing-2018]/g;
+    s/\b[Ss]eed[ -]002\b/[QUICsilver-2019]/g; s/\b[Ss]eed[ -]003\b/[TCP-video]/g;
     s/\b[Ss]eed[ -]004\b/[RTP-QUIC]/g;
-    s/\[(DASHing|QUICsilver|TCP-video|RTP-QUIC)\]\x27s /the [$1] /g;
+    s/RESULTS\.md 2\(e\)/REFERENCES.md [DASHing-2018], ambiguities/g;
+    s/RESULTS\.md 1\(d\)/REFERENCES.md thesis ch. 6, claims/g;
+    s/\[(DASHing-2018|QUICsilver-2019|TCP-video|RTP-QUIC)\]\x27s /the [$1] /g;
   ' "$1"
 }
 

@@ -89,9 +89,9 @@ enum Command {
 enum SimCommand {
     /// One simulated VoIP call (thesis §5.1.2): per-message playout, JSON, CSV, plot.
     Voip(cmd::voip::VoipArgs),
-    /// Live video (the [QUICsilver] source) over one or several transports: useful frames, stalls, discrepancy.
+    /// Live video (the [QUICsilver-2019] source) over one or several transports: useful frames, stalls, discrepancy.
     Video(cmd::video::VideoArgs),
-    /// MPEG-DASH ([DASHing]) over TCP and TCP Hollywood: start-up, stalls, bit-rate, switches, discards.
+    /// MPEG-DASH ([DASHing-2018]) over TCP and TCP Hollywood: start-up, stalls, bit-rate, switches, discards.
     Dash(cmd::dash::DashArgs),
     /// Thesis ch. 6's DASH architectures (request-response, push, Hollywood) at a fixed rate: stall, delayed frames, skips.
     DashCh6(cmd::dash_ch6::Ch6Args),
@@ -132,7 +132,7 @@ enum LabGroup {
 enum ToolsCommand {
     /// The thesis's latency model (§5.1.1, §5.2.1): Table 5.1, useful playout ranges, plots.
     Analyze(cmd::analyze::AnalyzeArgs),
-    /// Encode a source with ffmpeg into the [DASHing] DASH ladder (MPEG-TS chunks, MPD) for `sim dash --video DIR`.
+    /// Encode a source with ffmpeg into the [DASHing-2018] DASH ladder (MPEG-TS chunks, MPD) for `sim dash --video DIR`.
     DashLadder(cmd::dash_video::LadderArgs),
     /// Encode thesis ch. 6's fixed-rate videos (7.5/12/24/53 Mb/s, 60 fps) with ffmpeg and record every frame's size for `sim dash-ch6 --video DIR`.
     DashCh6Video(cmd::dash_video::Ch6VideoArgs),

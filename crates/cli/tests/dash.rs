@@ -1,4 +1,4 @@
-//! `hollywood dash` end to end: the JSON fields the [DASHing] metrics need,
+//! `hollywood dash` end to end: the JSON fields the [DASHing-2018] metrics need,
 //! their consistency, the per-chunk CSV, and bad flags refused.
 
 use serde_json::Value;
@@ -164,7 +164,7 @@ fn a_real_video_ladder_plays_and_is_scored_per_transport() {
         assert!(std::path::Path::new(s["file"].as_str().unwrap()).is_file());
     }
     quality_lookup_matches_decoding_and_damage_stays_in_its_chunk(&dir);
-    // [DASHing] with real video: every run scored, Table 1, Figs 11, 12, 15.
+    // [DASHing-2018] with real video: every run scored, Table 1, Figs 11, 12, 15.
     let repro = dir.join("repro");
     let v = json(&[
         "repro",

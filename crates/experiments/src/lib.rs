@@ -10,9 +10,9 @@
 //! Modules are named after the adapters they hold (`adapter = "…"` in a
 //! plan): [`voip`] (thesis chapter 5, `scenarios/ch5*.toml`; its
 //! [`voip::report`] is also `hollywood voip` and `demo`), [`video`] (live
-//! video: [QUICsilver] and [RTP-QUIC]), [`vod`] (video on demand over TCP,
+//! video: [QUICsilver-2019] and [RTP-QUIC]), [`vod`] (video on demand over TCP,
 //! deadline TCP and TCP Hollywood: [TCP-video]), [`dash`] (MPEG-DASH:
-//! [DASHing]; [`dash::sessions`] also runs `hollywood dash`, and
+//! [DASHing-2018]; [`dash::sessions`] also runs `hollywood dash`, and
 //! [`dash::quality`] scores real video) and [`ch6`] (thesis chapter 6's DASH
 //! architectures). The built-in plans are listed in [`builtin`].
 

@@ -1,5 +1,5 @@
 //! Aggregation over seeds and samples: mean ± sample standard deviation,
-//! trimmed means ([DASHing] reports means with the extremes dropped) and
+//! trimmed means ([DASHing-2018] reports means with the extremes dropped) and
 //! nearest-rank percentiles.
 
 use serde::Serialize;
@@ -53,7 +53,7 @@ impl Stat {
 }
 
 /// The mean of `v` without its `trim` smallest and `trim` largest values
-/// ([DASHing] averages its runs this way). `None` when fewer than
+/// ([DASHing-2018] averages its runs this way). `None` when fewer than
 /// `2·trim + 1` values remain to average.
 pub fn trimmed_mean(v: &[f64], trim: usize) -> Option<f64> {
     if v.len() < 2 * trim + 1 {
@@ -65,42 +65,7 @@ pub fn trimmed_mean(v: &[f64], trim: usize) -> Option<f64> {
     Some(kept.iter().sum::<f64>() / kept.len() as f64)
 }
 
-/// The nearest-rank `q`-quantile (`q` in `[0, 1]`) of `sorted`, which must be
-/// sorted ascending; `None` when empty.
-pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
-}
-
-/// Percentiles of a sample in milliseconds.
-#[derive(Serialize, Debug, Default, Clone, Copy, PartialEq)]
-pub struct Percentiles {
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// Maximum.
-    pub max: f64,
-}
-
-impl Percentiles {
-    /// Nearest-rank percentiles of `v` (milliseconds); zeros when empty.
-    pub fn of(mut v: Vec<f64>) -> Percentiles {
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| percentile(&v, q).unwrap_or(0.0);
-        Percentiles {
-            p50: at(0.5),
-            p90: at(0.9),
-            p99: at(0.99),
-            max: at(1.0),
-        }
-    }
-}
+pub use hollywood_media::scenario::stats::{percentile, Percentiles};
 
 #[cfg(test)]
 mod tests {

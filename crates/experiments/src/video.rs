@@ -1,6 +1,6 @@
 //! Live video (issue 12): the JSON summary of one stream over one transport
 //! ([`VideoReport`], used by `hollywood video` too) and the `video`
-//! [`Adapter`] that runs a plan of streams — the [QUICsilver] QUICsilver
+//! [`Adapter`] that runs a plan of streams — the [QUICsilver-2019] QUICsilver
 //! experiment is `scenarios/quicsilver.toml`, the [RTP-QUIC] stream mappings
 //! `scenarios/rtp-quic.toml`.
 //!
@@ -55,7 +55,7 @@ pub struct VideoReport {
     pub player: &'static str,
     /// Frames sent.
     pub frames: u64,
-    /// Played and decodable (the [QUICsilver] useful frames).
+    /// Played and decodable (the [QUICsilver-2019] useful frames).
     pub useful_frames: u64,
     /// Useful frames / frames sent, percent: the headline figure.
     pub useful_frames_pct: f64,
@@ -86,7 +86,7 @@ pub struct VideoReport {
     /// Application latency per delivered packet: generation → delivery (ms).
     pub app_latency_ms: Percentiles,
     /// Stack latency per delivered packet: generation → the receiving
-    /// stack holding all of it (ms; [QUICsilver]).
+    /// stack holding all of it (ms; [QUICsilver-2019]).
     pub stack_latency_ms: Percentiles,
     /// Head-of-line-blocking delay, summed over delivered packets: the
     /// stack held a packet but could not hand it over (s; [RTP-QUIC] §5.1).
@@ -322,7 +322,7 @@ struct Raw {
     /// With `scatter_loss`: only the configuration at this one-way delay.
     scatter_one_way: Option<String>,
     /// What the scatter shows: `latency` (application latency by time,
-    /// [QUICsilver] Figs. 6-7) or `hol` (head-of-line-blocking delay by packet
+    /// [QUICsilver-2019] Figs. 6-7) or `hol` (head-of-line-blocking delay by packet
     /// number, [RTP-QUIC] Fig. 5).
     #[serde(default = "d_scatter")]
     scatter: String,
@@ -396,7 +396,7 @@ pub struct RunResult {
     /// Per delivered packet, for the scatter plot.
     pub latency: Option<Vec<(f64, f64)>>,
     /// Per packet the receiving stack got, (generation s, stack latency
-    /// ms), for the stack-latency scatter ([QUICsilver] Figs. 4-5).
+    /// ms), for the stack-latency scatter ([QUICsilver-2019] Figs. 4-5).
     pub stack: Option<Vec<(f64, f64)>>,
     /// The path's one-way delay (ms).
     pub one_way_ms: f64,
@@ -617,7 +617,7 @@ impl Adapter for Video {
     }
 
     fn metric(&self, out: &RunResult, name: &str) -> Option<f64> {
-        // Stack latency beyond the path's one-way delay ([QUICsilver]: "within
+        // Stack latency beyond the path's one-way delay ([QUICsilver-2019]: "within
         // 15 ms of the path latency").
         let stack = &out.report.stack_latency_ms;
         let delivered = out.report.packets > out.report.first_tx_dropped;
@@ -769,7 +769,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
                      loss, seed {seed}",
                     s.name
                 ),
-                "[QUICsilver] Figs. 6-7",
+                "[QUICsilver-2019] Figs. 6-7",
             )
         };
         plot::draw_stacked(&charts, &ctx.out.join(&file))?;
@@ -778,7 +778,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
             caption,
             reproduces: Some(reproduces.into()),
         });
-        // Stack latency of the same packets ([QUICsilver] Figs. 4-5).
+        // Stack latency of the same packets ([QUICsilver-2019] Figs. 4-5).
         let mut stack_charts = Vec::new();
         for c in done.configs.iter_mut() {
             if c.point.scenario_index != si {
@@ -825,7 +825,7 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
                      every packet at {loss} loss, seed {seed}",
                     s.name
                 ),
-                reproduces: Some("[QUICsilver] Figs. 4-5".into()),
+                reproduces: Some("[QUICsilver-2019] Figs. 4-5".into()),
             });
         }
     }

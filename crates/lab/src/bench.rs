@@ -242,7 +242,9 @@ impl Latency {
     fn from_ns(mut v: Vec<u64>) -> Latency {
         v.sort_unstable();
         let n = v.len().max(1);
-        let at = |q: usize| v.get((n * q / 100).min(n - 1)).copied().unwrap_or(0) as f64 / 1e3;
+        // The workspace's one percentile definition (nearest rank).
+        let us: Vec<f64> = v.iter().map(|&x| x as f64 / 1e3).collect();
+        let at = |q: usize| hollywood_media::percentile(&us, q as f64 / 100.0).unwrap_or(0.0);
         Latency {
             round_trips: v.len(),
             p50_us: at(50),
@@ -1072,8 +1074,10 @@ mod tests {
     fn percentiles() {
         let l = Latency::from_ns((1..=100).map(|i| i * 1000).collect());
         assert_eq!(l.round_trips, 100);
-        assert_eq!(l.p50_us, 51.0);
-        assert_eq!(l.p99_us, 100.0);
+        // Nearest rank, as every other report (the floor index gave 51 and
+        // 100: the maximum, not the 99th percentile).
+        assert_eq!(l.p50_us, 50.0);
+        assert_eq!(l.p99_us, 99.0);
         assert_eq!(l.min_us, 1.0);
         assert_eq!(l.max_us, 100.0);
         assert!((l.mean_us - 50.5).abs() < 1e-9);

@@ -31,7 +31,7 @@ use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
 use crate::workload::{check_payload, payload};
 use hollywood_io::NetNs;
-use hollywood_media::{oracle_in_time, DelayPercentiles, OnTime, Timeliness};
+use hollywood_media::{oracle_in_time, OnTime, Percentiles, Timeliness};
 use hollywood_sim::{DropReason, LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Instant};
 use serde::Serialize;
@@ -552,7 +552,7 @@ fn datagram_row(
             oracle,
         );
     }
-    let p = DelayPercentiles::of(delays);
+    let p = Percentiles::of(delays);
     let (ts_frames_decoded, ts_file) = match &ts {
         Some(t) => {
             let chunks: Vec<&[u8]> = got.iter().map(|(d, _)| d.as_slice()).collect();

@@ -40,7 +40,7 @@ use hollywood_io::engine::{Stack, Stream, StreamStats};
 use hollywood_io::kernel::KernelStream;
 use hollywood_io::message::{MessageStats, MessageStream, ReceivedMessage, SendMessage};
 use hollywood_io::StreamError;
-use hollywood_media::DelayPercentiles;
+use hollywood_media::Percentiles;
 use hollywood_sim::{LinkConfig, LossModel};
 use hollywood_tcp::{CcAlgorithm, Config, ExpiryReason};
 use serde::Serialize;
@@ -1109,7 +1109,7 @@ pub struct InteropReport {
 impl InteropReport {
     /// Summarise a run.
     pub fn of(run: &PairRun) -> InteropReport {
-        let delays = DelayPercentiles::of(run.delays_ms());
+        let delays = Percentiles::of(run.delays_ms());
         let expired: HashSet<u32> = run.sender.expired_ids.iter().copied().collect();
         let undelivered = run.undelivered();
         let (ooo, ooo_via_replacement) = run.out_of_order();

@@ -120,7 +120,7 @@ fn udp_and_hollywood_on_real_packets_agree_with_the_simulator() {
     assert_eq!(hw.wire.seq_holes, 0);
 }
 
-/// The [QUICsilver] live video (60 fps, an I-frame of 4 packets every 10 frames,
+/// The [QUICsilver-2019] live video (60 fps, an I-frame of 4 packets every 10 frames,
 /// P-frames of one packet, 1232 B; 50 ms one-way, 1 % loss, a 4-frame
 /// buffer), 10 s of it, from a timetable on real packets: TCP Hollywood
 /// plays what the simulator plays and never stalls, standard TCP stalls

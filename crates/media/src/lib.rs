@@ -40,11 +40,10 @@ pub use hollywood_transport::{QuicKind, TransportKind};
 pub use scenario::audit::{WireAudit, WireAuditReport};
 pub use scenario::models::ch5::{MediaTiming, Region, Utility};
 pub use scenario::ontime::{oracle_in_time, OnTime, Timeliness};
+pub use scenario::stats::{percentile, Percentiles};
 pub use scenario::{CrossTraffic, MessagesRun, MessagesScenario};
 pub use stream::{
     payload_for, MessageReceiver, MessageSender, SenderConfig, SenderRecord, Transport,
 };
 pub use transport::{GenericStats, GenericTransport};
-pub use voip::{
-    DelayPercentiles, Outcome, VoipError, VoipRecord, VoipRun, VoipScenario, VoipSummary,
-};
+pub use voip::{Outcome, VoipError, VoipRecord, VoipRun, VoipScenario, VoipSummary};

@@ -3,10 +3,10 @@
 //! application, decide which frames play, which stall playback, which are
 //! skipped, and which are *useful* (decodable), with the seeds' definitions:
 //!
-//! * **Playback clock** ([QUICsilver] §3.2): frame 0 is due
+//! * **Playback clock** ([QUICsilver-2019] §3.2): frame 0 is due
 //!   `one_way + buffer_frames · frame_interval` after it was generated, and
 //!   frame *f* one frame interval after frame *f − 1*.
-//! * **Stall** ([QUICsilver], "no buffered video to play while head-of-line
+//! * **Stall** ([QUICsilver-2019], "no buffered video to play while head-of-line
 //!   blocking holds data"): with [`OnMissing::Stall`] (a reliable, ordered
 //!   transport — TCP, QUIC on one stream — will deliver the frame, so the
 //!   player waits), a frame that is incomplete when the player is ready for
@@ -15,7 +15,7 @@
 //!   cumulative: the sum of the pauses). After the pause the player either
 //!   catches up ([`Resume::CatchUp`]: the held-back frames play at once and
 //!   the schedule is the original one, so each head-of-line event that
-//!   outlasts the buffer is its own stall — the [QUICsilver] Tables 1–2, where the
+//!   outlasts the buffer is its own stall — the [QUICsilver-2019] Tables 1–2, where the
 //!   discrepancy is the stall count times about one RTT) or shifts every
 //!   later frame by the pause ([`Resume::Shift`]: the backlog then absorbs
 //!   later losses).
@@ -23,14 +23,14 @@
 //!   QUIC per packet: what is late will not be waited for), an incomplete
 //!   frame is concealed at its due time and playback goes on; a frame the
 //!   transport never delivers is skipped in either mode.
-//! * **Useful frame** ([QUICsilver] §5, [RTP-QUIC]): played, and its reference
+//! * **Useful frame** ([QUICsilver-2019] §5, [RTP-QUIC]): played, and its reference
 //!   chain complete by its own play time. A frame is complete when its last
 //!   packet arrived, or, with redundancy r (`VideoScenario::redundancy`,
 //!   The [RTP-QUIC] decoder), when all but ⌊r·n⌋ of its n packets had. A frame is decodable at
 //!   `max(complete, decodable(reference))`; an intra (I) frame has no
 //!   reference, so a *late* I-frame — too late for its own slot — still
 //!   serves the P-frames played after it arrived. The reference is the GOP's
-//!   I-frame ([`Reference::Gop`], [QUICsilver]) or the previous frame
+//!   I-frame ([`Reference::Gop`], [QUICsilver-2019]) or the previous frame
 //!   ([`Reference::Previous`], [TCP-video] and [RTP-QUIC]).
 //!
 //! The model is a pure function of the timings, so every transport is judged
@@ -63,7 +63,7 @@ pub enum OnMissing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resume {
     /// Play the frames held back by the pause at once and return to the
-    /// original schedule (a live player at the live edge; [QUICsilver], whose
+    /// original schedule (a live player at the live edge; [QUICsilver-2019], whose
     /// discrepancy is the stall count times the per-stall delay, Table 2):
     /// every head-of-line event that outlasts the buffer is a stall of its
     /// own.
@@ -350,7 +350,7 @@ pub fn media_packet(intra: bool, index: usize, count: usize) -> Option<MediaPack
     })
 }
 
-/// A synthetic constant-bit-rate video source (the [QUICsilver] model): `fps`
+/// A synthetic constant-bit-rate video source (the [QUICsilver-2019] model): `fps`
 /// frames a second, an I-frame every `gop` frames as `iframe_packets`
 /// packets sent back to back, every other frame as `pframe_packets`
 /// packets, every packet `packet_size` bytes of payload (one message each).
@@ -378,7 +378,7 @@ pub struct VideoSource {
 }
 
 impl Default for VideoSource {
-    /// [QUICsilver]: 60 fps, an I-frame every 10 frames as 4 packets of 1232 B,
+    /// [QUICsilver-2019]: 60 fps, an I-frame every 10 frames as 4 packets of 1232 B,
     /// P-frames of one packet, 300 s.
     fn default() -> Self {
         VideoSource {
@@ -474,7 +474,7 @@ impl VideoSource {
     /// A packet's lifetime is `base_lifetime` (its frame's playback
     /// deadline), extended for a frame that later frames of its GOP
     /// reference until the last of them is due (thesis §4.2: a message with
-    /// live dependents is not expired; [QUICsilver] keeps such I-frame
+    /// live dependents is not expired; [QUICsilver-2019] keeps such I-frame
     /// fragments for retransmission).
     pub fn timetable(&self, base_lifetime: Duration) -> (Schedule, Vec<FramePackets>) {
         let spec: Vec<(bool, u32)> = (0..self.frames).map(|f| self.frame_packets(f)).collect();
@@ -626,7 +626,7 @@ impl VideoScenario {
     }
 
     /// Frame *f*'s playback deadline from its generation: the one-way delay
-    /// plus the buffer ([QUICsilver]: path latency + 4 frames).
+    /// plus the buffer ([QUICsilver-2019]: path latency + 4 frames).
     pub fn lifetime(&self) -> Duration {
         self.path.rtt / 2 + self.source.frame_interval() * self.buffer_frames
     }

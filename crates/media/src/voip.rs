@@ -65,6 +65,7 @@
 //! can reach on the path — a message is lost exactly when its one
 //! transmission is dropped.
 
+use crate::scenario::stats::Percentiles;
 use crate::scenario::MessagesScenario;
 use crate::stream::Transport;
 use hollywood_sim::{LossModel, MiddleboxKind};
@@ -385,36 +386,6 @@ impl VoipRecord {
     }
 }
 
-/// Nearest-rank percentiles of a sample (milliseconds).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct DelayPercentiles {
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// Maximum.
-    pub max: f64,
-}
-
-impl DelayPercentiles {
-    /// Percentiles of `v`; all zero when `v` is empty.
-    pub fn of(mut v: Vec<f64>) -> DelayPercentiles {
-        if v.is_empty() {
-            return DelayPercentiles::default();
-        }
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        DelayPercentiles {
-            p50: at(0.5),
-            p90: at(0.9),
-            p99: at(0.99),
-            max: v[v.len() - 1],
-        }
-    }
-}
-
 /// Per-call totals.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VoipSummary {
@@ -434,7 +405,7 @@ pub struct VoipSummary {
     /// transmission) the sender made.
     pub ir_sent: u64,
     /// Transport delay of delivered messages.
-    pub transport_delay_ms: DelayPercentiles,
+    pub transport_delay_ms: Percentiles,
     /// Smallest buffered time (ms; negative = the latest message).
     pub min_buffered_ms: f64,
     /// Messages the on-time oracle plays: every message whose first
@@ -497,7 +468,7 @@ impl VoipRun {
             app_lost: 0,
             played: 0,
             ir_sent: self.ir_sent,
-            transport_delay_ms: DelayPercentiles::default(),
+            transport_delay_ms: Percentiles::default(),
             min_buffered_ms: 0.0,
             oracle_on_time: 0,
         };
@@ -530,7 +501,7 @@ impl VoipRun {
             }
         }
         s.app_lost = s.late + s.never_arrived;
-        s.transport_delay_ms = DelayPercentiles::of(delays);
+        s.transport_delay_ms = Percentiles::of(delays);
         s.min_buffered_ms = if min_buf.is_finite() { min_buf } else { 0.0 };
         s
     }

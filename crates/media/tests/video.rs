@@ -1,4 +1,4 @@
-//! Live video over the message transports (issue 12): the same [QUICsilver]
+//! Live video over the message transports (issue 12): the same [QUICsilver-2019]
 //! stream over a reliable stream, TCP Hollywood and UDP on one lossy path.
 
 use hollywood_media::video::{OnMissing, Resume, VideoScenario, VideoSource};
@@ -49,7 +49,7 @@ fn a_reliable_stream_stalls_where_hollywood_and_udp_play_on() {
         "everything plays, late"
     );
     assert!(r.discrepancy >= Duration::from_millis(100), "{r:?}");
-    // Catching up after each pause ([QUICsilver]), every head-of-line event that
+    // Catching up after each pause ([QUICsilver-2019]), every head-of-line event that
     // outlasts the buffer is a stall; shifting playback instead, the
     // backlog buffers against the next loss: fewer stalls than losses, and
     // less discrepancy.

@@ -26,7 +26,7 @@ pub enum Preference {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Protocol {
     /// QUIC (quinn-proto) over UDP, a stream per message with QUICsilver's
-    /// deadline-aware partial reliability ([QUICsilver]), or one ordered stream
+    /// deadline-aware partial reliability ([QUICsilver-2019]), or one ordered stream
     /// when order is required.
     Quic,
     /// TCP Hollywood on our engine over a TUN device (thesis ch. 4): out of

@@ -13,7 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A QUIC variant: a stream mapping ([RTP-QUIC] §3), or QUICsilver's
-/// deadline-aware partial reliability ([QUICsilver] §4).
+/// deadline-aware partial reliability ([QUICsilver-2019] §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QuicKind {
     /// `quic-ss`: one stream for every message (standard QUIC).

@@ -8,7 +8,7 @@
 //! - [`quic::QuicTransport`]: QUIC on `quinn-proto` with the stream mappings
 //!   of [RTP-QUIC] ([`quic::Mapping`]: one stream, stream per group, per
 //!   frame, per message, RFC 9221 datagrams) and QUICsilver's deadline-aware
-//!   partial reliability ([QUICsilver] §4, with thesis §4.2's liveness rule);
+//!   partial reliability ([QUICsilver-2019] §4, with thesis §4.2's liveness rule);
 //! - [`tcp::TcpTransport`]: our TCP engine with the intermediary layer,
 //!   as standard TCP or one of the TCP Hollywood deployments
 //!   ([`tcp::Deployment`], thesis §4.4);

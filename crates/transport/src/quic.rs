@@ -1,5 +1,5 @@
 //! QUIC on quinn-proto behind [`MessageTransport`]: the stream mappings of
-//! [RTP-QUIC] and QUICsilver's deadline-aware partial reliability ([QUICsilver]).
+//! [RTP-QUIC] and QUICsilver's deadline-aware partial reliability ([QUICsilver-2019]).
 //!
 //! One [`QuicTransport`] is one endpoint with at most one connection: the
 //! client connects at [`MessageTransport::start`], the server accepts the
@@ -21,7 +21,7 @@
 //! with each message, shifted by [`OutMessage::priority`]), as MoQ does
 //! per group.
 //!
-//! **QUICsilver** ([QUICsilver] §4, with thesis §4.2's liveness rule): a message
+//! **QUICsilver** ([QUICsilver-2019] §4, with thesis §4.2's liveness rule): a message
 //! with a lifetime whose arrival can no longer be on time — `now + SRTT/2 >
 //! deadline` — is given up: before it is sent it never opens a stream
 //! ([`ExpiryReason::BeforeSend`]); after, its stream is reset (RESET_STREAM:
@@ -32,7 +32,7 @@
 //! (its stream's priority is raised above theirs). The receiver skips a
 //! reset stream without waiting for it, and delivers a late but complete
 //! dependency (a decoder can still use a late I-frame; QUICsilver's
-//! single-stream design could not, [QUICsilver] §6.2). [QUICsilver] removed stale
+//! single-stream design could not, [QUICsilver-2019] §6.2). [QUICsilver-2019] removed stale
 //! data with falsified ACKs, which also hid the loss from congestion
 //! control; a reset does not, so congestion control sees every loss.
 //!

@@ -1,4 +1,4 @@
-//! `hollywood dash`: MPEG-DASH sessions ([DASHing]) over standard TCP and
+//! `hollywood dash`: MPEG-DASH sessions ([DASHing-2018]) over standard TCP and
 //! TCP Hollywood side by side on one simulated path, over one or more
 //! seeds: start-up delay, total stall, average bit-rate, downward
 //! switches, discarded messages.
@@ -26,10 +26,10 @@ pub struct DashArgs {
     /// Algorithm 2.
     #[arg(long, default_value = "tcp,hollywood")]
     transport: String,
-    /// Architecture (thesis ch. 6): request-response is the [DASHing] HTTP/1.1.
+    /// Architecture (thesis ch. 6): request-response is the [DASHing-2018] HTTP/1.1.
     #[arg(long, default_value = "request-response")]
     arch: String,
-    /// Bottleneck rate ([DASHing]: 5mbit).
+    /// Bottleneck rate ([DASHing-2018]: 5mbit).
     #[arg(long, default_value = "5mbit", value_parser = parse_rate)]
     rate: u64,
     /// Round-trip propagation delay.
@@ -38,7 +38,7 @@ pub struct DashArgs {
     /// Random loss, server to client (1%, 0.01).
     #[arg(long, default_value = "1%", value_parser = parse_fraction)]
     loss: f64,
-    /// The video: `synthetic` (the [DASHing] ladder, see docs/DASH.md) or a
+    /// The video: `synthetic` (the [DASHing-2018] ladder, see docs/DASH.md) or a
     /// directory from `hollywood dash-ladder` (real video: the first
     /// seed's received video is decoded and scored, PSNR and SSIM).
     #[arg(long, default_value = "synthetic")]
@@ -52,21 +52,21 @@ pub struct DashArgs {
     /// Chunk duration.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     chunk: Duration,
-    /// Playout buffer B ([DASHing]: 16 s).
+    /// Playout buffer B ([DASHing-2018]: 16 s).
     #[arg(long, default_value = "16s", value_parser = parse_duration)]
     buffer: Duration,
     /// Rate adaptation: bola (dash.js) or throughput.
     #[arg(long, default_value = "bola", value_parser = AbrKind::parse)]
     abr: AbrKind,
-    /// Hollywood's receive threshold Rx_T ([DASHing]: 0.9).
+    /// Hollywood's receive threshold Rx_T ([DASHing-2018]: 0.9).
     #[arg(long, value_parser = parse_fraction)]
     rx_threshold: Option<f64>,
     /// When a Hollywood message is late: position (the playhead reached
-    /// its bytes; the [DASHing] message-level playout buffer) or chunk-start
+    /// its bytes; the [DASHing-2018] message-level playout buffer) or chunk-start
     /// (its chunk started playing; a whole-segment player).
     #[arg(long, default_value = "position", value_parser = Lateness::parse)]
     late: Lateness,
-    /// Congestion control at both ends: cubic ([DASHing]), bbr or newreno.
+    /// Congestion control at both ends: cubic ([DASHing-2018]), bbr or newreno.
     #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
     cc: CcAlgorithm,
     /// Bottleneck queue; default one bandwidth-delay product, at least 64 KiB.
@@ -75,7 +75,7 @@ pub struct DashArgs {
     /// First seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Seeds: SEED, SEED+1, ... ([DASHing] used 10 runs and trimmed means).
+    /// Seeds: SEED, SEED+1, ... ([DASHing-2018] used 10 runs and trimmed means).
     #[arg(long, default_value_t = 1)]
     seeds: u64,
     /// Seed of the synthetic video's chunk sizes.
@@ -140,7 +140,7 @@ struct RunLine {
 pub fn run(a: DashArgs) -> Result<(), String> {
     if a.arch != "request-response" {
         return Err(format!(
-            "--arch {}: this command runs the [DASHing] request-response HTTP/1.1 client; thesis ch. 6's push and Hollywood architectures are `hollywood dash-ch6`",
+            "--arch {}: this command runs the [DASHing-2018] request-response HTTP/1.1 client; thesis ch. 6's push and Hollywood architectures are `hollywood dash-ch6`",
             a.arch
         ));
     }

@@ -1,8 +1,8 @@
 //! Real video for `hollywood dash`: `hollywood dash-ladder` encodes a
-//! source with ffmpeg into the [DASHing] ladder (eight representations at
+//! source with ffmpeg into the [DASHing-2018] ladder (eight representations at
 //! 1200–5600 kb/s, H.264, 1 s chunks each starting with an I-frame,
 //! MPEG-TS) with its MPD, and scores each representation frame by frame
-//! against the source (the [DASHing] Table 1;
+//! against the source (the [DASHing-2018] Table 1;
 //! [`hollywood_experiments::dash::quality`] decodes and scores what clients
 //! received).
 
@@ -23,7 +23,7 @@ pub struct LadderArgs {
     /// Length of the video.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
-    /// Picture size ([DASHing]: 1920x1080; 1280x720 encodes about 2× faster).
+    /// Picture size ([DASHing-2018]: 1920x1080; 1280x720 encodes about 2× faster).
     #[arg(long, default_value = "1280x720")]
     size: String,
     /// Frames per second.
@@ -188,7 +188,7 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     // Check it loads as the server will.
     let c = Content::from_dir(&a.out)?;
-    // Each representation against the source, frame by frame ([DASHing]'s
+    // Each representation against the source, frame by frame ([DASHing-2018]'s
     // Table 1); `repro dash2018 --video` reads these instead of decoding
     // every intact chunk again.
     let _ = std::fs::remove_dir_all(a.out.join("quality"));
@@ -197,7 +197,7 @@ pub fn ladder(a: LadderArgs) -> Result<(), String> {
     for ((r, &(enc, seed_chunk)), s) in c.reps.iter().zip(DASHING_LADDER.iter()).zip(&lq.reps) {
         let m = s.mean();
         println!(
-            "{}: {enc} kb/s encoded, {} kb/s of chunks ([DASHing]: {seed_chunk}), PSNR {:.2} dB, SSIM {:.4}",
+            "{}: {enc} kb/s encoded, {} kb/s of chunks ([DASHing-2018]: {seed_chunk}), PSNR {:.2} dB, SSIM {:.4}",
             r.id,
             r.chunk_bps / 1000,
             m.psnr_db,
@@ -410,7 +410,7 @@ pub fn ch6_video(a: Ch6VideoArgs) -> Result<(), String> {
         });
     }
     // The MPD (one representation per encoding, a segment per GOP), as
-    // for the [DASHing] ladder; the sessions themselves read ch6.json.
+    // for the [DASHing-2018] ladder; the sessions themselves read ch6.json.
     let mut reps: Vec<Representation> = encodings
         .iter()
         .map(|e| {

@@ -4,13 +4,13 @@
 //! the HTML report live in the library.
 //!
 //! * `repro ch5` — thesis chapter 5 (`scenarios/ch5.toml`, the VoIP adapter);
-//! * `repro quicsilver` — [QUICsilver] (`scenarios/quicsilver.toml`, the video
+//! * `repro quicsilver` — [QUICsilver-2019] (`scenarios/quicsilver.toml`, the video
 //!   adapter);
 //! * `repro rtp-quic` — [RTP-QUIC] (`scenarios/rtp-quic.toml`, the video
 //!   adapter);
 //! * `repro tcp-video` — [TCP-video] (`scenarios/tcp-video.toml`, the vod
 //!   adapter);
-//! * `repro dash2018` — [DASHing] (`scenarios/dash2018.toml`, the dash
+//! * `repro dash2018` — [DASHing-2018] (`scenarios/dash2018.toml`, the dash
 //!   adapter);
 //! * `repro ch6` — thesis chapter 6 (`scenarios/ch6.toml`, the ch6
 //!   adapter);
@@ -33,7 +33,7 @@ pub enum ReproCommand {
     /// Thesis chapter 5: VoIP over standard TCP and TCP Hollywood
     /// (Figs. 5.4–5.16), intra- and intercontinental, over several seeds.
     Ch5(Ch5Args),
-    /// [QUICsilver] (QUICsilver): live video over standard QUIC, QUICsilver,
+    /// [QUICsilver-2019] (QUICsilver): live video over standard QUIC, QUICsilver,
     /// TCP Hollywood and UDP; 50/100/150 ms one-way × 0–1 % loss, 300 s
     /// streams (Tables 1–3).
     Quicsilver(BuiltinArgs),
@@ -48,9 +48,9 @@ pub enum ReproCommand {
     /// competing clients, CBR and VBR, and the violation curves (Graphs
     /// 6.1-6.4, 8.1-8.3).
     TcpVideo(BuiltinArgs),
-    /// [DASHing] (DASHing Towards Hollywood): MPEG-DASH over TCP and TCP
+    /// [DASHing-2018] (DASHing Towards Hollywood): MPEG-DASH over TCP and TCP
     /// Hollywood, 5 Mb/s, RTT 150-400 ms at 0.2 %, loss 0-1 % at 100 ms,
-    /// [DASHing] §5.5's points and 12 varying profiles; 10 paired runs
+    /// [DASHing-2018] §5.5's points and 12 varying profiles; 10 paired runs
     /// each (Figs 3-10, 13-18; with --video DIR also Table 1 and Figs 11,
     /// 12, 15).
     Dash2018(Dash2018Args),
@@ -111,7 +111,7 @@ pub struct Dash2018Args {
     builtin: BuiltinArgs,
     /// Real video: a ladder from `hollywood dash-ladder` instead of the
     /// synthetic one. Its length replaces the plan's 597 s; every run is
-    /// scored frame by frame (PSNR, SSIM; [DASHing] Table 1, Figs 11, 12,
+    /// scored frame by frame (PSNR, SSIM; [DASHing-2018] Table 1, Figs 11, 12,
     /// 15). The ladder's own scores are computed once and kept in
     /// DIR/quality/.
     #[arg(long)]

@@ -1,4 +1,4 @@
-//! `hollywood video`: live video (the [QUICsilver] synthetic source by default)
+//! `hollywood video`: live video (the [QUICsilver-2019] synthetic source by default)
 //! over one or several transports on the same simulated link and seed:
 //! useful frames, stalls, playback discrepancy and per-packet latency
 //! (`hollywood_media::video`).
@@ -80,11 +80,11 @@ pub struct VideoArgs {
     /// Payload bytes per packet.
     #[arg(long, default_value = "1232", value_parser = parse_size)]
     size: u64,
-    /// What a P-frame references: gop (its I-frame, [QUICsilver]; the default
+    /// What a P-frame references: gop (its I-frame, [QUICsilver-2019]; the default
     /// for the synthetic source) or previous (always, for real H.264).
     #[arg(long, value_parser = parse_reference)]
     reference: Option<Reference>,
-    /// synthetic (the [QUICsilver] packet counts), testsrc (ffmpeg's test
+    /// synthetic (the [QUICsilver-2019] packet counts), testsrc (ffmpeg's test
     /// pattern) or a video file: real video is encoded with libx264 (fixed
     /// GOP, no B-frames, no scene cuts), its frames sent as messages of
     /// their sizes, what arrived in time decoded and scored (PSNR, SSIM).
@@ -100,7 +100,7 @@ pub struct VideoArgs {
     /// a temporary directory, removed afterwards).
     #[arg(long)]
     workdir: Option<std::path::PathBuf>,
-    /// Playout buffer in frames ([QUICsilver]: 4).
+    /// Playout buffer in frames ([QUICsilver-2019]: 4).
     #[arg(long, default_value_t = 4)]
     buffer: u32,
     /// auto (stall on one ordered reliable stream: tcp, hollywood-ir,
@@ -108,7 +108,7 @@ pub struct VideoArgs {
     #[arg(long, default_value = "auto", value_parser = parse_player)]
     player: PlayerArg,
     /// After a stall: catch-up (play the held-back frames at once and return
-    /// to the schedule; [QUICsilver]) | shift (shift later frames by the pause).
+    /// to the schedule; [QUICsilver-2019]) | shift (shift later frames by the pause).
     #[arg(long, default_value = "catch-up", value_parser = parse_resume)]
     resume: Resume,
     /// Length of the stream (default: 300 s; 30 s for real video, whose raw

@@ -1,9 +1,9 @@
-//! The `dash` adapter: [DASHing] ("DASHing Towards Hollywood", MMSys 2018)
+//! The `dash` adapter: [DASHing-2018] ("DASHing Towards Hollywood", MMSys 2018)
 //! reproduced. Each configuration runs a DASH session over standard TCP
 //! (Algorithm 1) and over TCP Hollywood (Algorithm 2) on the same path
 //! with the same seed, so every run is a paired comparison; the report
-//! gives the [DASHing] statistics (trimmed means, 20th–80th percentiles),
-//! its Figs. 3–10 and 13–18, and checks its claims (REFERENCES.md DASHing, claims) one by
+//! gives the [DASHing-2018] statistics (trimmed means, 20th–80th percentiles),
+//! its Figs. 3–10 and 13–18, and checks its claims (REFERENCES.md [DASHing-2018], claims) one by
 //! one.
 //!
 //! Plan parameters: `rate`, `rtt`, `loss` (a static path) or `profile`
@@ -100,9 +100,9 @@ struct Raw {
     /// A ladder from `hollywood dash-ladder` instead of synthetic content
     /// (`hollywood repro dash2018 --video DIR` sets it on every point):
     /// its own length replaces `duration`, and every run is scored, PSNR
-    /// and SSIM frame by frame ([DASHing] Table 1, Figs 11, 12, 15).
+    /// and SSIM frame by frame ([DASHing-2018] Table 1, Figs 11, 12, 15).
     video: Option<String>,
-    /// A third session per run over QUIC (quinn), with the [DASHing]
+    /// A third session per run over QUIC (quinn), with the [DASHing-2018]
     /// client that suits the mapping: `quic-gop` (a stream per response,
     /// as HTTP/3; Algorithm 2), `quic-ss` (one stream; Algorithm 1) or
     /// `quic-pps`. What DASH users run today, beside the seed's pair.
@@ -612,7 +612,7 @@ struct Summary {
     wall_seconds: f64,
     scenarios: Vec<ScenarioSummary>,
     claims: Vec<ClaimResult>,
-    /// Real video: the ladder scored against its source ([DASHing] Table 1).
+    /// Real video: the ladder scored against its source ([DASHing-2018] Table 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     video: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -765,7 +765,7 @@ fn find<'a>(scenarios: &'a [ScenarioSummary], name: &str) -> Option<&'a Scenario
     scenarios.iter().find(|s| s.name == name)
 }
 
-/// A claim of [DASHing] comparing the two transports (the video report's
+/// A claim of [DASHing-2018] comparing the two transports (the video report's
 /// too).
 pub(crate) fn claim(
     config: String,
@@ -782,7 +782,7 @@ pub(crate) fn claim(
         config,
         metric: metric.into(),
         claim: text.into(),
-        source: Some("[DASHing]".into()),
+        source: Some("[DASHing-2018]".into()),
         stated: Some(stated.into()),
         expectation,
         observed,
@@ -790,7 +790,7 @@ pub(crate) fn claim(
     }
 }
 
-/// The [DASHing] checkable claims (REFERENCES.md DASHing, claims) that compare the two
+/// The [DASHing-2018] checkable claims (REFERENCES.md [DASHing-2018], claims) that compare the two
 /// transports, from the trimmed means (the paper's statistic).
 fn seed_claims(sc: &[ScenarioSummary]) -> Vec<ClaimResult> {
     let mut out = Vec::new();
@@ -859,7 +859,7 @@ fn seed_claims(sc: &[ScenarioSummary]) -> Vec<ClaimResult> {
                 ),
                 d(hi) > d(lo) && d(lo).abs() < 5.0,
             ));
-            // REFERENCES.md DASHing, ambiguities: probably the high-RTT end of Fig 3 (350-400 ms).
+            // REFERENCES.md [DASHing-2018], ambiguities: probably the high-RTT end of Fig 3 (350-400 ms).
             let high: Vec<(String, f64)> = rtt
                 .configs
                 .iter()
@@ -880,7 +880,7 @@ fn seed_claims(sc: &[ScenarioSummary]) -> Vec<ClaimResult> {
                     "loss 0.2%, RTT 350 and 400 ms".into(),
                     "total stall (trimmed means)",
                     "in high-delay networks Hollywood's total stall is about 7× lower than TCP's",
-                    "\"seven times lower\" (abstract; condition not given, REFERENCES.md DASHing, ambiguities: probably 350-400 ms)",
+                    "\"seven times lower\" (abstract; condition not given, REFERENCES.md [DASHing-2018], ambiguities: probably 350-400 ms)",
                     "TCP / Hollywood ≥ 6 at 350 or 400 ms".into(),
                     high.iter().map(|(x, r)| format!("{x}: {r:.1}×")).collect::<Vec<_>>().join(", "),
                     high.iter().any(|h| h.1 >= 6.0),
@@ -1150,9 +1150,9 @@ fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>
             ),
             reproduces: Some(
                 match s.x_axis.as_str() {
-                    "rtt" => "[DASHing] Figs 3, 5, 7, 8",
-                    "loss" => "[DASHing] Figs 4, 6, 9, 10",
-                    _ => "[DASHing] Figs 13, 14, 16, 17",
+                    "rtt" => "[DASHing-2018] Figs 3, 5, 7, 8",
+                    "loss" => "[DASHing-2018] Figs 4, 6, 9, 10",
+                    _ => "[DASHing-2018] Figs 13, 14, 16, 17",
                 }
                 .into(),
             ),
@@ -1184,7 +1184,7 @@ fn plots(scenarios: &[ScenarioSummary], ctx: &Context<'_>) -> Result<Vec<Figure>
                             "profile {}: the rate of each chunk when it was downloaded, first seed",
                             c.x_text
                         ),
-                        reproduces: Some("[DASHing] Fig 18".into()),
+                        reproduces: Some("[DASHing-2018] Fig 18".into()),
                     });
                 }
             }
@@ -1262,12 +1262,12 @@ fn summary_md(s: &Summary) -> String {
 fn readme(s: &Summary, md: &str, figures: &[Figure], command: &str, notes: Option<&str>) -> String {
     let held = s.claims.iter().filter(|c| c.holds).count();
     let intro = format!(
-        "\"DASHing Towards Hollywood\" (Ahsan, McQuistin, Perkins, Ott, MMSys 2018; [DASHing] in docs/REFERENCES.md) in our simulator: a DASH client and server over one bottleneck, the same session over standard TCP (the seed's Algorithm 1: one request per chunk after the whole chunk) and over TCP Hollywood (Algorithm 2: unordered delivery, the next request once Rx_T = 0.9 of the chunk is in, one chunk off the buffer level after discarded messages), both CUBIC, BOLA as in dash.js, a 16 s buffer, 1 s chunks, the [DASHing] eight representations (1200–5600 kb/s), {} paired runs. **{held} of {} claims hold.**",
+        "\"DASHing Towards Hollywood\" (Ahsan, McQuistin, Perkins, Ott, MMSys 2018; [DASHing-2018] in docs/REFERENCES.md) in our simulator: a DASH client and server over one bottleneck, the same session over standard TCP (the seed's Algorithm 1: one request per chunk after the whole chunk) and over TCP Hollywood (Algorithm 2: unordered delivery, the next request once Rx_T = 0.9 of the chunk is in, one chunk off the buffer level after discarded messages), both CUBIC, BOLA as in dash.js, a 16 s buffer, 1 s chunks, the [DASHing-2018] eight representations (1200–5600 kb/s), {} paired runs. **{held} of {} claims hold.**",
         s.runs,
         s.claims.len()
     );
     crate::report::readme_page(
-        "[DASHing] reproduced: DASH over TCP and TCP Hollywood",
+        "[DASHing-2018] reproduced: DASH over TCP and TCP Hollywood",
         command,
         &intro,
         figures,

@@ -1,7 +1,7 @@
-//! Picture quality of real DASH video (the [DASHing] Table 1 and Figs 11, 12
+//! Picture quality of real DASH video (the [DASHing-2018] Table 1 and Figs 11, 12
 //! and 15): frame-level PSNR and SSIM, full reference, against the source
 //! of a ladder written by `hollywood dash-ladder`, computed with ffmpeg's
-//! `psnr` and `ssim` filters ([DASHing]: "frame-level PSNR/SSIM against the
+//! `psnr` and `ssim` filters ([DASHing-2018]: "frame-level PSNR/SSIM against the
 //! original, computed with FFmpeg").
 //!
 //! **One frame grid.** Whatever the decoder makes of a stream, it is put on

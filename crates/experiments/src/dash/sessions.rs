@@ -1,5 +1,5 @@
-//! DASH sessions ([DASHing], `hollywood_media::dash`) over several
-//! transports and seeds at once, in parallel, with the [DASHing] statistics:
+//! DASH sessions ([DASHing-2018], `hollywood_media::dash`) over several
+//! transports and seeds at once, in parallel, with the [DASHing-2018] statistics:
 //! per transport the mean, the trimmed mean (highest and lowest run
 //! dropped, as the paper reports) and the 20th–80th percentiles of each
 //! metric.
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A compared transport: the transport and the client that goes with
-/// it in [DASHing].
+/// it in [DASHing-2018].
 #[derive(Debug, Clone, Serialize)]
 pub struct DashTransport {
     /// Name as printed.
@@ -257,7 +257,7 @@ pub fn run_all(
     by
 }
 
-/// The [DASHing] static path: `rate`, `rtt`, `loss` for the whole session.
+/// The [DASHing-2018] static path: `rate`, `rtt`, `loss` for the whole session.
 pub fn static_path(rate_bps: u64, rtt: Duration, loss: f64) -> Vec<Phase> {
     vec![Phase {
         at: Duration::ZERO,

@@ -1,4 +1,4 @@
-//! `repro dash2018 --video DIR`: the picture-quality half of [DASHing] —
+//! `repro dash2018 --video DIR`: the picture-quality half of [DASHing-2018] —
 //! Table 1 (each representation's PSNR and SSIM against the source), the
 //! PSNR/SSIM box plots against RTT and loss (Figs 11 and 12) and the
 //! violins over the varying profiles (Fig 15), from every frame of every
@@ -15,7 +15,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// The [DASHing] Table 1: PSNR (dB) and SSIM of each representation.
+/// The [DASHing-2018] Table 1: PSNR (dB) and SSIM of each representation.
 pub(crate) const DASHING_TABLE1: [(f64, f64); 8] = [
     (37.220176, 0.955177),
     (39.142917, 0.967720),
@@ -123,7 +123,7 @@ pub(crate) struct ScenarioQuality<'a> {
     pub(crate) configs: Vec<(f64, &'a str, &'a ConfigQuality)>,
 }
 
-/// The ladder's own quality (the [DASHing] Table 1), as `summary.json` keeps it.
+/// The ladder's own quality (the [DASHing-2018] Table 1), as `summary.json` keeps it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LadderRow {
     id: String,
@@ -300,9 +300,9 @@ pub(crate) fn figures(
             _ => continue,
         };
         let reproduces = match sc.name {
-            "rtt" => Some("[DASHing] Fig 11".to_string()),
-            "loss" => Some("[DASHing] Fig 12".to_string()),
-            "profiles" => Some("[DASHing] Fig 15".to_string()),
+            "rtt" => Some("[DASHing-2018] Fig 11".to_string()),
+            "loss" => Some("[DASHing-2018] Fig 12".to_string()),
+            "profiles" => Some("[DASHing-2018] Fig 15".to_string()),
             _ => None,
         };
         let kind = if violin { "violins" } else { "box plots" };
@@ -468,7 +468,7 @@ pub(crate) fn markdown(
         .unwrap_or_else(|_| "?".into());
     let _ = writeln!(
         md,
-        "### Picture quality (real video: `{video}`)\n\nThe source is ffmpeg `{source}` (the seed's is Big Buck Bunny at 1080p). Every run is scored frame by frame against it (PSNR, SSIM; chunks that arrived whole are looked up from the ladder's own scores, damaged ones decoded; docs/DASH.md). The ladder against the source, every frame ([DASHing] Table 1):\n"
+        "### Picture quality (real video: `{video}`)\n\nThe source is ffmpeg `{source}` (the seed's is Big Buck Bunny at 1080p). Every run is scored frame by frame against it (PSNR, SSIM; chunks that arrived whole are looked up from the ladder's own scores, damaged ones decoded; docs/DASH.md). The ladder against the source, every frame ([DASHing-2018] Table 1):\n"
     );
     let _ = writeln!(
         md,

@@ -5,9 +5,7 @@
 
 use crate::plot::{self, Chart, HLine, Rgb, Series, Style};
 use crate::stats::Percentiles;
-use hollywood_media::{
-    DelayPercentiles, Outcome, TransportKind, VoipRecord, VoipRun, VoipScenario,
-};
+use hollywood_media::{Outcome, TransportKind, VoipRecord, VoipRun, VoipScenario};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -75,15 +73,6 @@ pub struct VoipReport {
     pub error: Option<String>,
 }
 
-fn percentiles(p: DelayPercentiles) -> Percentiles {
-    Percentiles {
-        p50: p.p50,
-        p90: p.p90,
-        p99: p.p99,
-        max: p.max,
-    }
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -110,7 +99,7 @@ impl VoipReport {
             expired_events: run.expired_events,
             retransmissions: run.retransmissions_on_wire,
             srtt_ms: run.srtt.map(ms),
-            transport_delay_ms: percentiles(s.transport_delay_ms),
+            transport_delay_ms: s.transport_delay_ms,
             min_buffered_ms: s.min_buffered_ms,
             rtt_ms: ms(sc.rtt),
             playout_ms: ms(sc.playout),

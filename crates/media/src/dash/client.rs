@@ -1,4 +1,4 @@
-//! The DASH client of [DASHing] (REFERENCES.md DASHing, algorithms: Algorithms 1 and 2 as
+//! The DASH client of [DASHing-2018] (REFERENCES.md [DASHing-2018], algorithms: Algorithms 1 and 2 as
 //! corrected there): fetch the manifest, then chunk after chunk, each
 //! rate chosen by an [`Abr`], into a playout buffer of at most `B`
 //! seconds.
@@ -17,14 +17,14 @@
 //!   (the corrected `Δt = b_now − B`).
 //!
 //! **Playback.** Start-up ends when [`ClientConfig::startup_chunks`]
-//! chunks (2 s in [DASHing]) have been downloaded, manifest fetch and
+//! chunks (2 s in [DASHing-2018]) have been downloaded, manifest fetch and
 //! handshake included. Playback then drains the buffer in real time; a
 //! stall begins when it is empty and ends when one more chunk has been
-//! downloaded ([DASHing] §4). A chunk plays whether or not all its bytes
+//! downloaded ([DASHing-2018] §4). A chunk plays whether or not all its bytes
 //! are in; a message that arrives after it was needed is *discarded*
 //! (late), counted, and its bytes are missing from the chunk. When a
 //! message is needed is the [`Lateness`] rule: by default when the
-//! playhead reaches its first byte (the [DASHing] playout buffer works on
+//! playhead reaches its first byte (the [DASHing-2018] playout buffer works on
 //! messages, "reorders by sequence number and offset" and discards late
 //! ones; the playhead maps linearly to bytes within a chunk), or, for a
 //! player that takes whole segments, when its chunk starts playing. Over
@@ -55,7 +55,7 @@ pub const MAX_SEQ_AHEAD: u32 = 1 << 20;
 #[serde(rename_all = "kebab-case")]
 pub enum Lateness {
     /// When the playhead reaches the message's first byte (a message-level
-    /// playout buffer, [DASHing]'s).
+    /// playout buffer, [DASHing-2018]'s).
     Position,
     /// When the message's chunk starts playing (a player that decodes
     /// whole segments).
@@ -100,7 +100,7 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// The [DASHing] client over standard TCP (Algorithm 1).
+    /// The [DASHing-2018] client over standard TCP (Algorithm 1).
     pub fn algorithm1() -> ClientConfig {
         ClientConfig {
             buffer_s: 16.0,
@@ -114,7 +114,7 @@ impl ClientConfig {
         }
     }
 
-    /// The [DASHing] client over TCP Hollywood (Algorithm 2, `Rx_T` = 0.9).
+    /// The [DASHing-2018] client over TCP Hollywood (Algorithm 2, `Rx_T` = 0.9).
     pub fn algorithm2() -> ClientConfig {
         ClientConfig {
             rx_threshold: 0.9,
@@ -231,7 +231,7 @@ pub struct DashClient {
     error: Option<String>,
 }
 
-/// What a client measured ([DASHing] §4's metrics).
+/// What a client measured ([DASHing-2018] §4's metrics).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClientReport {
     /// From the session's start to the start of playback (s).

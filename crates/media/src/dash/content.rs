@@ -1,8 +1,8 @@
 //! The video a DASH server offers: representations (the ladder), chunk
 //! sizes, the bytes of each chunk, and the MPD manifest that describes them.
 //!
-//! **Synthetic content** (the default, `--video synthetic`): [DASHing]'s
-//! ladder (Table 1 of "DASHing Towards Hollywood", REFERENCES.md DASHing, setup): eight
+//! **Synthetic content** (the default, `--video synthetic`): [DASHing-2018]'s
+//! ladder (Table 1 of "DASHing Towards Hollywood", REFERENCES.md [DASHing-2018], setup): eight
 //! 1920x1080 representations encoded at 1200–5600 kb/s whose MPEG-TS
 //! chunks run at 1301–6030 kb/s (the container adds 7–8 %), 1 s chunks.
 //! Chunk sizes model a scene-complexity factor shared by every
@@ -37,7 +37,7 @@ pub struct Representation {
     pub height: u32,
 }
 
-/// The [DASHing] Table 1: (encoding kb/s, chunk kb/s) of the eight
+/// The [DASHing-2018] Table 1: (encoding kb/s, chunk kb/s) of the eight
 /// representations of Big Buck Bunny at 1920x1080.
 pub const DASHING_LADDER: [(u64, u64); 8] = [
     (1200, 1301),
@@ -115,7 +115,7 @@ impl Content {
     /// Default spread (σ of the log) of the per-chunk complexity factor.
     pub const DEFAULT_SPREAD: f64 = 0.1;
 
-    /// The [DASHing] ladder ([`DASHING_LADDER`]), `chunks` chunks of `chunk`,
+    /// The [DASHing-2018] ladder ([`DASHING_LADDER`]), `chunks` chunks of `chunk`,
     /// complexity spread `spread`, sizes from `seed`.
     pub fn dashing(
         chunks: usize,

@@ -1,4 +1,4 @@
-//! HTTP/1.1 on a message transport, as [DASHing] carries it (REFERENCES.md
+//! HTTP/1.1 on a message transport, as [DASHing-2018] carries it (REFERENCES.md
 //! DASHing, setup): a persistent connection; each request is one message on the
 //! control sub-stream, each response head one message on the control
 //! sub-stream, and each response body goes as fixed-size messages on the
@@ -20,7 +20,7 @@
 pub const CONTROL: u16 = 1;
 /// Sub-stream of response bodies.
 pub const DATA: u16 = 0;
-/// The [DASHing] fixed message size (bytes, header included).
+/// The [DASHing-2018] fixed message size (bytes, header included).
 pub const MESSAGE_SIZE: usize = 1400;
 /// Data message header: sequence number and end offset.
 pub const DATA_HEADER: usize = 12;

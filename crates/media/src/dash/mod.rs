@@ -1,4 +1,4 @@
-//! MPEG-DASH over TCP and TCP Hollywood ([DASHing], "DASHing Towards
+//! MPEG-DASH over TCP and TCP Hollywood ([DASHing-2018], "DASHing Towards
 //! Hollywood"; thesis chapter 6): a server and a client written against
 //! the message-transport interface, over one simulated bottleneck.
 //!
@@ -6,7 +6,7 @@
 //! - [`http`]: HTTP/1.1 on messages (requests and heads on a control
 //!   sub-stream, bodies as 1400-byte data messages with sequence number
 //!   and stream offset);
-//! - [`server`]: the content-agnostic server; [`client`]: [DASHing]'s
+//! - [`server`]: the content-agnostic server; [`client`]: [DASHing-2018]'s
 //!   client (Algorithms 1 and 2, the playout buffer, the metrics);
 //! - [`abr`]: rate adaptation, one file per algorithm (BOLA as dash.js,
 //!   a throughput rule);
@@ -14,7 +14,7 @@
 //!   push or one TCP Hollywood message per frame) and request-response, at
 //!   a fixed encoding rate.
 //!
-//! [`DashScenario::run`] sets them up as [DASHing] did (REFERENCES.md DASHing, setup):
+//! [`DashScenario::run`] sets them up as [DASHing-2018] did (REFERENCES.md [DASHing-2018], setup):
 //! one client, one server, the path shaped at the server's side — rate,
 //! delay and random loss on the server-to-client direction — and the same
 //! congestion controller at both ends of every compared transport.
@@ -58,7 +58,7 @@ pub struct Phase {
 #[derive(Debug, Clone)]
 pub struct DashScenario {
     /// The transport: a TCP deployment (the server is its sender side,
-    /// the client its receiver side; `Tcp` or `Hollywood` in [DASHing]) or
+    /// the client its receiver side; `Tcp` or `Hollywood` in [DASHing-2018]) or
     /// a QUIC mapping ([`dash_quic`]).
     pub transport: GenericTransport,
     /// The client's rules (Algorithm 1 or 2).
@@ -230,7 +230,7 @@ impl DashScenario {
 /// one BDP of the first phase, at least 64 KiB); the server is the
 /// deployment's sender side, the client its receiver side (over QUIC: the
 /// server and client of the connection, `cc` as quinn's controller).
-/// Shared by the [DASHing] sessions and chapter 6's ([`progressive`]).
+/// Shared by the [DASHing-2018] sessions and chapter 6's ([`progressive`]).
 pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
     transport: &GenericTransport,
     cc: CcAlgorithm,

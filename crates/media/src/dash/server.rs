@@ -1,5 +1,5 @@
 //! The DASH server: content-agnostic HTTP/1.1 over a message transport
-//! ([DASHing] §3): it answers GET requests in order, each response a head
+//! ([DASHing-2018] §3): it answers GET requests in order, each response a head
 //! on the control sub-stream and the body as fixed-size data messages,
 //! all reliable (no lifetimes: the server does not know what is late).
 //! Responses queue behind each other, so a pipelined request is served as

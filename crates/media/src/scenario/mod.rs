@@ -17,6 +17,7 @@ pub mod models;
 pub mod ontime;
 pub mod oracle;
 mod path;
+pub mod stats;
 
 pub use path::{CrossTraffic, Impairments};
 
@@ -230,7 +231,7 @@ fn spans_ms(a: &[Option<Instant>], b: &[Option<Instant>]) -> Vec<f64> {
 
 impl MessagesRun {
     /// Per delivered message, generation → the receiving stack holding all
-    /// of it (stack latency, [QUICsilver] Figs. 4-5), in milliseconds.
+    /// of it (stack latency, [QUICsilver-2019] Figs. 4-5), in milliseconds.
     pub fn stack_latency_ms(&self) -> Vec<f64> {
         spans_ms(&self.generated, &self.received)
     }

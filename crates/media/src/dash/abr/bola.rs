@@ -1,6 +1,6 @@
 //! BOLA (Spiteri, Urgaonkar, Sitaraman, "BOLA: Near-optimal bitrate
 //! adaptation for online videos", arXiv 1601.06748) as dash.js ran it
-//! when [DASHing] was written (its `BolaRule`, BOLA-O variant); [DASHing]
+//! when [DASHing-2018] was written (its `BolaRule`, BOLA-O variant); [DASHing-2018]
 //! §3 keeps dash.js's quality estimation unchanged. Written from the
 //! published algorithm and dash.js's documented behaviour:
 //!

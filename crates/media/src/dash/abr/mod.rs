@@ -2,7 +2,7 @@
 //! algorithm behind the [`Abr`] trait:
 //!
 //! - [`bola::Bola`]: BOLA as dash.js implements it (the version current
-//!   when [DASHing] was written; [DASHing] §3 keeps its quality estimation
+//!   when [DASHing-2018] was written; [DASHing-2018] §3 keeps its quality estimation
 //!   unchanged), BOLA-O with dash.js's start-up phase, placeholder buffer
 //!   and rebuffer safety;
 //! - [`throughput::ThroughputRule`]: the highest rate below a safety share
@@ -47,7 +47,7 @@ pub struct Context<'a> {
     /// Seconds since the session began.
     pub now_s: f64,
     /// Playout buffer level (seconds of video), after the client's own
-    /// adjustments (the [DASHing] loss penalty).
+    /// adjustments (the [DASHing-2018] loss penalty).
     pub buffer_s: f64,
     /// When the last download ended (seconds since the session began).
     pub last_download_end_s: Option<f64>,
@@ -117,7 +117,7 @@ impl AbrKind {
     }
 }
 
-/// The [DASHing] encoding rates, for tests.
+/// The [DASHing-2018] encoding rates, for tests.
 #[cfg(test)]
 pub(crate) const SEED_LADDER_BPS: [u64; 8] = [
     1_200_000, 1_800_000, 2_400_000, 3_000_000, 3_500_000, 4_000_000, 5_000_000, 5_600_000,
