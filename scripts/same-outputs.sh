@@ -13,8 +13,11 @@
 set -euo pipefail
 old=$(realpath "$1"); new=$2; [ "$new" = "--old-only" ] || new=$(realpath "$new")
 out=${3:-target/same-outputs}
-# REUSE_OLD=1 keeps a finished OUT_DIR/old from an earlier call.
-if [ -n "${REUSE_OLD:-}" ] && [ -f "$out/old/.done" ]; then
+# REUSE_OLD=1 keeps a finished OUT_DIR/old from an earlier call;
+# COMPARE_ONLY=1 keeps both and only compares.
+if [ -n "${COMPARE_ONLY:-}" ] && [ -f "$out/old/.done" ] && [ -f "$out/new/.done" ]; then
+  :
+elif [ -n "${REUSE_OLD:-}" ] && [ -f "$out/old/.done" ]; then
   rm -rf "$out/new"
 else
   rm -rf "$out"
@@ -42,12 +45,13 @@ run_all() { # BIN DIR
 
 if [ -f "$out/old/.done" ]; then echo "old: kept from an earlier run"; else echo "old: $old"; run_all "$old" "$out/old"; fi
 [ "$new" = "--old-only" ] && exit 0
-echo "new: $new"; run_all "$new" "$out/new"
+if [ -n "${COMPARE_ONLY:-}" ] && [ -f "$out/new/.done" ]; then echo "new: kept"; else echo "new: $new"; run_all "$new" "$out/new"; fi
 
 # Mask what two runs of the same binary may differ in: wall-clock times.
 mask() {
   perl -pe '
-    s/"(wall|elapsed|took|runtime|duration_wall|wall_clock)[a-z_]*"\s*:\s*[0-9.e+-]+/"$1":WALL/g;
+    s/"([a-z_]*wall[a-z_]*|elapsed[a-z_]*|took[a-z_]*|times_real_time)"\s*:\s*[0-9.e+-]+/"$1":WALL/g;
+    s/\b[0-9]+(\.[0-9]+)?x real time\b/WALLx real time/g;
     s/\b(took|in|after) [0-9]+(\.[0-9]+)? ?(s|ms|min)\b/$1 WALL/g;
     s/\b[0-9]+(\.[0-9]+)? s wall\b/WALL/g;
     s/\b[Ss]eeds 003 and 004\b/[TCP-video] and [RTP-QUIC]/g;
@@ -55,8 +59,17 @@ mask() {
     s/\b[Ss]eed[ -]000\b/the thesis/g; s/\b[Ss]eed[ -]001\b/[DASHing-2018]/g;
     s/\b[Ss]eed[ -]002\b/[QUICsilver-2019]/g; s/\b[Ss]eed[ -]003\b/[TCP-video]/g;
     s/\b[Ss]eed[ -]004\b/[RTP-QUIC]/g;
-    s/RESULTS\.md 2\(e\)/REFERENCES.md [DASHing-2018], ambiguities/g;
+    s/hollywood_apps::/hollywood_media::/g;
+    s/RESULTS\.md 1\(a\)/REFERENCES.md thesis ch. 6, setup/g;
+    s/RESULTS\.md 1\(c\)/REFERENCES.md thesis ch. 6, derived bounds/g;
     s/RESULTS\.md 1\(d\)/REFERENCES.md thesis ch. 6, claims/g;
+    s/RESULTS\.md 1\(e\)/REFERENCES.md thesis ch. 6, ambiguities/g;
+    s/RESULTS\.md 2\(a\)/REFERENCES.md [DASHing-2018], setup/g;
+    s/RESULTS\.md 2\(e\)/REFERENCES.md [DASHing-2018], ambiguities/g;
+    s/RESULTS\.md 3\(a\)/REFERENCES.md [QUICsilver-2019], setup/g;
+    s/RESULTS\.md 4\(a\)/REFERENCES.md [RTP-QUIC], setup/g;
+    s/RESULTS\.md 5\(a\)/REFERENCES.md [TCP-video], setup/g;
+    s/RESULTS\.md 5\(e\)/REFERENCES.md [TCP-video], ambiguities/g;
     s/\[(DASHing-2018|QUICsilver-2019|TCP-video|RTP-QUIC)\]\x27s /the [$1] /g;
   ' "$1"
 }
