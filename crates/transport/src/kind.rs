@@ -141,11 +141,6 @@ impl TransportKind {
         TransportKind::Udp,
     ];
 
-    /// TCP Hollywood with both extensions.
-    pub const HOLLYWOOD: TransportKind = TransportKind::Tcp(Deployment::Hollywood);
-    /// Standard TCP.
-    pub const TCP: TransportKind = TransportKind::Tcp(Deployment::Tcp);
-
     /// The name, as command lines, plan files and reports spell it.
     pub fn name(self) -> &'static str {
         match self {
@@ -161,22 +156,6 @@ impl TransportKind {
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| UnknownTransport(s.to_string()))
-    }
-
-    /// The TCP deployment, if this is our TCP engine.
-    pub fn deployment(self) -> Option<Deployment> {
-        match self {
-            TransportKind::Tcp(d) => Some(d),
-            _ => None,
-        }
-    }
-
-    /// The QUIC variant, if this is QUIC.
-    pub fn quic(self) -> Option<QuicKind> {
-        match self {
-            TransportKind::Quic(q) => Some(q),
-            _ => None,
-        }
     }
 
     /// The transport retransmits what the network lost (every TCP

@@ -200,7 +200,7 @@ pub fn run(a: DemoArgs) -> Result<(), String> {
         speedup
     );
     println!(
-        "More: `hollywood voip --help`, `hollywood repro ch5` (all thesis chapter 5 figures)."
+        "More: `hollywood sim voip --help`, `hollywood repro ch5` (all thesis chapter 5 figures)."
     );
     Ok(())
 }

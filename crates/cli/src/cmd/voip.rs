@@ -48,7 +48,7 @@ pub struct VoipArgs {
     /// (the time from generation to playout).
     #[arg(long, value_parser = parse_duration)]
     lifetime: Option<Duration>,
-    /// tcp | hollywood | hollywood-ir | hollywood-ooo | udp
+    /// tcp | hollywood | hollywood-ir | hollywood-ooo | tcp-deadline | quic-ss | quic-gop | quic-fps | quic-pps | quic-dgram | quicsilver | udp
     #[arg(long, default_value = "hollywood", value_parser = TransportKind::parse)]
     transport: TransportKind,
     /// Drop-tail queue per link.
