@@ -31,7 +31,18 @@
 //! claim = "no message is late"
 //! source = "Fig. 5.4"                # where the seed says so
 //! stated = "0 late"                  # the seed's own figure, shown beside ours
+//! seed = 0                           # …as a number: the claim holds when we meet it
+//! # differs = "why"                  # required when our bound is looser than `seed`
+//! # by_construction = "why"          # cannot fail by design: shown, not counted
+//! # ratio_to = { loss = "0%" }       # check metric(this) / metric(that) per seed
+//! # min_seed_share = 0.8             # seeds that must define the metric (default 1)
 //! ```
+//!
+//! A claim's outcome ([`crate::claims::Outcome`]): *holds* when the
+//! measurement meets the seed's figure (or our bound, without one);
+//! *DIFFERS* when it meets our bound but not the seed's figure, with both
+//! figures and the `differs` reason; *does not hold* when it misses our
+//! bound; *by construction* for claims that cannot fail.
 //!
 //! A plan is parsed and checked here without knowing the adapter; the
 //! adapter then turns every [`Point`] (scenario × one value per sweep axis)
@@ -146,6 +157,32 @@ pub struct Expect {
     /// The seed document's own figure, shown beside ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stated: Option<String>,
+    /// The seed's figure as a number in the metric's unit, a bound in the
+    /// same direction as ours: the claim *holds* when the measurement meets
+    /// it. A bound looser than this needs [`Expect::differs`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<f64>,
+    /// Why our bound is looser than the seed's figure (scale, a trace we do
+    /// not have, a different mechanism): when the measurement misses the
+    /// seed's figure but meets our bound, the claim says DIFFERS with both
+    /// figures and this reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub differs: Option<String>,
+    /// Why the claim cannot fail by construction (a player that never
+    /// waits cannot stall): still checked, shown as a property of the
+    /// design, not counted among the reproduced claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_construction: Option<String>,
+    /// Check the ratio of this configuration's metric to the one of the
+    /// configuration with these swept values instead (seed by seed), e.g.
+    /// `ratio_to = { video = "cbr" }`: a ratio stated by the seed is
+    /// checked as a ratio, not as two absolute bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_to: Option<toml::Table>,
+    /// The share of seeds on which the metric must be defined (a stall
+    /// length needs a stall) for the claim to hold; 1 unless stated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_seed_share: Option<f64>,
 }
 
 /// The bound of an [`Expect`].
@@ -179,6 +216,45 @@ impl Expect {
                 self.claim
             )),
         }
+    }
+
+    /// The seed's figure as a [`Bound`] in the direction of ours.
+    pub fn seed_bound(&self) -> Option<Bound> {
+        let x = self.seed?;
+        Some(match self.bound().ok()? {
+            Bound::EverySeedAtMost(_) => Bound::EverySeedAtMost(x),
+            Bound::EverySeedAtLeast(_) => Bound::EverySeedAtLeast(x),
+            Bound::MeanAtMost(_) => Bound::MeanAtMost(x),
+            Bound::MeanAtLeast(_) => Bound::MeanAtLeast(x),
+        })
+    }
+
+    /// Is our bound looser than the seed's figure (by more than rounding)?
+    pub fn looser_than_seed(&self) -> bool {
+        let (Ok(ours), Some(seed)) = (self.bound(), self.seed) else {
+            return false;
+        };
+        let tol = 1e-9 * seed.abs().max(1.0);
+        match ours {
+            Bound::EverySeedAtMost(x) | Bound::MeanAtMost(x) => x > seed + tol,
+            Bound::EverySeedAtLeast(x) | Bound::MeanAtLeast(x) => x < seed - tol,
+        }
+    }
+
+    /// The share of seeds that must define the metric.
+    pub fn seed_share(&self) -> f64 {
+        self.min_seed_share.unwrap_or(1.0)
+    }
+
+    /// The configuration `point`'s ratio is taken against, if any: `point`
+    /// with the swept values of [`Expect::ratio_to`] replaced.
+    pub fn ratio_params(&self, point: &Point) -> Option<toml::Table> {
+        let to = self.ratio_to.as_ref()?;
+        let mut p = point.params.clone();
+        for (k, v) in to {
+            p.insert(k.clone(), v.clone());
+        }
+        Some(p)
     }
 
     /// Does the claim apply to `point`?
@@ -463,6 +539,40 @@ impl Plan {
                         e.transport,
                         e.selector.to_string()
                     )));
+                }
+                if e.looser_than_seed() && e.differs.is_none() && e.by_construction.is_none() {
+                    return Err(inv(format!(
+                        "expectation '{}' in scenario {}: its bound is looser than the seed's \
+                         figure {} but says nothing of why (set `differs`)",
+                        e.claim,
+                        s.name,
+                        e.seed.unwrap_or_default()
+                    )));
+                }
+                if let Some(share) = e.min_seed_share {
+                    if !(share > 0.0 && share <= 1.0) {
+                        return Err(inv(format!(
+                            "expectation '{}': min_seed_share must be in (0, 1], not {share}",
+                            e.claim
+                        )));
+                    }
+                }
+                for p in points.iter().filter(|p| e.applies_to(p)) {
+                    if let Some(to) = e.ratio_params(p) {
+                        if !points.iter().any(|q| q.params == to) {
+                            return Err(inv(format!(
+                                "expectation '{}' in scenario {}: ratio_to {} names no \
+                                 configuration beside {}",
+                                e.claim,
+                                s.name,
+                                e.ratio_to
+                                    .as_ref()
+                                    .map(|t| t.to_string())
+                                    .unwrap_or_default(),
+                                p.label()
+                            )));
+                        }
+                    }
                 }
             }
             scenarios.push(Scenario {

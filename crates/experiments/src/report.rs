@@ -332,20 +332,20 @@ pub fn render_index(cards: &[Card], readmes: &[Option<String>]) -> String {
     );
     let _ = writeln!(
         h,
-        "<table><tr><th>reproduction</th><th>source</th><th>claims that hold</th>\
+        "<table><tr><th>reproduction</th><th>source</th><th>claims</th>\
          <th>runs</th><th>seeds</th><th>wall time</th></tr>"
     );
     for c in cards {
-        let held = c.claims.iter().filter(|x| x.holds).count();
-        let _ = writeln!(
+        let counts = crate::claims::Counts::of(&c.claims);
+        let _ =
+            writeln!(
             h,
-            "<tr><td><a href=\"#{n}\">{t}</a></td><td>{s}</td><td class=\"{cls}\">{held} of {total}</td>\
+            "<tr><td><a href=\"#{n}\">{t}</a></td><td>{s}</td><td class=\"{cls}\">{counts}</td>\
              <td>{runs}</td><td>{seeds}</td><td>{wall:.1} s</td></tr>",
             n = escape(&c.name),
             t = escape(&c.title),
             s = escape(c.source.as_deref().unwrap_or("")),
-            cls = if held == c.claims.len() { "holds" } else { "differs" },
-            total = c.claims.len(),
+            cls = if counts.hold == counts.checked() { "holds" } else { "differs" },
             runs = c.runs,
             seeds = c.seeds.len(),
             wall = c.wall_seconds
@@ -389,8 +389,15 @@ pub fn render_index(cards: &[Card], readmes: &[Option<String>]) -> String {
                     escape(&cl.metric),
                     escape(&cl.expectation),
                     escape(&cl.observed),
-                    if cl.holds { "holds" } else { "differs" },
-                    if cl.holds { "holds" } else { "does not hold" }
+                    if cl.outcome == crate::claims::Outcome::Fails {
+                        "differs"
+                    } else {
+                        "holds"
+                    },
+                    match &cl.why {
+                        Some(why) => escape(&format!("{}: {why}", cl.outcome.word())),
+                        None => cl.outcome.word().to_string(),
+                    }
                 );
             }
             let _ = writeln!(h, "</table>");
@@ -492,6 +499,8 @@ mod tests {
                 expectation: "≤ 0 on every seed".into(),
                 observed: "max 0.00 (seed 1)".into(),
                 holds: true,
+                outcome: crate::claims::Outcome::Holds,
+                why: None,
             }],
             figures: vec![Figure {
                 file: "a.png".into(),

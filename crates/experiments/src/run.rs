@@ -11,7 +11,7 @@
 //! `README.md`, `runs.csv` (one row per run, every metric) and the
 //! `report.json` card that `report::write_index` turns into `index.html`.
 
-use crate::claims::{check, ClaimResult};
+use crate::claims::{check, ClaimResult, Counts};
 use crate::plan::{scalar_text, Plan, PlanError, Point};
 use crate::report::{Card, Figure, CARD_FILE};
 use crate::schema::{Schema, Stamped};
@@ -199,8 +199,8 @@ pub struct Done {
     pub wall_seconds: f64,
     /// Virtual seconds simulated.
     pub sim_seconds: f64,
-    /// Claims that hold, of all claims.
-    pub claims: (usize, usize),
+    /// How the claims came out.
+    pub claims: Counts,
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> Result<(), String> {
@@ -298,12 +298,35 @@ pub fn run<A: Adapter>(adapter: &A, plan: &Plan, opts: &Options) -> Result<Done,
                 .iter()
                 .filter(|c| c.point.scenario == s.name && e.applies_to(&c.point))
             {
-                claims.push(check(
-                    e,
-                    &c.point,
-                    &c.values(adapter, &e.metric),
-                    plan.seeds.len(),
-                ));
+                let values = c.values(adapter, &e.metric);
+                let claim = match e.ratio_params(&c.point) {
+                    None => check(e, &c.point, &values, plan.seeds.len(), None),
+                    Some(to) => {
+                        // Validated when the plan was parsed: it exists.
+                        let Some(base) = results.iter().find(|d| d.point.params == to) else {
+                            return Err(format!(
+                                "claim '{}': no configuration to take the ratio to",
+                                e.claim
+                            ));
+                        };
+                        let below = base.values(adapter, &e.metric);
+                        let ratios: Vec<(u64, f64)> = values
+                            .iter()
+                            .filter_map(|&(seed, a)| {
+                                let b = below.iter().find(|v| v.0 == seed)?.1;
+                                (b != 0.0).then_some((seed, a / b))
+                            })
+                            .collect();
+                        check(
+                            e,
+                            &c.point,
+                            &ratios,
+                            plan.seeds.len(),
+                            Some(&base.point.label()),
+                        )
+                    }
+                };
+                claims.push(claim);
             }
         }
     }
@@ -324,7 +347,6 @@ pub fn run<A: Adapter>(adapter: &A, plan: &Plan, opts: &Options) -> Result<Done,
     write(out, "summary.md", &written.summary_md)?;
     write(out, "README.md", &written.readme)?;
     write_runs_csv(adapter, &done, &out.join("runs.csv"))?;
-    let held = done.claims.iter().filter(|c| c.holds).count();
     let card = Card {
         schema: Card::schema(),
         name: plan.name.clone(),
@@ -350,7 +372,7 @@ pub fn run<A: Adapter>(adapter: &A, plan: &Plan, opts: &Options) -> Result<Done,
         jobs,
         wall_seconds: done.wall_seconds(),
         sim_seconds: done.sim_seconds,
-        claims: (held, done.claims.len()),
+        claims: Counts::of(&done.claims),
     })
 }
 
@@ -462,6 +484,7 @@ name = "a"
 where = { scale = 1.0 }
 metric = "odd_only"
 every_seed_at_most = 1
+min_seed_share = 0.5
 claim = "odd"
 "#;
 
@@ -488,7 +511,7 @@ claim = "odd"
         let four = run(&Toy, &plan, &opts(&d4, 4)).unwrap();
         assert_eq!(one.summary_json, four.summary_json);
         assert_eq!(one.runs, 14);
-        assert_eq!(one.claims, (1, 1));
+        assert_eq!((one.claims.hold, one.claims.checked()), (1, 1));
         let csv1 = std::fs::read_to_string(d1.join("runs.csv")).unwrap();
         assert_eq!(csv1, std::fs::read_to_string(d4.join("runs.csv")).unwrap());
         assert!(
@@ -503,9 +526,46 @@ claim = "odd"
             serde_json::from_str(&std::fs::read_to_string(d1.join(CARD_FILE)).unwrap()).unwrap();
         assert_eq!(card.claims.len(), 1);
         assert_eq!(card.claims[0].config, "a 1.0");
+        assert!(card.claims[0].observed.ends_with("defined on 4 of 7 seeds"));
         for d in [d1, d4] {
             let _ = std::fs::remove_dir_all(d);
         }
+    }
+
+    #[test]
+    fn a_ratio_is_checked_seed_by_seed_against_the_named_configuration() {
+        let d = temp("ratio");
+        let plan = Plan::parse(
+            &format!(
+                "{PLAN}[[scenario.expect]]\nwhere = {{ scale = 2.5 }}\nratio_to = {{ scale = 1.0 }}\n\
+                 metric = \"x\"\nevery_seed_at_least = 2.5\nseed = 3.0\n\
+                 differs = \"toy\"\nclaim = \"x scales\"\n"
+            ),
+            None,
+        )
+        .unwrap();
+        let done = run(&Toy, &plan, &opts(&d, 2)).unwrap();
+        let card: Card =
+            serde_json::from_str(&std::fs::read_to_string(d.join(CARD_FILE)).unwrap()).unwrap();
+        let c = &card.claims[1];
+        assert_eq!(c.metric, "x / x of a 1.0");
+        assert!(c.observed.starts_with("min 2.50"), "{}", c.observed);
+        assert_eq!(c.outcome, crate::claims::Outcome::Differs);
+        assert_eq!((done.claims.hold, done.claims.differ), (1, 1));
+        // A ratio to a configuration the plan does not run is refused.
+        let bad = plan_text_with_ratio("{ scale = 9.0 }");
+        assert!(Plan::parse(&bad, None)
+            .unwrap_err()
+            .to_string()
+            .contains("names no configuration"));
+        let _ = std::fs::remove_dir_all(d);
+    }
+
+    fn plan_text_with_ratio(to: &str) -> String {
+        format!(
+            "{PLAN}[[scenario.expect]]\nwhere = {{ scale = 2.5 }}\nratio_to = {to}\n\
+             metric = \"x\"\nmean_at_least = 1\nclaim = \"r\"\n"
+        )
     }
 
     #[test]

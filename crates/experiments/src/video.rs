@@ -946,19 +946,20 @@ fn hol_checks(o: &ReportOptions, scenarios: &[ScenarioSummary]) -> Vec<ClaimResu
     let name = |t: &str| GenericTransport::parse(t).map_or("?", |g| g.name());
     let mut out = Vec::new();
     for s in scenarios {
-        let claim =
-            |config: &str, claim: String, expectation: &str, observed: String, holds| ClaimResult {
-                scenario: s.name.clone(),
-                transport: String::new(),
-                config: format!("{}: {config}", s.name),
-                metric: "hol_total_s (summed)".into(),
+        let claim = |config: &str, claim: String, expectation: &str, observed: String, holds| {
+            ClaimResult::new(
+                s.name.clone(),
+                "",
+                format!("{}: {config}", s.name),
+                "hol_total_s (summed)",
                 claim,
-                source: Some("[RTP-QUIC] Fig. 4, §5.1".into()),
-                stated: Some("TCP ≈ QUIC_SS > QUIC_GOP > QUIC_FPS > QUIC_PPS = UDP = 0".into()),
-                expectation: expectation.into(),
+                Some("[RTP-QUIC] Fig. 4, §5.1".into()),
+                Some("TCP ≈ QUIC_SS > QUIC_GOP > QUIC_FPS > QUIC_PPS = UDP = 0".into()),
+                expectation,
                 observed,
                 holds,
-            };
+            )
+        };
         let all = hol_sums(s, 1.0);
         if o.hol_order.len() >= 2 {
             let vals: Vec<Option<(f64, usize)>> = o
@@ -976,20 +977,33 @@ fn hol_checks(o: &ReportOptions, scenarios: &[ScenarioSummary]) -> Vec<ClaimResu
                 })
                 .collect::<Vec<_>>()
                 .join(" > ");
-            let holds = vals.iter().all(Option::is_some)
+            let all_run = vals.iter().all(Option::is_some);
+            // Ours: no step rises by more than 5 %; the seed's: every step
+            // falls.
+            let holds = all_run
+                && vals
+                    .windows(2)
+                    .all(|w| matches!((w[0], w[1]), (Some(a), Some(b)) if a.0 >= 0.95 * b.0));
+            let strict = all_run
                 && vals
                     .windows(2)
                     .all(|w| matches!((w[0], w[1]), (Some(a), Some(b)) if a.0 > b.0));
-            out.push(claim(
-                "every lossy configuration",
-                format!(
-                    "summed over the lossy configurations, head-of-line blocking decreases {}",
-                    o.hol_order.join(" > ")
+            out.push(
+                claim(
+                    "every lossy configuration",
+                    format!(
+                        "summed over the lossy configurations, head-of-line blocking decreases {}",
+                        o.hol_order.join(" > ")
+                    ),
+                    "no step rises by more than 5 % (the seed's: strictly decreasing)",
+                    observed,
+                    holds,
+                )
+                .differs_unless(
+                    strict,
+                    "with a long GOP a new stream starts rarely and cuts few head-of-line staircases, so the per-GOP mapping is within noise of one stream (the gop48 scenario shows what it gains with a 2 s GOP)",
                 ),
-                "strictly decreasing",
-                observed,
-                holds,
-            ));
+            );
         }
         if let [a, b] = o.hol_near.as_slice() {
             for (config, max_loss) in [

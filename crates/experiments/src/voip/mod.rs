@@ -553,10 +553,14 @@ fn summary_md(s: &Summary) -> String {
                 c.metric,
                 c.expectation,
                 c.observed,
-                if c.holds { "holds" } else { "DIFFERS" }
+                match &c.why {
+                    Some(why) if c.outcome != crate::claims::Outcome::Fails =>
+                        format!("{}: {why}", c.outcome.word()),
+                    _ => c.outcome.word().to_string(),
+                }
             );
         }
-        let _ = writeln!(m);
+        let _ = writeln!(m, "\n{}\n", crate::claims::Counts::of(&s.claims));
     }
     m
 }
@@ -814,20 +818,34 @@ fn differences(r: &mut String, s: &Summary) {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let failed: Vec<&ClaimResult> = s.claims.iter().filter(|c| !c.holds).collect();
-    if failed.is_empty() {
-        let _ = writeln!(
-            r,
-            "**Claims.** Every claim of the thesis listed above holds on every seed we ran.\n"
-        );
-    } else {
-        let _ = writeln!(r, "**Claims that differ.**\n");
+    let failed: Vec<&ClaimResult> = s
+        .claims
+        .iter()
+        .filter(|c| c.outcome != crate::claims::Outcome::Holds)
+        .collect();
+    let _ = writeln!(
+        r,
+        "**Claims.** {} (the table above).\n",
+        crate::claims::Counts::of(&s.claims)
+    );
+    if !failed.is_empty() {
+        let _ = writeln!(r, "**Claims that differ, do not hold or cannot fail.**\n");
         for c in failed {
             let _ = writeln!(
                 r,
-                "* {} / {}: \"{}\" — expected {} {}, observed {}. Look at this \
+                "* {} / {}: \"{}\" — {}: expected {} {}, observed {}{}. Look at this \
                  transport's per-seed numbers in summary.json (`per_seed`) and its CSV.",
-                c.scenario, c.transport, c.claim, c.metric, c.expectation, c.observed
+                c.scenario,
+                c.transport,
+                c.claim,
+                c.outcome.word(),
+                c.metric,
+                c.expectation,
+                c.observed,
+                c.why
+                    .as_ref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
             );
         }
         let _ = writeln!(r);
