@@ -55,7 +55,29 @@ fn build_example(out: &Path) -> Result<(), String> {
     // features of shared dependencies (syn, serde, tokio, …) resolve
     // differently and 17 crates were rebuilt in another configuration. The
     // build lock is free while tests run.
-    let st = Command::new(env!("CARGO"))
+    let mut cargo = Command::new(env!("CARGO"));
+    // Cargo gives a test process the variables of its package
+    // (CARGO_MANIFEST_DIR, CARGO_PKG_*, …); a build script that watches one
+    // (ring's watches CARGO_MANIFEST_DIR) would see it changed and rebuild
+    // ring, rustls, quinn and every crate above them (250 s of a CI run).
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p))
+        {
+            cargo.env_remove(k);
+        }
+    }
+    let st = cargo
         .args([
             "build",
             "--quiet",
