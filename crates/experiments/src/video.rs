@@ -484,7 +484,7 @@ impl Adapter for Video {
         source.validate()?;
         let rate = parse_rate(&raw.rate)?;
         let loss = parse_loss_model(&raw.loss)?;
-        let (transport, generic) = g.scenario_fields(cc);
+        let transport = g.with_cc(cc);
         let sc = VideoScenario {
             source,
             path: MessagesScenario {
@@ -499,7 +499,6 @@ impl Adapter for Video {
                     .map(|c| crate::units::parse_cross(c))
                     .collect::<Result<_, _>>()?,
                 transport,
-                generic,
                 base: Config {
                     cc,
                     ..Config::default()

@@ -303,7 +303,7 @@ impl Adapter for Vod {
             "clients" => (f64::from(raw.clients), raw.clients.to_string()),
             other => return Err(format!("x_axis must be rate or clients, not '{other}'")),
         };
-        let (transport, generic) = g.scenario_fields(cc);
+        let transport = g.with_cc(cc);
         let frame_bytes = source.frame_bytes();
         let sc = VodScenario {
             frame_bytes: frame_bytes.clone(),
@@ -317,7 +317,6 @@ impl Adapter for Vod {
                 queue_bytes: parse_size(&raw.queue)? as usize,
                 cross,
                 transport,
-                generic,
                 base: Config {
                     cc,
                     ..Config::default()

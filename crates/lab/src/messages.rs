@@ -61,16 +61,9 @@ pub fn run(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Error> 
     if !sc.cross.is_empty() {
         return Err("cross traffic runs in the simulator only (the lab has two hosts)".into());
     }
-    match sc.transport() {
-        GenericTransport::Tcp(t) => {
-            let sc = MessagesScenario {
-                transport: t,
-                generic: None,
-                ..sc.clone()
-            };
-            run_tcp(&sc, lab_name)
-        }
-        g => run_generic(sc, &g, lab_name),
+    match &sc.transport {
+        GenericTransport::Tcp(_) => run_tcp(sc, lab_name),
+        g => run_generic(sc, g, lab_name),
     }
 }
 
@@ -206,14 +199,17 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
     if sc.pcap.is_some() {
         return Err("--pcap is the simulator's capture; real-packet captures: `hollywood interop --pcap-dir`".into());
     }
+    let Some(t) = sc.transport.tcp() else {
+        return Err(format!("{}: not a TCP deployment", sc.transport.name()).into());
+    };
     crate::interop::remove_stale_labs();
     let (a_to_b, b_to_a) = links(sc);
     let spec = PairSpec {
         lab: lab_name.to_string(),
         sender: End::Engine,
         receiver: End::Engine,
-        sender_config: sc.transport.sender_config(&sc.base),
-        receiver_config: sc.transport.receiver_config(&sc.base),
+        sender_config: t.sender_config(&sc.base),
+        receiver_config: t.receiver_config(&sc.base),
         a_to_b,
         b_to_a,
         seed: sc.seed,

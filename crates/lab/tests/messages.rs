@@ -31,7 +31,7 @@ fn scenario(transport: &str) -> MessagesScenario {
         seed: 1,
         ..MessagesScenario::default()
     };
-    sc.generic = Some(GenericTransport::parse(transport).expect("transport name"));
+    sc.transport = GenericTransport::parse(transport).expect("transport name");
     sc
 }
 
@@ -143,7 +143,7 @@ fn live_video_runs_on_real_packets_from_its_timetable() {
             rtt: Duration::from_millis(100),
             loss: LossModel::Bernoulli(0.01),
             seed: 1,
-            generic: Some(GenericTransport::parse(transport).expect("transport name")),
+            transport: GenericTransport::parse(transport).expect("transport name"),
             ..MessagesScenario::default()
         },
         buffer_frames: 4,

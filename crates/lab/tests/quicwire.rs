@@ -44,7 +44,7 @@ fn run(transport: &str, lifetime_ms: u64) -> (MessagesRun, Vec<Retransmission>) 
         interval: Duration::from_micros(16_700),
         lifetime: Some(Duration::from_millis(lifetime_ms)),
         seed: 1,
-        generic: GenericTransport::parse(transport),
+        transport: GenericTransport::parse(transport).expect("transport name"),
         pcap: Some(pcap.clone()),
         keylog: Some(keylog.clone()),
         ..MessagesScenario::default()

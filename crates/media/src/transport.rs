@@ -40,6 +40,13 @@ impl From<TransportKind> for GenericTransport {
     }
 }
 
+impl From<Transport> for GenericTransport {
+    /// A TCP deployment.
+    fn from(t: Transport) -> Self {
+        GenericTransport::Tcp(t)
+    }
+}
+
 impl GenericTransport {
     /// Parse a transport name ([`TransportKind::parse`]), at its defaults.
     pub fn parse(s: &str) -> Option<GenericTransport> {
@@ -60,27 +67,21 @@ impl GenericTransport {
         self.kind().name()
     }
 
-    /// A scenario's `transport` and `generic` fields for this transport
-    /// ([`crate::MessagesScenario`]), with `cc` as a QUIC transport's
-    /// controller (quinn's: BBR is its BBRv1); a TCP deployment takes its
-    /// controller from the scenario's base configuration.
-    pub fn scenario_fields(&self, cc: hollywood_tcp::CcAlgorithm) -> (Transport, Option<Self>) {
+    /// This transport with `cc` as a QUIC transport's controller (quinn's:
+    /// BBR is its BBRv1); a TCP deployment takes its controller from the
+    /// scenario's base configuration ([`crate::MessagesScenario::base`]).
+    pub fn with_cc(&self, cc: hollywood_tcp::CcAlgorithm) -> Self {
         use hollywood_tcp::CcAlgorithm;
         use hollywood_transport::quic::QuicCc;
-        match self {
-            GenericTransport::Tcp(t) => (*t, None),
-            other => {
-                let mut g = other.clone();
-                if let GenericTransport::Quic(q) = &mut g {
-                    q.cc = match cc {
-                        CcAlgorithm::NewReno => QuicCc::NewReno,
-                        CcAlgorithm::Cubic => QuicCc::Cubic,
-                        CcAlgorithm::Bbr => QuicCc::Bbr,
-                    };
-                }
-                (Transport::Tcp, Some(g))
-            }
+        let mut g = self.clone();
+        if let GenericTransport::Quic(q) = &mut g {
+            q.cc = match cc {
+                CcAlgorithm::NewReno => QuicCc::NewReno,
+                CcAlgorithm::Cubic => QuicCc::Cubic,
+                CcAlgorithm::Bbr => QuicCc::Bbr,
+            };
         }
+        g
     }
 
     /// The TCP deployment, if this is one.

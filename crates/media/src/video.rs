@@ -676,7 +676,7 @@ impl VideoScenario {
         };
         let on_missing = self
             .on_missing
-            .unwrap_or_else(|| Self::player_for(sc.transport().name()));
+            .unwrap_or_else(|| Self::player_for(sc.transport.name()));
         let messages = send(&sc)?;
         let frames: Vec<FrameTiming> = frame_packets
             .iter()

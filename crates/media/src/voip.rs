@@ -214,18 +214,11 @@ impl VoipScenario {
     /// Run the call to completion and compute every message's fate.
     pub fn run(&self) -> Result<VoipRun, VoipError> {
         self.validate()?;
-        match self.transport {
-            TransportKind::Tcp(t) => self.run_stream(t, None),
-            other => self.run_stream(Transport::Tcp, Some(crate::GenericTransport::from(other))),
-        }
+        self.run_stream(crate::GenericTransport::from(self.transport))
     }
 
-    /// Over a TCP deployment `t`, or over `generic` when given.
-    fn run_stream(
-        &self,
-        t: Transport,
-        generic: Option<crate::GenericTransport>,
-    ) -> Result<VoipRun, VoipError> {
+    /// Over `transport`.
+    fn run_stream(&self, transport: crate::GenericTransport) -> Result<VoipRun, VoipError> {
         let sc = MessagesScenario {
             rate_bps: self.rate_bps,
             uplink_bps: self.uplink_bps,
@@ -236,7 +229,7 @@ impl VoipScenario {
             size: self.size,
             interval: self.interval,
             lifetime: Some(self.message_lifetime()),
-            transport: t,
+            transport,
             middlebox: MiddleboxKind::None,
             seed: self.seed,
             base: self.base.clone(),
@@ -245,7 +238,6 @@ impl VoipScenario {
             secure: false,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
-            generic,
             group: 0,
             schedule: None,
             cross: Vec::new(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 fn scenario(t: Transport, m: MiddleboxKind, loss: f64, seed: u64, count: u32) -> MessagesScenario {
     MessagesScenario {
-        transport: t,
+        transport: t.into(),
         middlebox: m,
         loss: if loss > 0.0 {
             LossModel::Bernoulli(loss)
@@ -47,7 +47,7 @@ fn check_invariants(r: &MessagesRun) {
         sent, r.scenario.count as usize,
         "all messages generated: {what}"
     );
-    if !r.scenario.transport.sender_ir() {
+    if !r.scenario.transport.tcp().is_some_and(|t| t.sender_ir()) {
         // Without inconsistent retransmissions the stream is reliable.
         assert!(
             r.arrival.iter().all(Option::is_some),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 fn run(t: Transport, secure: bool) -> hollywood_media::MessagesRun {
     MessagesScenario {
-        transport: t,
+        transport: t.into(),
         count: 600,
         size: 300,
         interval: Duration::from_millis(10),

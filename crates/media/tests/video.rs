@@ -2,16 +2,12 @@
 //! stream over a reliable stream, TCP Hollywood and UDP on one lossy path.
 
 use hollywood_media::video::{OnMissing, Resume, VideoScenario, VideoSource};
-use hollywood_media::{GenericTransport, MessagesScenario, Transport};
+use hollywood_media::{GenericTransport, MessagesScenario};
 use hollywood_sim::LossModel;
 use std::time::Duration;
 
 fn scenario(name: &str, frames: u32) -> VideoScenario {
     let g = GenericTransport::parse(name).expect("transport");
-    let (transport, generic) = match g.tcp() {
-        Some(t) => (t, None),
-        None => (Transport::Tcp, Some(g)),
-    };
     VideoScenario {
         source: VideoSource {
             frames,
@@ -23,8 +19,7 @@ fn scenario(name: &str, frames: u32) -> VideoScenario {
             rtt: Duration::from_millis(100),
             loss: LossModel::Bernoulli(0.02),
             queue_bytes: 1_000_000,
-            transport,
-            generic,
+            transport: g,
             seed: 3,
             ..MessagesScenario::default()
         },

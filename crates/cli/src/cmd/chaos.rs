@@ -219,7 +219,7 @@ fn conditions(seed: u64, index: usize, messages: u32) -> (Conditions, MessagesSc
         size,
         interval,
         lifetime,
-        transport,
+        transport: transport.into(),
         middlebox,
         seed: run_seed,
         impair: Impairments {

@@ -109,13 +109,10 @@ fn parse_secure(s: &str) -> Result<Secure, String> {
     }
 }
 
-/// The scenario's `transport` and `generic` fields for a transport, with
-/// `cc` as a QUIC transport's controller (quinn's: BBR is its BBRv1).
-pub fn scenario_transport(
-    kind: TransportKind,
-    cc: CcAlgorithm,
-) -> (Transport, Option<GenericTransport>) {
-    GenericTransport::from(kind).scenario_fields(cc)
+/// The scenario's transport for `kind`, with `cc` as a QUIC transport's
+/// controller (quinn's: BBR is its BBRv1).
+pub fn scenario_transport(kind: TransportKind, cc: CcAlgorithm) -> GenericTransport {
+    GenericTransport::from(kind).with_cc(cc)
 }
 
 /// The transports to run.
@@ -269,7 +266,8 @@ fn middlebox_name(m: MiddleboxKind) -> &'static str {
 
 /// Summarise a run.
 pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
-    let generic = run.scenario.generic.as_ref();
+    // QUIC or UDP: no TCP sequence numbers to read the wire by.
+    let generic = run.scenario.transport.tcp().is_none();
     let sent = run.generated.iter().filter(|g| g.is_some()).count() as u64;
     let delivered = run.arrival.iter().filter(|a| a.is_some()).count() as u64;
     let delays = run.delays_ms();
@@ -281,7 +279,7 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
         .count() as u64;
     let sec = run.secure.unwrap_or_default();
     MessagesReport {
-        transport: generic.map_or(run.scenario.transport.name(), GenericTransport::name),
+        transport: run.scenario.transport.name(),
         secure: run.scenario.secure,
         forged: run.forged,
         forgeries_accepted: if run.scenario.impair.forge > 0.0 {
@@ -316,7 +314,7 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
         transport_delay_ms: Percentiles::of(delays),
         packets_on_wire: run.wire_packets,
         bytes_on_wire: run.wire_bytes,
-        retransmissions: if generic.is_some() {
+        retransmissions: if generic {
             run.transport.sender.packets_lost
         } else {
             run.wire.retransmissions
@@ -429,8 +427,9 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
         .iter()
         .flat_map(|c| modes.iter().map(move |&s| (c, s)));
     for (index, (choice, secure)) in runs.enumerate() {
-        let (transport, generic) = scenario_transport(*choice, a.cc);
-        if generic.is_some() && (secure || a.forge > 0.0) {
+        let transport = scenario_transport(*choice, a.cc);
+        let generic = transport.tcp().is_none();
+        if generic && (secure || a.forge > 0.0) {
             if several {
                 continue; // QUIC has TLS; the forging box models TCP framing
             }
@@ -439,7 +438,7 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
                 choice.name()
             ));
         }
-        if generic.is_some() && a.middlebox != MiddleboxKind::None {
+        if generic && a.middlebox != MiddleboxKind::None {
             if several {
                 continue; // the middleboxes model TCP boxes
             }
@@ -468,7 +467,6 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
                 pacing: a.pacing,
                 ..Config::default()
             },
-            generic,
             group: a.group,
             secure,
             impair: hollywood_media::scenario::Impairments {

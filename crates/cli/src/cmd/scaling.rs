@@ -138,7 +138,7 @@ pub fn run(a: ScalingArgs) -> Result<(), String> {
                     size: a.size as usize,
                     interval: a.interval,
                     lifetime,
-                    transport: t,
+                    transport: t.into(),
                     seed: a.seed,
                     ..MessagesScenario::default()
                 };

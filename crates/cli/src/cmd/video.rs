@@ -252,7 +252,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
     let mut csv = crate::cmd::messages::open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
     for (index, choice) in a.transport.0.iter().enumerate() {
-        let (transport, generic) = scenario_transport(*choice, a.cc);
+        let transport = scenario_transport(*choice, a.cc);
         let sc = VideoScenario {
             source,
             path: MessagesScenario {
@@ -262,7 +262,6 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
                 loss: a.loss,
                 queue_bytes: a.queue as usize,
                 transport,
-                generic,
                 seed: a.seed,
                 pcap: a.pcap.clone(),
                 cross: a.cross.clone(),

@@ -253,8 +253,8 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
     let seed = sim.derive_seed(1);
     let name = transport.name();
     let (server_t, client_t): (Box<dyn MessageTransport>, Box<dyn MessageTransport>) =
-        match transport.scenario_fields(cc) {
-            (t, None) => (
+        match transport.with_cc(cc) {
+            GenericTransport::Tcp(t) => (
                 Box::new(TcpTransport::new(
                     name,
                     t.sender_config(&base),
@@ -272,7 +272,7 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
                     seed,
                 )),
             ),
-            (_, Some(GenericTransport::Quic(q))) => {
+            GenericTransport::Quic(q) => {
                 let id = QuicIdentity::generate()?;
                 (
                     Box::new(QuicTransport::new(
@@ -293,7 +293,7 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
                     )?),
                 )
             }
-            (_, Some(_)) => {
+            GenericTransport::Udp => {
                 return Err(format!(
                     "{name}: HTTP needs a reliable transport (TCP, TCP Hollywood or a QUIC stream mapping)"
                 ))

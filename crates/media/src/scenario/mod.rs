@@ -63,8 +63,10 @@ pub struct MessagesScenario {
     pub interval: Duration,
     /// Message lifetime (None = reliable).
     pub lifetime: Option<Duration>,
-    /// Deployment.
-    pub transport: Transport,
+    /// The transport: a TCP deployment (standard TCP, TCP Hollywood and
+    /// its partial deployments) or QUIC with a mapping, QUICsilver, UDP
+    /// (`crate::transport`).
+    pub transport: GenericTransport,
     /// Middlebox on the path.
     pub middlebox: MiddleboxKind,
     /// Seed for everything.
@@ -84,9 +86,6 @@ pub struct MessagesScenario {
     pub drop_packets: Vec<u64>,
     /// Keep every packet the receiver sent (for wire comparisons).
     pub record_receiver_packets: bool,
-    /// Run over this transport instead of the TCP deployment `transport`
-    /// (QUIC mappings, QUICsilver, UDP; `crate::transport`).
-    pub generic: Option<crate::transport::GenericTransport>,
     /// Messages per group (GOP): the first of each group is depended upon
     /// by the rest, and the per-group QUIC mapping puts a group on one
     /// stream. 0 = none.
@@ -114,7 +113,7 @@ impl Default for MessagesScenario {
             size: 160,
             interval: Duration::from_millis(20),
             lifetime: Some(Duration::from_millis(65)),
-            transport: Transport::Hollywood,
+            transport: GenericTransport::Tcp(Transport::Hollywood),
             middlebox: MiddleboxKind::None,
             seed: 1,
             base: Config::default(),
@@ -123,7 +122,6 @@ impl Default for MessagesScenario {
             secure: false,
             drop_packets: Vec::new(),
             record_receiver_packets: false,
-            generic: None,
             group: 0,
             schedule: None,
             cross: Vec::new(),
@@ -258,13 +256,6 @@ impl MessagesRun {
 }
 
 impl MessagesScenario {
-    /// The transport the scenario runs over.
-    pub fn transport(&self) -> GenericTransport {
-        self.generic
-            .clone()
-            .unwrap_or(GenericTransport::Tcp(self.transport))
-    }
-
     /// Run to completion (all messages generated, connection closed, or a
     /// generous time limit) and collect the results. The same sender and
     /// receiver applications ([`crate::stream`]) run over every
@@ -294,7 +285,7 @@ impl MessagesScenario {
                 ));
             }
         }
-        let mut g = self.transport();
+        let mut g = self.transport.clone();
         let tcp = g.tcp();
         if tcp.is_none() && self.middlebox != MiddleboxKind::None {
             return Err(format!(
