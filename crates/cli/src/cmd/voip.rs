@@ -6,57 +6,22 @@
 //! The results ([`VoipReport`], [`write_csv`], [`plot_run`]) live in
 //! `hollywood_experiments::voip`, shared with `repro ch5` and `demo`.
 
-use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use clap::Args;
-pub use hollywood_experiments::voip::{describe, plot_run, write_csv, zoom_range, VoipReport};
+pub use hollywood_experiments::voip::{
+    describe, plot_run, write_csv, zoom_range, VoipParams, VoipReport,
+};
 use hollywood_media::{TransportKind, VoipScenario};
-use hollywood_sim::LossModel;
-use hollywood_tcp::{CcAlgorithm, Config};
 use std::path::PathBuf;
-use std::time::Duration;
 
-/// Arguments of `hollywood voip`.
+/// Arguments of `hollywood voip`: the call ([`VoipParams`], shared with
+/// `voip` plans), its transport and seed, and where results go.
 #[derive(Args, Debug)]
 pub struct VoipArgs {
-    /// Downlink rate, sender → receiver (ADSL: 8mbit).
-    #[arg(long, default_value = "8mbit", value_parser = parse_rate)]
-    rate: u64,
-    /// Uplink rate, receiver → sender (ADSL: 1mbit; carries the ACKs).
-    #[arg(long, default_value = "1mbit", value_parser = parse_rate)]
-    uplink: u64,
-    /// Round-trip propagation delay (intracontinental 15ms, intercontinental 70ms).
-    #[arg(long, default_value = "70ms", value_parser = parse_duration)]
-    rtt: Duration,
-    /// Playout delay: how long an on-time message is buffered before it is
-    /// played (thesis: 110ms intracontinental, 30ms intercontinental).
-    #[arg(long, default_value = "30ms", value_parser = parse_duration)]
-    playout: Duration,
-    /// Loss on the downlink: a probability (0.1%, 0.001) or a model
-    /// (gilbert:P,R[,BAD[,GOOD]]), as for `sim messages`.
-    #[arg(long, visible_alias = "loss-model", default_value = "0.1%", value_parser = parse_loss_model)]
-    loss: LossModel,
-    /// Messages (3000 = one minute of audio).
-    #[arg(long, default_value_t = 3000)]
-    messages: u32,
-    /// Payload bytes per message (G.711, 20 ms: 160).
-    #[arg(long, default_value = "160", value_parser = parse_size)]
-    size: u64,
-    /// Time between messages (the framing interval).
-    #[arg(long, default_value = "20ms", value_parser = parse_duration)]
-    interval: Duration,
-    /// Message lifetime for a TCP Hollywood sender; default RTT/2 + playout
-    /// (the time from generation to playout).
-    #[arg(long, value_parser = parse_duration)]
-    lifetime: Option<Duration>,
+    #[command(flatten)]
+    call: VoipParams,
     /// tcp | hollywood | hollywood-ir | hollywood-ooo | tcp-deadline | quic-ss | quic-gop | quic-fps | quic-pps | quic-dgram | quicsilver | udp
     #[arg(long, default_value = "hollywood", value_parser = TransportKind::parse)]
     transport: TransportKind,
-    /// Drop-tail queue per link.
-    #[arg(long, default_value = "96000", value_parser = parse_size)]
-    queue: u64,
-    /// Congestion control of both TCP engines: newreno, cubic or bbr.
-    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
-    cc: CcAlgorithm,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -75,33 +40,9 @@ pub struct VoipArgs {
 }
 
 pub fn run(a: VoipArgs) -> Result<(), String> {
-    if a.size == 0 || a.size > 1400 {
-        return Err("--size must be between 1 and 1400 bytes (one packet)".into());
-    }
-    if a.messages == 0 {
-        return Err("--messages must be at least 1".into());
-    }
-    if a.interval.is_zero() {
-        return Err("--interval must be positive".into());
-    }
     let sc = VoipScenario {
-        rate_bps: a.rate,
-        uplink_bps: a.uplink,
-        rtt: a.rtt,
-        playout: a.playout,
-        loss: a.loss,
-        queue_bytes: a.queue as usize,
-        count: a.messages,
-        size: a.size as usize,
-        interval: a.interval,
-        lifetime: a.lifetime,
-        transport: a.transport,
-        seed: a.seed,
         pcap: a.pcap.clone(),
-        base: Config {
-            cc: a.cc,
-            ..Config::default()
-        },
+        ..a.call.scenario(a.transport, a.seed)?
     };
     let wall = std::time::Instant::now();
     let run = sc.run().map_err(|e| e.to_string())?;
@@ -120,8 +61,8 @@ pub fn run(a: VoipArgs) -> Result<(), String> {
             "VoIP over {}: {} messages of {} B every {} ms; {}; lifetime {:.1} ms; seed {}",
             r.transport,
             r.messages,
-            a.size,
-            a.interval.as_secs_f64() * 1000.0,
+            a.call.size,
+            a.call.interval.as_secs_f64() * 1000.0,
             describe(&sc),
             r.lifetime_ms,
             r.seed

@@ -14,14 +14,17 @@
 //! * `README.md`: which file reproduces which thesis figure, and where and
 //!   why our numbers differ from the thesis's.
 //!
-//! Plan parameters (plan level or per scenario): `messages`, `size`,
-//! `interval`, `rate`, `uplink`, `loss`, `queue` (default 96000), `rtt`,
-//! `playout`, `zoom` (default 50), `rack` (default true), `figures`
-//! (per transport: `{ full = "5.4", zoom = "5.5" }`), and the swept
-//! `transport`.
+//! Plan parameters (plan level or per scenario): every field of
+//! [`VoipParams`] (`hollywood sim voip`'s options, with the same defaults:
+//! `messages`, `size`, `interval`, `rate`, `uplink`, `loss`, `queue`,
+//! `rtt`, `playout`, `lifetime`, `cc`, `rack`), and the plan's own `zoom`
+//! (default 50), `figures` (per transport: `{ full = "5.4", zoom = "5.5" }`)
+//! and the swept `transport`.
 
+pub mod params;
 pub mod report;
 
+pub use params::VoipParams;
 pub use report::{describe, plot_run, write_csv, zoom_range, VoipReport};
 
 use crate::claims::ClaimResult;
@@ -29,7 +32,6 @@ use crate::plan::Point;
 use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::Stat;
-use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
 use hollywood_media::{Transport, TransportKind, VoipRun, VoipScenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -48,37 +50,20 @@ pub struct FigureRef {
     pub zoom: Option<String>,
 }
 
-/// The parameters as written in the plan.
+/// The plan's own keys beside [`VoipParams`].
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
-struct Raw {
-    messages: u32,
-    size: u64,
-    interval: String,
-    rate: String,
-    uplink: String,
-    loss: String,
-    #[serde(default = "default_queue")]
-    queue: String,
-    rtt: String,
-    playout: String,
+struct PlanKeys {
     transport: String,
     #[serde(default = "default_zoom")]
     zoom: u32,
-    /// RACK-TLP loss detection (RFC 8985) in the TCP engine; `false` leaves
-    /// three-duplicate-ACK / RFC 6675 recovery, the model of thesis eq. 5.2.
-    #[serde(default = "yes")]
-    rack: bool,
     #[serde(default)]
     figures: BTreeMap<String, FigureRef>,
 }
 
-fn yes() -> bool {
-    true
-}
-fn default_queue() -> String {
-    "96000".into()
-}
+/// The names of [`PlanKeys`]' fields.
+const PLAN_KEYS: [&str; 3] = ["transport", "zoom", "figures"];
+
 fn default_zoom() -> u32 {
     50
 }
@@ -155,35 +140,26 @@ impl Adapter for Voip {
                 "the voip adapter sweeps only transport, not '{k}': write one scenario per value"
             ));
         }
-        let raw: Raw = point.typed()?;
-        if raw.messages == 0 || raw.size == 0 || raw.size > 1400 {
-            return Err("messages must be ≥ 1 and size between 1 and 1400 bytes".into());
-        }
-        let interval = parse_duration(&raw.interval)?;
-        if interval.is_zero() {
-            return Err("interval must be positive".into());
-        }
+        // One table, two structs: the plan's keys, and the call's.
+        let (mine, call): (toml::Table, toml::Table) = point
+            .params
+            .clone()
+            .into_iter()
+            .partition(|(k, _)| PLAN_KEYS.contains(&k.as_str()));
+        let scenario_err =
+            |e: toml::de::Error| format!("scenario {}: {}", point.scenario, e.message());
+        let raw: PlanKeys = toml::Value::Table(mine).try_into().map_err(scenario_err)?;
+        let params: VoipParams = toml::Value::Table(call).try_into().map_err(scenario_err)?;
         for t in raw.figures.keys() {
             TransportKind::parse(t)?;
         }
         let transport = TransportKind::parse(&raw.transport)?;
-        let sc = VoipScenario {
-            rate_bps: parse_rate(&raw.rate)?,
-            uplink_bps: parse_rate(&raw.uplink)?,
-            rtt: parse_duration(&raw.rtt)?,
-            playout: parse_duration(&raw.playout)?,
-            loss: parse_loss_model(&raw.loss)?,
-            queue_bytes: parse_size(&raw.queue)? as usize,
-            count: raw.messages,
-            size: raw.size as usize,
-            interval,
-            transport,
-            base: hollywood_tcp::Config {
-                rack: raw.rack,
-                ..hollywood_tcp::Config::default()
-            },
-            ..VoipScenario::default()
-        };
+        let sc = params.scenario(transport, 1)?;
+        let loss_text = point
+            .params
+            .get("loss")
+            .map(crate::plan::scalar_text)
+            .unwrap_or_else(|| params::DEFAULT_LOSS.to_string());
         Ok(VoipPoint {
             name: point.scenario.clone(),
             transport,
@@ -193,7 +169,7 @@ impl Adapter for Voip {
                 .cloned()
                 .unwrap_or_default(),
             zoom: raw.zoom,
-            loss_text: raw.loss,
+            loss_text,
             sc,
         })
     }
