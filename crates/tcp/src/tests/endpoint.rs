@@ -220,11 +220,7 @@ fn spoofed_syn(i: u32, to: SocketAddr) -> Vec<u8> {
 /// the spoofed sources is dropped by the link verdict).
 fn flood(p: &mut Pair, n: u32) {
     p.ba.verdict = Some(Box::new(|i: &PacketInfo| {
-        if i.tcp.dst_port < EPHEMERAL_FIRST {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
+        Verdict::drop_if(i.tcp.dst_port < EPHEMERAL_FIRST)
     }));
     for i in 0..n {
         let pkt = spoofed_syn(i, p.b_addr);
