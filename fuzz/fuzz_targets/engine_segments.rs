@@ -26,6 +26,9 @@
 //! - delivering everything in zero virtual time ends (no ACK storm).
 #![no_main]
 
+mod common;
+
+use common::{exchange_all, next_timer, take_front, trace, Input, Queue, Queues};
 use hollywood_tcp::{
     CcAlgorithm, Config, Connection, DelayedAckConfig, Event, Instant, KeepaliveConfig, State,
 };
@@ -41,35 +44,6 @@ use std::time::Duration;
 const MAX_OPS: usize = 400;
 /// Largest injected payload.
 const MAX_INJECT: usize = 3000;
-
-/// `FUZZ_TRACE=1` prints every step (for replaying a crash).
-fn trace() -> bool {
-    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *T.get_or_init(|| std::env::var_os("FUZZ_TRACE").is_some())
-}
-
-/// Reads operands; past the end every read is zero.
-struct Input<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl Input<'_> {
-    fn u8(&mut self) -> u8 {
-        let b = self.data.get(self.pos).copied().unwrap_or(0);
-        self.pos += 1;
-        b
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-    fn done(&self) -> bool {
-        self.pos >= self.data.len()
-    }
-}
 
 /// Byte `k` of a stream: one pattern per direction (`tag`), defined for
 /// every offset so that injected payloads agree with real ones.
@@ -154,8 +128,8 @@ struct World {
     c: Side,
     s: Side,
     /// Segments from client to server, and back.
-    c2s: VecDeque<(TcpRepr, Vec<u8>)>,
-    s2c: VecDeque<(TcpRepr, Vec<u8>)>,
+    c2s: Queue,
+    s2c: Queue,
     buf: Vec<u8>,
 }
 
@@ -166,56 +140,6 @@ impl World {
         } else {
             (&mut self.s, &mut self.c)
         }
-    }
-
-    /// Drain output and events of both sides and check every invariant.
-    fn settle(&mut self) {
-        for client in [true, false] {
-            let now = self.now;
-            let mut out = Vec::new();
-            let (me, _) = self.side(client);
-            let mut payload = Vec::new();
-            let mut guard = 0;
-            while let Some(r) = me.conn.poll_transmit(now, &mut payload) {
-                guard += 1;
-                assert!(guard < 100_000, "poll_transmit never returns None");
-                check_segment(me, &r, &payload);
-                out.push((r, payload.clone()));
-            }
-            check_state(me);
-            let q = if client { &mut self.c2s } else { &mut self.s2c };
-            q.extend(out);
-            // Keep memory bounded: a peer that never reads drops the oldest.
-            while q.len() > 4096 {
-                q.pop_front();
-            }
-        }
-    }
-
-    /// Deliver the front segment of one queue.
-    fn deliver(&mut self, to_client: bool, copy: bool) {
-        let q = if to_client {
-            &mut self.s2c
-        } else {
-            &mut self.c2s
-        };
-        let Some((r, p)) = (if copy {
-            q.front().cloned()
-        } else {
-            q.pop_front()
-        }) else {
-            return;
-        };
-        let now = self.now;
-        let (me, _) = self.side(to_client);
-        if trace() {
-            eprintln!(
-                "deliver to {}: {r:?} len {}",
-                if to_client { "client" } else { "server" },
-                p.len()
-            );
-        }
-        me.conn.handle_segment(now, &r, &p);
     }
 
     /// A handcrafted segment for `to_client` (or the server), sent as if by
@@ -357,6 +281,58 @@ impl World {
     }
 }
 
+impl Queues for World {
+    fn idle(&self) -> bool {
+        self.c2s.is_empty() && self.s2c.is_empty()
+    }
+
+    /// Drain output and events of both sides and check every invariant.
+    fn settle(&mut self) {
+        for client in [true, false] {
+            let now = self.now;
+            let mut out = Vec::new();
+            let (me, _) = self.side(client);
+            let mut payload = Vec::new();
+            let mut guard = 0;
+            while let Some(r) = me.conn.poll_transmit(now, &mut payload) {
+                guard += 1;
+                assert!(guard < 100_000, "poll_transmit never returns None");
+                check_segment(me, &r, &payload);
+                out.push((r, payload.clone()));
+            }
+            check_state(me);
+            let q = if client { &mut self.c2s } else { &mut self.s2c };
+            q.extend(out);
+            // Keep memory bounded: a peer that never reads drops the oldest.
+            while q.len() > 4096 {
+                q.pop_front();
+            }
+        }
+    }
+
+    /// Deliver the front segment of one queue.
+    fn deliver(&mut self, to_client: bool, copy: bool) {
+        let q = if to_client {
+            &mut self.s2c
+        } else {
+            &mut self.c2s
+        };
+        let Some((r, p)) = take_front(q, copy) else {
+            return;
+        };
+        let now = self.now;
+        let (me, _) = self.side(to_client);
+        if trace() {
+            eprintln!(
+                "deliver to {}: {r:?} len {}",
+                if to_client { "client" } else { "server" },
+                p.len()
+            );
+        }
+        me.conn.handle_segment(now, &r, &p);
+    }
+}
+
 /// Per-segment checks on output of `me`.
 fn check_segment(me: &mut Side, r: &TcpRepr, payload: &[u8]) {
     let c = &me.conn;
@@ -464,7 +440,7 @@ fn config(b0: u8, b1: u8) -> Config {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut inp = Input { data, pos: 0 };
+    let mut inp = Input::new(data);
     let (b0, b1, b2) = (inp.u8(), inp.u8(), inp.u8());
     // RACK-TLP (default on) off for the client or the server by b2 bits.
     // BBR (always paced) for both ends by the top bit of b2.
@@ -551,10 +527,7 @@ fuzz_target!(|data: &[u8]| {
                 w.timeout();
             }
             56..=59 => {
-                let next = [w.c.conn.poll_timeout(), w.s.conn.poll_timeout()]
-                    .into_iter()
-                    .flatten()
-                    .min();
+                let next = next_timer(w.c.conn.poll_timeout(), w.s.conn.poll_timeout());
                 if let Some(t) = next {
                     w.now = w.now.max(t);
                 }
@@ -579,17 +552,7 @@ fuzz_target!(|data: &[u8]| {
             _ => {
                 let rounds = inp.u8() % 32 + 1;
                 for _ in 0..rounds {
-                    // In zero time only a bounded exchange can happen (the
-                    // buffers bound data; ACKs answering ACKs are rate
-                    // limited): more is an ACK storm.
-                    let mut exchanged = 0;
-                    while !w.c2s.is_empty() || !w.s2c.is_empty() {
-                        exchanged += 1;
-                        assert!(exchanged < 20_000, "endless exchange in zero time");
-                        w.deliver(true, false);
-                        w.deliver(false, false);
-                        w.settle();
-                    }
+                    exchange_all(&mut w, 20_000);
                     w.recv(true);
                     w.recv(false);
                     w.now += Duration::from_millis(5);

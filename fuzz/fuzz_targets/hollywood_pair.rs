@@ -28,12 +28,15 @@
 //!   message was delivered or reported expired: nothing is lost silently.
 #![no_main]
 
+mod common;
+
+use common::{exchange_all, next_timer, take_front, trace, Input, Queue, Queues};
 use hollywood_msg::{Deframer, DeframerConfig, Framer, FramerConfig};
 use hollywood_tcp::{
     CcAlgorithm, Config, Connection, Event, Instant, MessageMeta, SendMessageError, State,
 };
 use hollywood_transport::secure::{handshake_in_memory, Identity, SecureSession};
-use hollywood_wire::{SeqNumber, TcpRepr};
+use hollywood_wire::SeqNumber;
 use libfuzzer_sys::fuzz_target;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -43,31 +46,6 @@ use std::time::Duration;
 const MAX_OPS: usize = 500;
 /// The ordered sub-stream.
 const ORDERED: u16 = 3;
-
-/// `FUZZ_TRACE=1` prints every step (for replaying a crash).
-fn trace() -> bool {
-    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *T.get_or_init(|| std::env::var_os("FUZZ_TRACE").is_some())
-}
-
-struct Input<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl Input<'_> {
-    fn u8(&mut self) -> u8 {
-        let b = self.data.get(self.pos).copied().unwrap_or(0);
-        self.pos += 1;
-        b
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-    fn done(&self) -> bool {
-        self.pos >= self.data.len()
-    }
-}
 
 /// The payload of message `id` (its bytes follow from the id, so a
 /// delivery is checked without keeping every payload).
@@ -93,10 +71,11 @@ struct World {
     now: Instant,
     tx: Connection,
     rx: Connection,
-    c2s: VecDeque<(TcpRepr, Vec<u8>)>,
-    s2c: VecDeque<(TcpRepr, Vec<u8>)>,
     framer: Framer,
     deframer: Deframer,
+    /// Segments from sender to receiver, and back.
+    c2s: Queue,
+    s2c: Queue,
     sent: Vec<Sent>,
     delivered: Vec<bool>,
     expired: Vec<bool>,
@@ -118,6 +97,111 @@ struct World {
 }
 
 impl World {
+    fn timeout(&mut self) {
+        let now = self.now;
+        for c in [&mut self.tx, &mut self.rx] {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+        }
+    }
+
+    fn send(&mut self, inp: &mut Input) {
+        let len = usize::from(inp.u16()) % 4000 + 1;
+        let sel = inp.u8();
+        let substream = u16::from(sel & 3);
+        let ordered = substream == ORDERED;
+        let lifetime = match (sel >> 2) & 3 {
+            0 => None,
+            k => Some(Duration::from_millis(
+                u64::from(inp.u8()) * 4 * u64::from(k) + 1,
+            )),
+        };
+        let depends_on = if sel & 0x10 != 0 {
+            self.last_on.get(&substream).copied()
+        } else {
+            None
+        };
+        let id = self.sent.len() as u32;
+        self.buf.clear();
+        let plain = payload(id, len);
+        let body = match &mut self.sec {
+            Some((tx, _)) => tx.seal(id, substream, &plain).expect("keys"),
+            None => plain,
+        };
+        self.framer
+            .frame_id(id, substream, ordered, &body, &mut self.buf)
+            .expect("within the framer's limit");
+        let meta = MessageMeta {
+            id,
+            lifetime: if ordered { None } else { lifetime },
+            depends_on,
+            replaceable: !ordered,
+            substream,
+        };
+        let r = self.tx.send_message(self.now, &self.buf, meta);
+        if trace() {
+            eprintln!(
+                "send {id} len {len} frame {} {meta:?} -> {r:?}",
+                self.buf.len()
+            );
+        }
+        match r {
+            Ok(()) => {
+                self.sent.push(Sent {
+                    len,
+                    substream,
+                    ordered,
+                });
+                self.delivered.push(false);
+                self.expired.push(false);
+                self.last_on.insert(substream, id);
+            }
+            Err(
+                SendMessageError::WouldBlock
+                | SendMessageError::State(_)
+                | SendMessageError::TooLarge { .. }
+                | SendMessageError::Meta(_),
+            ) => {
+                // Refused (no room, closed, or a dependency the rules
+                // forbid): the id and the ordered chain are given back.
+                assert!(
+                    self.framer.retract(substream, id),
+                    "retract the refused frame"
+                );
+            }
+        }
+    }
+
+    /// Forge the first whole message in the front segment to the receiver:
+    /// a payload byte changed, CRC32C recomputed, same length.
+    fn forge(&mut self, x: u8) {
+        let Some((_, p)) = self.c2s.front_mut() else {
+            return;
+        };
+        if hollywood_msg::forge::forge_first_frame(p, x).is_some() {
+            self.forged = true;
+        }
+    }
+
+    /// Deliver everything and let time pass until nothing is left to do.
+    fn run_quiet(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            exchange_all(self, 50_000);
+            let next = next_timer(self.tx.poll_timeout(), self.rx.poll_timeout());
+            let Some(t) = next else { break };
+            self.now = self.now.max(t);
+            self.timeout();
+            self.settle();
+        }
+    }
+}
+
+impl Queues for World {
+    fn idle(&self) -> bool {
+        self.c2s.is_empty() && self.s2c.is_empty()
+    }
+
     /// Drain both sides: transmit, events, received segments.
     fn settle(&mut self) {
         let now = self.now;
@@ -223,118 +307,22 @@ impl World {
 
     fn deliver(&mut self, to_rx: bool, copy: bool) {
         let q = if to_rx { &mut self.c2s } else { &mut self.s2c };
-        let Some((r, p)) = (if copy { q.front().cloned() } else { q.pop_front() }) else {
+        let Some((r, p)) = take_front(q, copy) else {
             return;
         };
         if trace() {
-            eprintln!("deliver to {}: {:?} len {}", if to_rx { "rx" } else { "tx" }, r.seq, p.len());
+            eprintln!(
+                "deliver to {}: {:?} len {}",
+                if to_rx { "rx" } else { "tx" },
+                r.seq,
+                p.len()
+            );
         }
         let now = self.now;
         if to_rx {
             self.rx.handle_segment(now, &r, &p);
         } else {
             self.tx.handle_segment(now, &r, &p);
-        }
-    }
-
-    fn timeout(&mut self) {
-        let now = self.now;
-        for c in [&mut self.tx, &mut self.rx] {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                c.handle_timeout(now);
-            }
-        }
-    }
-
-    fn send(&mut self, inp: &mut Input) {
-        let len = usize::from(inp.u16()) % 4000 + 1;
-        let sel = inp.u8();
-        let substream = u16::from(sel & 3);
-        let ordered = substream == ORDERED;
-        let lifetime = match (sel >> 2) & 3 {
-            0 => None,
-            k => Some(Duration::from_millis(u64::from(inp.u8()) * 4 * u64::from(k) + 1)),
-        };
-        let depends_on = if sel & 0x10 != 0 {
-            self.last_on.get(&substream).copied()
-        } else {
-            None
-        };
-        let id = self.sent.len() as u32;
-        self.buf.clear();
-        let plain = payload(id, len);
-        let body = match &mut self.sec {
-            Some((tx, _)) => tx.seal(id, substream, &plain).expect("keys"),
-            None => plain,
-        };
-        self.framer
-            .frame_id(id, substream, ordered, &body, &mut self.buf)
-            .expect("within the framer's limit");
-        let meta = MessageMeta {
-            id,
-            lifetime: if ordered { None } else { lifetime },
-            depends_on,
-            replaceable: !ordered,
-            substream,
-        };
-        let r = self.tx.send_message(self.now, &self.buf, meta);
-        if trace() {
-            eprintln!("send {id} len {len} frame {} {meta:?} -> {r:?}", self.buf.len());
-        }
-        match r {
-            Ok(()) => {
-                self.sent.push(Sent {
-                    len,
-                    substream,
-                    ordered,
-                });
-                self.delivered.push(false);
-                self.expired.push(false);
-                self.last_on.insert(substream, id);
-            }
-            Err(
-                SendMessageError::WouldBlock
-                | SendMessageError::State(_)
-                | SendMessageError::TooLarge { .. }
-                | SendMessageError::Meta(_),
-            ) => {
-                // Refused (no room, closed, or a dependency the rules
-                // forbid): the id and the ordered chain are given back.
-                assert!(self.framer.retract(substream, id), "retract the refused frame");
-            }
-        }
-    }
-
-    /// Forge the first whole message in the front segment to the receiver:
-    /// a payload byte changed, CRC32C recomputed, same length.
-    fn forge(&mut self, x: u8) {
-        let Some((_, p)) = self.c2s.front_mut() else {
-            return;
-        };
-        if hollywood_msg::forge::forge_first_frame(p, x).is_some() {
-            self.forged = true;
-        }
-    }
-
-    /// Deliver everything and let time pass until nothing is left to do.
-    fn run_quiet(&mut self, rounds: usize) {
-        for _ in 0..rounds {
-            let mut exchanged = 0;
-            while !self.c2s.is_empty() || !self.s2c.is_empty() {
-                exchanged += 1;
-                assert!(exchanged < 50_000, "endless exchange in zero time");
-                self.deliver(true, false);
-                self.deliver(false, false);
-                self.settle();
-            }
-            let next = [self.tx.poll_timeout(), self.rx.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
-            let Some(t) = next else { break };
-            self.now = self.now.max(t);
-            self.timeout();
-            self.settle();
         }
     }
 }
@@ -352,7 +340,7 @@ fn secure_pair() -> (SecureSession, SecureSession) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut inp = Input { data, pos: 0 };
+    let mut inp = Input::new(data);
     let (b0, b1) = (inp.u8(), inp.u8());
     let sizes = [16 * 1024, 64 * 1024, 1 << 20];
     let base = |c: Config| Config {
@@ -379,7 +367,13 @@ fuzz_target!(|data: &[u8]| {
         "10.0.0.2:80".parse().unwrap(),
     );
     let now = Instant::from_nanos(1_000_000_000);
-    let mut tx = Connection::connect(now, txc, ca, sa, SeqNumber(u32::from(b1).wrapping_mul(0x0101_0101)));
+    let mut tx = Connection::connect(
+        now,
+        txc,
+        ca,
+        sa,
+        SeqNumber(u32::from(b1).wrapping_mul(0x0101_0101)),
+    );
     let mut p = Vec::new();
     let syn = tx.poll_transmit(now, &mut p).expect("SYN");
     let rx = Connection::accept(now, rxc, sa, ca, SeqNumber(0x8000_0000), &syn);
@@ -448,10 +442,7 @@ fuzz_target!(|data: &[u8]| {
                 w.timeout();
             }
             100..=109 => {
-                let next = [w.tx.poll_timeout(), w.rx.poll_timeout()]
-                    .into_iter()
-                    .flatten()
-                    .min();
+                let next = next_timer(w.tx.poll_timeout(), w.rx.poll_timeout());
                 if let Some(t) = next {
                     w.now = w.now.max(t);
                 }

@@ -48,13 +48,6 @@ fn start(case: &str) -> Option<MutexGuard<'static, ()>> {
     Some(guard)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
 /// Engine configuration: defaults (Linux-like), everything offered.
 fn engine_config() -> Config {
     Config::default()
@@ -529,7 +522,7 @@ fn a_handshakes() {
     let Some(_serial) = start("a_handshakes") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let (lab, tun) = Lab::new().expect("build lab");
         let mut host = new_host(tun, "a_handshakes");
         let engine = SocketAddr::new(ENGINE_V4.into(), 7002);
@@ -599,7 +592,7 @@ fn b_bulk_5mb_each_way() {
     let Some(_serial) = start("b_bulk_5mb_each_way") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let side = bulk("b_bulk_5mb_each_way", 0.0, false, 5 << 20, Opener::Engine).await;
         assert!(side.stats.segments_sent > 0);
     });
@@ -610,7 +603,7 @@ fn c_bulk_with_1pct_loss() {
     let Some(_serial) = start("c_bulk_with_1pct_loss") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let side = bulk(
             "c_bulk_with_1pct_loss",
             0.01,
@@ -637,7 +630,7 @@ fn d_ipv6_bulk() {
     let Some(_serial) = start("d_ipv6_bulk") else {
         return;
     };
-    runtime().block_on(async {
+    current_thread_runtime().block_on(async {
         let side = bulk("d_ipv6_bulk", 0.0, true, 1 << 20, Opener::Engine).await;
         let n = side.negotiated.expect("established");
         assert_eq!(n.peer_mss, 1440, "Linux announces 1500 - 60 over IPv6");

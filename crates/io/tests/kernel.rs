@@ -4,6 +4,8 @@
 // An adapter test: real clock.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+
 use hollywood_io::kernel::{KernelListener, KernelStream};
 use hollywood_io::message::{MessageStream, SendMessage, StreamError};
 use hollywood_tcp::{ExpiryReason, MetaError};
@@ -11,16 +13,7 @@ use std::future::Future;
 use std::time::Duration;
 
 fn run<F: Future<Output = ()>>(f: F) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_secs(30), f)
-            .await
-            .expect("case timed out");
-    });
+    common::run_with_timeout(f, Duration::from_secs(30));
 }
 
 async fn pair() -> (KernelStream, KernelStream) {

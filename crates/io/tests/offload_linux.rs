@@ -47,13 +47,9 @@ fn send_from_b(lab: &Lab, port: u16) {
 
 #[test]
 fn kernel_frames_and_refusals() {
-    if !root_or_skip("offload_linux") {
+    let Some(rt) = root_runtime_or_skip("offload_linux") else {
         return;
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    };
     rt.block_on(async {
         let (lab, tun) = Lab::with_offload(true).expect("lab with an offloading TUN");
         assert!(tun.offload());

@@ -34,6 +34,8 @@
 // An adapter test: real clock on the kernel side.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+
 use hollywood_io::engine::{Stack, StackOptions};
 use hollywood_io::kernel::{KernelListener, KernelStream};
 use hollywood_io::message::{MessageStream, ReceivedMessage, SendMessage, StreamError};
@@ -174,16 +176,7 @@ fn start(case: &str) -> Option<MutexGuard<'static, ()>> {
 
 /// Run `f` on a two-worker runtime with the case timeout.
 fn run<F: Future<Output = ()>>(f: F) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    rt.block_on(async {
-        tokio::time::timeout(CASE_TIMEOUT, f)
-            .await
-            .expect("case timed out");
-    });
+    common::run_with_timeout(f, CASE_TIMEOUT);
 }
 
 /// Deterministic payload of message `id` (SplitMix64), so a corrupted or

@@ -150,29 +150,17 @@ async fn round_trip(lab: &Lab, tun: &TunDevice, b_addr: IpAddr, engine: SocketAd
 
 #[test]
 fn tun_plumbing() {
-    if !root_or_skip("tun_plumbing") {
+    let Some(rt) = root_runtime_or_skip("tun_plumbing") else {
         return;
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    };
     rt.block_on(async {
         let (lab, tun) = Lab::new().expect("build the two-namespace lab");
-        round_trip(
-            &lab,
-            &tun,
-            B_V4.into(),
-            SocketAddr::new(ENGINE_V4.into(), 9999),
-        )
-        .await;
-        round_trip(
-            &lab,
-            &tun,
-            B_V6.into(),
-            SocketAddr::new(ENGINE_V6.into(), 9999),
-        )
-        .await;
+        for (b, engine) in [
+            (IpAddr::from(B_V4), IpAddr::from(ENGINE_V4)),
+            (B_V6.into(), ENGINE_V6.into()),
+        ] {
+            round_trip(&lab, &tun, b, SocketAddr::new(engine, 9999)).await;
+        }
         let names = lab.a.name().unwrap().to_owned();
         drop(tun);
         drop(lab);
@@ -187,13 +175,9 @@ fn tun_plumbing() {
 
 #[test]
 fn lab_is_deleted_when_a_test_panics() {
-    if !root_or_skip("tun_plumbing") {
+    let Some(rt) = root_runtime_or_skip("tun_plumbing") else {
         return;
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    };
     let names = std::sync::Mutex::new(Vec::new());
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(async {

@@ -614,24 +614,29 @@ impl MessageTable {
 
     /// Index of queued message `id` (the queue is in id order).
     fn queue_index(&self, id: u32) -> Option<usize> {
-        let front = self.queue.front()?.id;
-        let key = id.wrapping_sub(front);
-        let i = self.queue.partition_point(|q| {
-            self.step();
-            q.id.wrapping_sub(front) < key
-        });
-        (self.queue.get(i)?.id == id).then_some(i)
+        self.index_of_id(&self.queue, id, |q| q.id)
     }
 
     /// Index of the slot whose own message is `id` (slots are in id order).
     fn slot_index_of_id(&self, id: u32) -> Option<usize> {
-        let front = self.slots.front()?.id;
+        self.index_of_id(&self.slots, id, |s| s.id)
+    }
+
+    /// Index of the entry of `list` (in id order, ids wrapping from the
+    /// front's) whose id is `id`: a binary search, each probe counted.
+    fn index_of_id<T>(
+        &self,
+        list: &VecDeque<T>,
+        id: u32,
+        id_of: impl Fn(&T) -> u32,
+    ) -> Option<usize> {
+        let front = id_of(list.front()?);
         let key = id.wrapping_sub(front);
-        let i = self.slots.partition_point(|s| {
+        let i = list.partition_point(|e| {
             self.step();
-            s.id.wrapping_sub(front) < key
+            id_of(e).wrapping_sub(front) < key
         });
-        (self.slots.get(i)?.id == id).then_some(i)
+        (id_of(list.get(i)?) == id).then_some(i)
     }
 
     /// Index of the first slot ending after `seq`.
@@ -945,52 +950,40 @@ impl MessageTable {
             return None;
         }
         let slot_len = s.len as usize;
-        match s.occupant {
-            Occupant::Own => {
-                if live(s.deadline, arrival) || !s.replaceable {
-                    self.stats.kept_live += 1;
-                    return None;
-                }
-                let id = s.id;
-                if self.protected(id, arrival) {
-                    self.stats.kept_for_dependency += 1;
-                    return None;
-                }
-                let cand = self.choose(slot_len, arrival);
-                let by = cand.map(|c| self.queue[c].id);
-                let r = self.rewrite(i, cand, true, how);
-                self.stats.ir_sent += 1;
-                if !self.slots[i].expired_reported && !self.copy_delivered.contains(&id) {
-                    self.slots[i].expired_reported = true;
-                    self.report(id, ExpiryReason::Replaced { by });
-                }
-                Some(r)
-            }
+        // The message the slot carries: its own, or another's copy.
+        let (id, own, keep) = match s.occupant {
+            Occupant::Own => (s.id, true, live(s.deadline, arrival) || !s.replaceable),
             Occupant::Other(x) => {
                 let c = *self.carried.get(&x)?;
-                if live(c.deadline, arrival) {
-                    self.stats.kept_live += 1;
-                    return None;
-                }
-                if self.protected(x, arrival) {
-                    self.stats.kept_for_dependency += 1;
-                    return None;
-                }
-                let cand = self.choose(slot_len, arrival);
-                let by = cand.map(|c| self.queue[c].id);
-                let r = self.rewrite(i, cand, true, how);
-                self.stats.ir_sent += 1;
-                self.carried_copy_lost(x, ExpiryReason::Replaced { by });
-                Some(r)
+                (x, false, live(c.deadline, arrival))
             }
             Occupant::Padding => {
                 // A padded slot may still carry a live message.
                 let cand = self.choose(slot_len, arrival)?;
                 let r = self.rewrite(i, Some(cand), true, how);
                 self.stats.ir_sent += 1;
-                Some(r)
+                return Some(r);
             }
+        };
+        if keep {
+            self.stats.kept_live += 1;
+            return None;
         }
+        if self.protected(id, arrival) {
+            self.stats.kept_for_dependency += 1;
+            return None;
+        }
+        let cand = self.choose(slot_len, arrival);
+        let by = cand.map(|c| self.queue[c].id);
+        let r = self.rewrite(i, cand, true, how);
+        self.stats.ir_sent += 1;
+        if !own {
+            self.carried_copy_lost(id, ExpiryReason::Replaced { by });
+        } else if !self.slots[i].expired_reported && !self.copy_delivered.contains(&id) {
+            self.slots[i].expired_reported = true;
+            self.report(id, ExpiryReason::Replaced { by });
+        }
+        Some(r)
     }
 
     /// [TCP-video] §7.2's deadline TCP: the engine is about to retransmit

@@ -43,6 +43,7 @@ mod send_buf;
 mod tests;
 pub mod time;
 mod timer;
+mod windowed;
 
 pub use cc::{CcAlgorithm, CongestionControl, DeliveryEvent, LostSegment, RateSample};
 pub use config::{Config, DelayedAckConfig, HollywoodConfig, KeepaliveConfig};

@@ -42,6 +42,17 @@ pub(crate) enum Verdict {
     LoseHead(usize),
 }
 
+impl Verdict {
+    /// [`Verdict::Drop`] when `drop`, else [`Verdict::Pass`].
+    pub(crate) fn drop_if(drop: bool) -> Verdict {
+        if drop {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
 /// A packet offered to a verdict closure.
 #[derive(Debug, Clone)]
 pub(crate) struct PacketInfo {

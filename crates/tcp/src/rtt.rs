@@ -16,6 +16,7 @@
 //! reproducible across platforms.
 
 use crate::time::Instant;
+use crate::windowed::Windowed;
 use std::time::Duration;
 
 /// Clock granularity G in `RTO = SRTT + max(G, K*RTTVAR)` (RFC 6298 §2).
@@ -325,8 +326,8 @@ mod tests {
 /// the exact minimum of the window up to a quarter-window of staleness.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WindowedMin {
-    /// (time, value): best, second best (later), third best (latest).
-    s: [(Instant, Duration); 3],
+    /// The filter's samples (see [`crate::windowed`]).
+    f: Windowed<Instant, Duration, false>,
     /// A sample was taken.
     set: bool,
 }
@@ -339,45 +340,15 @@ impl WindowedMin {
 
     /// The minimum of the window, if any sample was taken.
     pub fn get(&self) -> Option<Duration> {
-        self.set.then_some(self.s[0].1)
+        self.set.then_some(self.f.best())
     }
 
     /// Feed sample `v` taken at `t` (times must not go backwards) with a
     /// window of `win`; returns the new minimum.
     pub fn update(&mut self, win: Duration, t: Instant, v: Duration) -> Duration {
-        let sample = (t, v);
-        if !self.set || v <= self.s[0].1 || t.saturating_duration_since(self.s[2].0) > win {
-            // A new best, or nothing in the window is recent enough.
-            self.s = [sample; 3];
-            self.set = true;
-            return v;
-        }
-        if v <= self.s[1].1 {
-            self.s[1] = sample;
-            self.s[2] = sample;
-        } else if v <= self.s[2].1 {
-            self.s[2] = sample;
-        }
-        let dt = t.saturating_duration_since(self.s[0].0);
-        if dt > win {
-            // The best aged out: promote the others.
-            self.s[0] = self.s[1];
-            self.s[1] = self.s[2];
-            self.s[2] = sample;
-            if t.saturating_duration_since(self.s[0].0) > win {
-                self.s[0] = self.s[1];
-                self.s[1] = self.s[2];
-                self.s[2] = sample;
-            }
-        } else if self.s[1].0 == self.s[0].0 && dt > win / 4 {
-            // A quarter of the window passed with no second choice: take
-            // this sample as the best of the rest.
-            self.s[1] = sample;
-            self.s[2] = sample;
-        } else if self.s[2].0 == self.s[1].0 && dt > win / 2 {
-            self.s[2] = sample;
-        }
-        self.s[0].1
+        let fresh = !self.set;
+        self.set = true;
+        self.f.update(t, v, win, fresh)
     }
 }
 

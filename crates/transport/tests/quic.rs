@@ -4,7 +4,7 @@
 mod common;
 
 use common::{
-    addrs, delays_ms, delivers_everything_on_a_clean_link, drop_data_packet_at,
+    addrs, delays_ms, delivers_everything_on_a_clean_link, drop_data_packet_at, exchange,
     late_after_one_loss, lossy_trace, run,
 };
 use hollywood_transport::pair::{Dir, Pair};
@@ -261,32 +261,10 @@ fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
         let mut now = Instant::ZERO;
         b.start(now);
         a.start(now);
-        let step = |a: &mut QuicTransport, b: &mut QuicTransport, now: Instant| {
-            for _ in 0..64 {
-                let mut moved = false;
-                while let Some(p) = a.poll_transmit(now) {
-                    b.handle_packet(now, &p);
-                    moved = true;
-                }
-                while let Some(p) = b.poll_transmit(now) {
-                    a.handle_packet(now, &p);
-                    moved = true;
-                }
-                if a.poll_timeout().is_some_and(|t| t <= now) {
-                    a.handle_timeout(now);
-                }
-                if b.poll_timeout().is_some_and(|t| t <= now) {
-                    b.handle_timeout(now);
-                }
-                if !moved {
-                    break;
-                }
-            }
-        };
         let mut sent = 0u32;
         let mut max_queued = 0;
         for _ in 0..4_000 {
-            step(&mut a, &mut b, now);
+            exchange(&mut a, &mut b, now, true);
             while a.poll_event().is_some() {}
             for _ in 0..400 {
                 match a.send(now, OutMessage::new(sent, vec![7; 16])) {
@@ -321,7 +299,7 @@ fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
             if n == sent as usize {
                 break;
             }
-            step(&mut a, &mut b, now);
+            exchange(&mut a, &mut b, now, true);
             now += Duration::from_millis(1);
         }
         assert_eq!(

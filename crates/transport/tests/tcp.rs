@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    addrs, connect, delivers_everything_on_a_clean_link, late_after_one_loss, lossy_trace,
-    received_ids, run,
+    addrs, connect, delivers_everything_on_a_clean_link, exchange, late_after_one_loss,
+    lossy_trace, received_ids, run,
 };
 use hollywood_tcp::Config;
 use hollywood_transport::pair::{Dir, Pair};
@@ -522,27 +522,9 @@ fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
     b.start(now);
     let mut sent = 0u32;
     let mut max_queued = 0;
-    let step = |a: &mut TcpTransport, b: &mut TcpTransport, now: Instant| {
-        for _ in 0..64 {
-            let mut moved = false;
-            while let Some(p) = a.poll_transmit(now) {
-                b.handle_packet(now, &p);
-                moved = true;
-            }
-            while let Some(p) = b.poll_transmit(now) {
-                a.handle_packet(now, &p);
-                moved = true;
-            }
-            a.handle_timeout(now);
-            b.handle_timeout(now);
-            if !moved {
-                break;
-            }
-        }
-    };
     // The sender polls its events; the receiver does not (yet).
     for _ in 0..3_000 {
-        step(&mut a, &mut b, now);
+        exchange(&mut a, &mut b, now, false);
         while a.poll_event().is_some() {}
         for _ in 0..200 {
             match a.send(now, OutMessage::new(sent, Vec::new())) {
@@ -571,7 +553,7 @@ fn a_receiver_that_does_not_poll_holds_a_bounded_queue() {
         if got.len() == sent as usize {
             break;
         }
-        step(&mut a, &mut b, now);
+        exchange(&mut a, &mut b, now, false);
         now += Duration::from_millis(1);
     }
     assert_eq!(got.len(), sent as usize);

@@ -57,30 +57,14 @@ pub mod field_v4 {
     pub const HEADER_LEN: usize = 20;
 }
 
-/// A zero-copy view over an IPv4 packet.
-///
-/// After [`Ipv4Packet::new_checked`] succeeds, no accessor panics.
-#[derive(Debug, Clone)]
-pub struct Ipv4Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A zero-copy view over an IPv4 packet.
+    ///
+    /// After [`Ipv4Packet::new_checked`] succeeds, no accessor panics.
+    Ipv4Packet
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
-    /// Wrap without checking (accessors may panic on short buffers).
-    pub fn new_unchecked(buffer: T) -> Self {
-        Ipv4Packet { buffer }
-    }
-    /// Wrap and check lengths (see [`Ipv4Packet::check_len`]).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// Check that the header and the total length fit the buffer:
     /// `Truncated` if the buffer is shorter than 20 bytes, than IHL says or
     /// than the total length says; `Malformed` if IHL < 5 or the total length
@@ -373,30 +357,14 @@ pub mod field_v6 {
     pub const HEADER_LEN: usize = 40;
 }
 
-/// A zero-copy view over an IPv6 packet (fixed header + payload).
-///
-/// After [`Ipv6Packet::new_checked`] succeeds, no accessor panics.
-#[derive(Debug, Clone)]
-pub struct Ipv6Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A zero-copy view over an IPv6 packet (fixed header + payload).
+    ///
+    /// After [`Ipv6Packet::new_checked`] succeeds, no accessor panics.
+    Ipv6Packet
 }
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
-    /// Wrap without checking (accessors may panic on short buffers).
-    pub fn new_unchecked(buffer: T) -> Self {
-        Ipv6Packet { buffer }
-    }
-    /// Wrap and check lengths (see [`Ipv6Packet::check_len`]).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// `Truncated` if the buffer is shorter than the 40-byte fixed header
     /// plus the payload length (RFC 8200 §3). Trailing bytes are ignored.
     pub fn check_len(&self) -> Result<()> {

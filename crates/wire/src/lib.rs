@@ -16,6 +16,36 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+/// A zero-copy view over a byte buffer `T`: the struct, `new_unchecked`,
+/// `new_checked` (which runs the type's own `check_len`) and `into_inner`.
+/// Each format then adds `check_len` and its field accessors.
+macro_rules! packet_view {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wrap without checking (accessors may panic on short buffers).
+            pub fn new_unchecked(buffer: T) -> Self {
+                $name { buffer }
+            }
+            #[doc = concat!("Wrap and check lengths (see [`", stringify!($name), "::check_len`]).")]
+            pub fn new_checked(buffer: T) -> Result<Self> {
+                let p = Self::new_unchecked(buffer);
+                p.check_len()?;
+                Ok(p)
+            }
+            /// Give back the buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
 pub mod checksum;
 pub mod ip;
 pub mod pcap;

@@ -270,30 +270,14 @@ pub struct TcpRepr {
     pub options: TcpOptions,
 }
 
-/// A zero-copy view over a TCP header + payload.
-///
-/// After [`TcpPacket::new_checked`] succeeds, no accessor panics.
-#[derive(Debug, Clone)]
-pub struct TcpPacket<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A zero-copy view over a TCP header + payload.
+    ///
+    /// After [`TcpPacket::new_checked`] succeeds, no accessor panics.
+    TcpPacket
 }
 
 impl<T: AsRef<[u8]>> TcpPacket<T> {
-    /// Wrap without checking (accessors may panic on short buffers).
-    pub fn new_unchecked(buffer: T) -> Self {
-        TcpPacket { buffer }
-    }
-    /// Wrap and check that the header and data offset fit the buffer.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Give back the buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// Check that the fixed header and the data offset fit the buffer:
     /// `Truncated` if the buffer is shorter than 20 bytes or than the data
     /// offset says, `Malformed` if the data offset is below 5 (RFC 9293 §3.1).

@@ -167,8 +167,19 @@ impl StreamSender {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<std::result::Result<(), StreamError>> {
+        self.poll_sent(cx, |st| st.tx.is_empty())
+    }
+
+    /// Ready when `done` holds; else an error once the connection failed or
+    /// closed (closed before `done`: aborted locally); else pending, woken
+    /// by the next change on the sending side.
+    fn poll_sent(
+        &self,
+        cx: &mut Context<'_>,
+        done: impl Fn(&ConnState) -> bool,
+    ) -> Poll<std::result::Result<(), StreamError>> {
         let mut st = self.shared.lock();
-        if st.tx.is_empty() {
+        if done(&st) {
             return Poll::Ready(Ok(()));
         }
         if let Some(f) = &st.failure {
@@ -200,22 +211,7 @@ impl StreamSender {
     /// does): the peer learns that data was lost. Idempotent.
     pub async fn close(&mut self) -> std::result::Result<(), StreamError> {
         self.request_close();
-        poll_fn(|cx| {
-            let mut st = self.shared.lock();
-            if st.fin_acked {
-                return Poll::Ready(Ok(()));
-            }
-            if let Some(f) = &st.failure {
-                return Poll::Ready(Err(f.to_error()));
-            }
-            if st.closed {
-                // Closed before our FIN was acknowledged: aborted locally.
-                return Poll::Ready(Err(StreamError::Closed));
-            }
-            st.tx_waker = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+        poll_fn(|cx| self.poll_sent(cx, |st| st.fin_acked)).await
     }
 
     /// Reset the connection (RST, RFC 9293 §3.10.5 ABORT); queued data is

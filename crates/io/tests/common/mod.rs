@@ -43,6 +43,35 @@ pub fn root_or_skip(test: &str) -> bool {
     }
 }
 
+/// A current-thread runtime for a root-only test, or `None` (after the
+/// agreed skip line of [`root_or_skip`]) when the test should not run.
+pub fn root_runtime_or_skip(test: &str) -> Option<tokio::runtime::Runtime> {
+    root_or_skip(test).then(current_thread_runtime)
+}
+
+/// A current-thread runtime with I/O and time enabled.
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Run `f` on a two-worker runtime; fail when it takes longer than
+/// `timeout`.
+pub fn run_with_timeout<F: std::future::Future<Output = ()>>(f: F, timeout: std::time::Duration) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async {
+        tokio::time::timeout(timeout, f)
+            .await
+            .expect("case timed out");
+    });
+}
+
 /// Namespaces A and B and the veth between them. Field order is drop
 /// order: the veth goes first, then the namespaces (each deleted by its own
 /// Drop guard, also on panic). Declare the TUN device (or the host owning

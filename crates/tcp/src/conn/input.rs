@@ -437,7 +437,16 @@ impl Connection {
         }
         self.rcv_nxt += in_order;
         self.stats.seq_gap_skipped_bytes += zeros as u64;
-        self.stats.bytes_received += (in_order - zeros) as u64;
+        self.in_order_arrived(now, (in_order - zeros) as u64);
+        // Tell the sender at once that the skip arrived.
+        self.ack.now = true;
+    }
+
+    /// RCV.NXT has moved over `bytes` new bytes of the stream: count them,
+    /// forget SACK blocks below it, tell a byte-stream reader, and take a
+    /// FIN that was waiting for them.
+    fn in_order_arrived(&mut self, now: Instant, bytes: u64) {
+        self.stats.bytes_received += bytes;
         let nxt_off = self.rcv_buf.nxt_off();
         self.sack_recent.retain(|&(s, _)| s > nxt_off);
         if !self.config.hollywood.out_of_order_delivery {
@@ -446,8 +455,6 @@ impl Connection {
         if self.pending_fin == Some(self.rcv_nxt) {
             self.process_fin(now);
         }
-        // Tell the sender at once that the skip arrived.
-        self.ack.now = true;
     }
 
     /// Data that passed the acceptability test: Hollywood tap, reassembly,
@@ -511,19 +518,11 @@ impl Connection {
             self.note_sack_block(block);
         }
         if ins.in_order > 0 {
-            self.stats.bytes_received += ins.in_order as u64;
-            let nxt_off = self.rcv_buf.nxt_off();
-            self.sack_recent.retain(|&(s, _)| s > nxt_off);
-            if !self.config.hollywood.out_of_order_delivery {
-                self.push_event(super::Event::Readable);
-            }
             // With out-of-order delivery the in-order bytes stay counted as
             // unread (exactly as in standard TCP) until the application has
             // drained the segments that carried them (`recv_segment`), so the
             // advertised window is byte-for-byte standard TCP's.
-            if self.pending_fin == Some(self.rcv_nxt) {
-                self.process_fin(now);
-            }
+            self.in_order_arrived(now, ins.in_order as u64);
         }
         // ACK policy (RFC 5681 §4.2, RFC 9293 §3.8.6.3, Linux-like).
         self.ack.owed = true;

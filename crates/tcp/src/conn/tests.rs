@@ -4,7 +4,7 @@
 //! output segment.
 
 use super::*;
-use hollywood_wire::{SackBlock, TcpFlags, TcpOptions, Timestamp};
+use hollywood_wire::{SackBlock, TcpFlags, Timestamp};
 
 const LOCAL: &str = "192.168.1.1:4000";
 const REMOTE: &str = "192.168.1.2:80";
@@ -31,20 +31,7 @@ fn cfg() -> Config {
 }
 
 fn seg(seq: SeqNumber, ack: Option<SeqNumber>, flags: TcpFlags) -> TcpRepr {
-    TcpRepr {
-        src_port: 80,
-        dst_port: 4000,
-        seq,
-        ack: ack.unwrap_or(SeqNumber(0)),
-        flags: if ack.is_some() {
-            flags | TcpFlags::ACK
-        } else {
-            flags
-        },
-        window: 65_535,
-        urgent: 0,
-        options: TcpOptions::default(),
-    }
+    crate::tests::segment((80, 4000), seq, ack, flags, 65_535)
 }
 
 macro_rules! send {

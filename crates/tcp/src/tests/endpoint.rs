@@ -2,29 +2,16 @@
 //! listeners (§3.10.7.2), malformed input, ephemeral ports, removal of
 //! closed connections, the SYN backlog and SYN cookies (RFC 4987).
 
-use super::has_event;
+use super::{has_event, segment};
 use crate::endpoint::{Endpoint, EPHEMERAL_FIRST, EPHEMERAL_LAST};
 use crate::pair::{Dir, PacketInfo, Pair, Verdict};
 use crate::{Config, Event, Instant, State};
-use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
+use hollywood_wire::{SeqNumber, TcpFlags, TcpRepr, Timestamp};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 fn repr(src: u16, dst: u16, seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
-    TcpRepr {
-        src_port: src,
-        dst_port: dst,
-        seq: SeqNumber(seq),
-        ack: SeqNumber(ack.unwrap_or(0)),
-        flags: if ack.is_some() {
-            flags | TcpFlags::ACK
-        } else {
-            flags
-        },
-        window: 1000,
-        urgent: 0,
-        options: TcpOptions::default(),
-    }
+    segment((src, dst), SeqNumber(seq), ack.map(SeqNumber), flags, 1000)
 }
 
 fn sa(s: &str) -> SocketAddr {
@@ -233,11 +220,7 @@ fn spoofed_syn(i: u32, to: SocketAddr) -> Vec<u8> {
 /// the spoofed sources is dropped by the link verdict).
 fn flood(p: &mut Pair, n: u32) {
     p.ba.verdict = Some(Box::new(|i: &PacketInfo| {
-        if i.tcp.dst_port < EPHEMERAL_FIRST {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
+        Verdict::drop_if(i.tcp.dst_port < EPHEMERAL_FIRST)
     }));
     for i in 0..n {
         let pkt = spoofed_syn(i, p.b_addr);

@@ -2,6 +2,7 @@
 //! probes (RFC 9293 §3.8.6.1), Nagle (§3.7.4), delayed ACKs (§3.8.6.3,
 //! RFC 5681 §4.2).
 
+use crate::endpoint::ConnHandle;
 use crate::pair::{Dir, Pair, Verdict};
 use crate::{Config, DelayedAckConfig};
 use std::time::Duration;
@@ -45,19 +46,7 @@ fn zero_window_probing_and_reopening() {
     // Reading reopens the window and the transfer completes.
     let got = p.transfer(ha, hb, &[], Duration::from_secs(1));
     assert!(got.is_empty());
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 8192];
-    let deadline = p.now + Duration::from_secs(120);
-    while out.len() < data.len() {
-        while let Ok(n) = p.cb(hb).recv(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        assert!(p.now < deadline, "stalled at {}", out.len());
-        p.step();
-    }
+    let out = read_stepping(&mut p, hb, data.len(), 8192, Duration::from_secs(120));
     assert_eq!(out, data);
     // Reopening retransmits the probe byte without a congestion response.
     assert_eq!(p.ca(ha).stats().fast_retransmits, 0);
@@ -79,16 +68,25 @@ fn lost_window_update_is_recovered_by_probes() {
     // Drop the next ACK from b (the window update).
     let mut once = true;
     p.ba.verdict = Some(Box::new(move |_| {
-        if std::mem::take(&mut once) {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
+        Verdict::drop_if(std::mem::take(&mut once))
     }));
+    let out = read_stepping(&mut p, hb, data.len(), 4096, Duration::from_secs(60));
+    assert_eq!(out, data);
+}
+
+/// Read `len` bytes from `b`'s `hb` in reads of at most `chunk`, stepping
+/// the pair between reads; fails if that takes longer than `limit`.
+fn read_stepping(
+    p: &mut Pair,
+    hb: ConnHandle,
+    len: usize,
+    chunk: usize,
+    limit: Duration,
+) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut buf = vec![0u8; 4096];
-    let deadline = p.now + Duration::from_secs(60);
-    while out.len() < data.len() {
+    let mut buf = vec![0u8; chunk];
+    let deadline = p.now + limit;
+    while out.len() < len {
         while let Ok(n) = p.cb(hb).recv(&mut buf) {
             if n == 0 {
                 break;
@@ -98,7 +96,7 @@ fn lost_window_update_is_recovered_by_probes() {
         assert!(p.now < deadline, "stalled at {}", out.len());
         p.step();
     }
-    assert_eq!(out, data);
+    out
 }
 
 fn quick(nagle: bool) -> Config {

@@ -490,13 +490,7 @@ fn rto_path_replaces_expired_message() {
     let until = r.p.now + 150 * MS;
     let clock = Rc::new(RefCell::new(r.p.now));
     let c2 = clock.clone();
-    r.p.ab.verdict = Some(Box::new(move |_| {
-        if *c2.borrow() < until {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
-    }));
+    r.p.ab.verdict = Some(Box::new(move |_| Verdict::drop_if(*c2.borrow() < until)));
     for id in 3..30u32 {
         r.send(id, 100, if id == 3 { 80 } else { 2000 }, None);
         r.run(20 * MS);

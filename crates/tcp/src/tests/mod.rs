@@ -17,6 +17,7 @@ mod transfer;
 use crate::conn::Event;
 use crate::endpoint::{ConnHandle, EndpointEvent};
 use crate::time::Instant;
+use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
 
 /// Time of the first `event` for `h` in an event log.
 pub(crate) fn event_time(
@@ -33,4 +34,29 @@ pub(crate) fn event_time(
 /// Whether `h` reported `event`.
 pub(crate) fn has_event(log: &[(Instant, EndpointEvent)], h: ConnHandle, event: Event) -> bool {
     event_time(log, h, event).is_some()
+}
+
+/// A hand-made segment without options: the ACK flag (and field) is set
+/// when `ack` is given.
+pub(crate) fn segment(
+    (src_port, dst_port): (u16, u16),
+    seq: SeqNumber,
+    ack: Option<SeqNumber>,
+    flags: TcpFlags,
+    window: u16,
+) -> TcpRepr {
+    TcpRepr {
+        src_port,
+        dst_port,
+        seq,
+        ack: ack.unwrap_or(SeqNumber(0)),
+        flags: if ack.is_some() {
+            flags | TcpFlags::ACK
+        } else {
+            flags
+        },
+        window,
+        urgent: 0,
+        options: TcpOptions::default(),
+    }
 }

@@ -67,6 +67,27 @@ mod hostile {
         advance_ms: u64,
     }
 
+    /// Feed `h` to `a` at `now`, run a due timer, and check every segment
+    /// it sends: at most one MSS of data, at most four SACK blocks.
+    fn feed(
+        a: &mut Connection,
+        now: Instant,
+        h: &Hostile,
+        out: &mut Vec<u8>,
+        mss: u16,
+    ) -> Result<(), TestCaseError> {
+        let r = repr(a, h);
+        a.handle_segment(now, &r, &[0xAB; 3000][..h.len]);
+        if a.poll_timeout().is_some_and(|t| t <= now) {
+            a.handle_timeout(now);
+        }
+        while let Some(s) = a.poll_transmit(now, out) {
+            prop_assert!(out.len() <= mss as usize);
+            prop_assert!(s.options.sacks().len() <= 4);
+        }
+        Ok(())
+    }
+
     fn hostile() -> impl Strategy<Value = Hostile> {
         (
             any::<u8>(),
@@ -162,18 +183,9 @@ mod hostile {
             a.send(&vec![5u8; sends]).ok();
             let mut now = Instant::ZERO;
             let mut out = Vec::new();
-            let payload = vec![0xAB; 3000];
             for h in &segs {
                 now += Duration::from_millis(h.advance_ms);
-                let r = repr(&a, h);
-                a.handle_segment(now, &r, &payload[..h.len]);
-                if a.poll_timeout().is_some_and(|t| t <= now) {
-                    a.handle_timeout(now);
-                }
-                while let Some(s) = a.poll_transmit(now, &mut out) {
-                    prop_assert!(out.len() <= cfg.mss as usize);
-                    prop_assert!(s.options.sacks().len() <= 4);
-                }
+                feed(&mut a, now, h, &mut out, cfg.mss)?;
                 while a.poll_event().is_some() {}
                 let mut buf = [0u8; 4096];
                 while let Ok(1..) = a.recv(&mut buf) {}
@@ -228,18 +240,9 @@ mod hostile {
             }
             let mut out = Vec::new();
             let mut reported = std::collections::BTreeSet::new();
-            let payload = vec![0xAB; 3000];
             for h in &segs {
                 now += Duration::from_millis(h.advance_ms);
-                let r = repr(&a, h);
-                a.handle_segment(now, &r, &payload[..h.len]);
-                if a.poll_timeout().is_some_and(|t| t <= now) {
-                    a.handle_timeout(now);
-                }
-                while let Some(s) = a.poll_transmit(now, &mut out) {
-                    prop_assert!(out.len() <= cfg.mss as usize);
-                    prop_assert!(s.options.sacks().len() <= 4);
-                }
+                feed(&mut a, now, h, &mut out, cfg.mss)?;
                 while let Some(e) = a.poll_event() {
                     if let crate::Event::Expired(x) = e {
                         prop_assert!(reported.insert(x.id), "message {} reported twice", x.id);

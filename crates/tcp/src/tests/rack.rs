@@ -64,11 +64,7 @@ fn burst(
         high = Some(i.tcp.seq + i.len);
         let k = n;
         n += 1;
-        if drop.contains(&k) {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
+        Verdict::drop_if(drop.contains(&k))
     }));
     let data = Pair::data(segments * smss, seed);
     assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(10)), data);
@@ -111,12 +107,17 @@ fn lone_tail_segment_is_probed_instead_of_timed_out() {
     assert_eq!((s.rto_events, s.tlp_probes), (1, 0), "{s:?}");
 }
 
-#[test]
-fn loss_probe_repair_is_a_congestion_signal() {
-    // RFC 8985 §7.4: an ACK beyond the probe without a D-SACK for it means
-    // the probe repaired a loss: one window reduction, no recovery.
+/// A tail-loss-probe scenario: ten full segments (stream `seeds.0`) whose
+/// `k`th data packet (from 1) meets `verdict(k)`, then two more (stream
+/// `seeds.1`), each transfer followed by 100 ms of quiet. Returns the
+/// sender's stats, and its cwnd before and after the second transfer.
+fn probe_then_more(
+    seed: u64,
+    verdict: fn(u32) -> Verdict,
+    seeds: (u64, u64),
+) -> (crate::ConnectionStats, usize, usize) {
     let cfg = Config::default();
-    let mut p = Pair::new(cfg.clone(), cfg, 62);
+    let mut p = Pair::new(cfg.clone(), cfg, seed);
     let (ha, hb) = p.connect();
     let smss = p.ca(ha).negotiated().smss;
     let mut n = 0;
@@ -125,27 +126,30 @@ fn loss_probe_repair_is_a_congestion_signal() {
             return Verdict::Pass;
         }
         n += 1;
-        if n == 10 {
-            Verdict::Drop
-        } else {
-            Verdict::Pass
-        }
+        verdict(n)
     }));
-    let data = Pair::data(10 * smss, 1);
+    let data = Pair::data(10 * smss, seeds.0);
     assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(5)), data);
     p.run_for(Duration::from_millis(100));
     let cwnd = p.ca(ha).cwnd();
     // More data: its ACK goes beyond TLP.end_seq.
-    let more = Pair::data(2 * smss, 2);
+    let more = Pair::data(2 * smss, seeds.1);
     assert_eq!(p.transfer(ha, hb, &more, Duration::from_secs(5)), more);
     p.run_for(Duration::from_millis(100));
-    let s = p.ca(ha).stats().clone();
+    (p.ca(ha).stats().clone(), cwnd, p.ca(ha).cwnd())
+}
+
+#[test]
+fn loss_probe_repair_is_a_congestion_signal() {
+    // RFC 8985 §7.4: an ACK beyond the probe without a D-SACK for it means
+    // the probe repaired a loss: one window reduction, no recovery.
+    let (s, cwnd, after) = probe_then_more(62, |n| Verdict::drop_if(n == 10), (1, 2));
     assert_eq!(
         (s.tlp_probes, s.tlp_recoveries, s.rto_events),
         (1, 1, 0),
         "{s:?}"
     );
-    assert!(p.ca(ha).cwnd() < cwnd, "{} !< {cwnd}", p.ca(ha).cwnd());
+    assert!(after < cwnd, "{after} !< {cwnd}");
     assert_eq!(s.fast_retransmits, 0);
 }
 
@@ -153,33 +157,20 @@ fn loss_probe_repair_is_a_congestion_signal() {
 fn spurious_probe_is_not_a_congestion_signal() {
     // The last two segments are only late (45 ms, past the PTO of 40 ms):
     // the probe is a duplicate, the receiver D-SACKs it, cwnd stays.
-    let cfg = Config::default();
-    let mut p = Pair::new(cfg.clone(), cfg, 63);
-    let (ha, hb) = p.connect();
-    let smss = p.ca(ha).negotiated().smss;
-    let mut n = 0;
-    p.ab.verdict = Some(Box::new(move |i| {
-        if i.len == 0 {
-            return Verdict::Pass;
-        }
-        n += 1;
-        if n == 9 || n == 10 {
-            Verdict::Delay(Duration::from_millis(45))
-        } else {
-            Verdict::Pass
-        }
-    }));
-    let data = Pair::data(10 * smss, 3);
-    assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(5)), data);
-    p.run_for(Duration::from_millis(100));
-    let cwnd = p.ca(ha).cwnd();
-    let more = Pair::data(2 * smss, 4);
-    assert_eq!(p.transfer(ha, hb, &more, Duration::from_secs(5)), more);
-    p.run_for(Duration::from_millis(100));
-    let s = p.ca(ha).stats().clone();
+    let (s, cwnd, after) = probe_then_more(
+        63,
+        |n| {
+            if n == 9 || n == 10 {
+                Verdict::Delay(Duration::from_millis(45))
+            } else {
+                Verdict::Pass
+            }
+        },
+        (3, 4),
+    );
     assert_eq!((s.tlp_probes, s.tlp_recoveries), (1, 0), "{s:?}");
     assert!(s.dsacks_received >= 1);
-    assert!(p.ca(ha).cwnd() >= cwnd);
+    assert!(after >= cwnd);
 }
 
 #[test]
@@ -220,11 +211,7 @@ fn prr_spreads_retransmissions_and_new_data_over_the_round_trip() {
             }
             let k = n;
             n += 1;
-            if DROPS.contains(&k) {
-                Verdict::Drop
-            } else {
-                Verdict::Pass
-            }
+            Verdict::drop_if(DROPS.contains(&k))
         }));
         let data = Pair::data(400_000, 5);
         assert_eq!(p.transfer(ha, hb, &data, Duration::from_secs(30)), data);

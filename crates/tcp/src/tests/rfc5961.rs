@@ -1,11 +1,11 @@
 //! Blind in-window attacks (RFC 5961): a third party that knows the
 //! 4-tuple but not the exact sequence numbers injects RST, SYN and data.
 
-use super::has_event;
+use super::{has_event, segment};
 use crate::endpoint::ConnHandle;
 use crate::pair::{Dir, Pair};
 use crate::{Config, Event, State};
-use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr};
+use hollywood_wire::{SeqNumber, TcpFlags, TcpRepr};
 use std::time::Duration;
 
 /// Timestamps off: with them, a segment lacking TSopt is dropped before
@@ -42,20 +42,7 @@ fn inject_from(
     flags: TcpFlags,
     data: &[u8],
 ) {
-    let tcp = TcpRepr {
-        src_port: client.port(),
-        dst_port: p.b_addr.port(),
-        seq,
-        ack: ack.unwrap_or(SeqNumber(0)),
-        flags: if ack.is_some() {
-            flags | TcpFlags::ACK
-        } else {
-            flags
-        },
-        window: 65_535,
-        urgent: 0,
-        options: TcpOptions::default(),
-    };
+    let tcp = segment((client.port(), p.b_addr.port()), seq, ack, flags, 65_535);
     let pkt = hollywood_wire::build_tcp_ip(client, p.b_addr, &tcp, data);
     p.b.handle_packet(p.now, &pkt);
 }
@@ -175,16 +162,13 @@ fn challenge_ack_flood_is_rate_limited() {
 /// Inject a segment "from the server" into the client.
 fn inject_into_client(p: &mut Pair, ha: ConnHandle, seq: SeqNumber, ack: SeqNumber, data: &[u8]) {
     let client = p.ca(ha).local();
-    let tcp = TcpRepr {
-        src_port: p.b_addr.port(),
-        dst_port: client.port(),
+    let tcp = segment(
+        (p.b_addr.port(), client.port()),
         seq,
-        ack,
-        flags: TcpFlags::ACK | TcpFlags::PSH,
-        window: 65_535,
-        urgent: 0,
-        options: TcpOptions::default(),
-    };
+        Some(ack),
+        TcpFlags::PSH,
+        65_535,
+    );
     let pkt = hollywood_wire::build_tcp_ip(p.b_addr, client, &tcp, data);
     p.a.handle_packet(p.now, &pkt);
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use hollywood_transport::pair::{Dir, Pair};
-use hollywood_transport::{ExpiryReason, Instant, OutMessage, TransportEvent};
+use hollywood_transport::{ExpiryReason, Instant, MessageTransport, OutMessage, TransportEvent};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -197,4 +197,29 @@ pub fn lossy_trace(mut p: Pair) -> Trace {
         |_, m| m.lifetime = Some(Duration::from_millis(120)),
     );
     (o.arrival, o.expired, p.sent(), p.now)
+}
+
+/// Move packets both ways at `now` until nothing moves (at most 64
+/// rounds), running timers each round: every time, or with
+/// `timers_when_due` only those due.
+pub fn exchange<T: MessageTransport>(a: &mut T, b: &mut T, now: Instant, timers_when_due: bool) {
+    for _ in 0..64 {
+        let mut moved = false;
+        while let Some(p) = a.poll_transmit(now) {
+            b.handle_packet(now, &p);
+            moved = true;
+        }
+        while let Some(p) = b.poll_transmit(now) {
+            a.handle_packet(now, &p);
+            moved = true;
+        }
+        for t in [&mut *a, &mut *b] {
+            if !timers_when_due || t.poll_timeout().is_some_and(|d| d <= now) {
+                t.handle_timeout(now);
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
 }
