@@ -108,17 +108,22 @@ fn dash_refuses_what_it_does_not_build() {
     }
 }
 
-fn have_ffmpeg() -> bool {
-    std::process::Command::new("ffmpeg")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+/// Whether ffmpeg and ffprobe run here; [`skip`](hollywood_test_support::skip)
+/// with `test`'s name if not.
+fn ffmpeg_or_skip(test: &str) -> bool {
+    use hollywood_test_support::{have_tool, skip};
+    let ok = have_tool("ffmpeg", "-version") && have_tool("ffprobe", "-version");
+    if !ok {
+        skip(&format!(
+            "dash::{test} needs ffmpeg and ffprobe (apt-get install ffmpeg; scripts/test.sh does it as root)"
+        ));
+    }
+    ok
 }
 
 #[test]
 fn a_real_video_ladder_plays_and_is_scored_per_transport() {
-    if !have_ffmpeg() {
-        eprintln!("dash::a_real_video_ladder_plays_and_is_scored_per_transport: SKIPPED, no ffmpeg (apt-get install ffmpeg; scripts/test.sh does it as root)");
+    if !ffmpeg_or_skip("a_real_video_ladder_plays_and_is_scored_per_transport") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("hollywood-ladder-{}", std::process::id()));
@@ -316,13 +321,6 @@ fn dash_ch6_reports_stalls_delays_and_skips_per_architecture() {
     assert!(!out.status.success());
 }
 
-fn have_tshark() -> bool {
-    std::process::Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// `tshark` with our dissector on `pcap`, printing `fields`.
 fn tshark_fields(pcap: &std::path::Path, filter: &str, fields: &[&str]) -> String {
     tshark_fields_with(pcap, &["-d", "tcp.port==80,hollywood"], filter, fields)
@@ -364,8 +362,8 @@ fn tshark_fields_with(
 
 #[test]
 fn wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byte() {
-    if !have_tshark() {
-        eprintln!("dash::wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byte: SKIPPED, no tshark (apt-get install tshark; scripts/test.sh does it as root)");
+    if !hollywood_test_support::have_tool("tshark", "--version") {
+        hollywood_test_support::skip("dash::wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byte needs tshark (apt-get install tshark; scripts/test.sh does it as root)");
         return;
     }
     let dir = std::env::temp_dir().join(format!("hollywood-h2pcap-{}", std::process::id()));
@@ -442,8 +440,7 @@ fn wireshark_dissects_the_http2_inside_hollywood_messages_and_sees_a_changed_byt
 
 #[test]
 fn chapter_6_plays_real_frame_sizes_from_an_ffmpeg_encode() {
-    if !have_ffmpeg() {
-        eprintln!("dash::chapter_6_plays_real_frame_sizes_from_an_ffmpeg_encode: SKIPPED, no ffmpeg (apt-get install ffmpeg; scripts/test.sh does it as root)");
+    if !ffmpeg_or_skip("chapter_6_plays_real_frame_sizes_from_an_ffmpeg_encode") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("hollywood-ch6video-{}", std::process::id()));

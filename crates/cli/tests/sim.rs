@@ -566,12 +566,9 @@ fn the_issue_video_command_meets_its_targets() {
 /// its picture is the encoder's; Hollywood conceals what it skipped.
 #[test]
 fn real_video_is_scored_with_psnr_and_ssim() {
-    if std::process::Command::new("ffmpeg")
-        .arg("-version")
-        .output()
-        .is_err()
-    {
-        println!("SKIPPED: real_video_is_scored_with_psnr_and_ssim needs ffmpeg (apt-get install ffmpeg; scripts/test.sh installs it as root)");
+    use hollywood_test_support::have_tool;
+    if !(have_tool("ffmpeg", "-version") && have_tool("ffprobe", "-version")) {
+        hollywood_test_support::skip("sim::real_video_is_scored_with_psnr_and_ssim needs ffmpeg and ffprobe (apt-get install ffmpeg; scripts/test.sh installs it as root)");
         return;
     }
     let v = json(&[

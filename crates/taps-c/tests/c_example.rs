@@ -118,8 +118,10 @@ fn build_example(out: &Path) -> Result<(), String> {
 
 #[test]
 fn the_c_example_talks_to_the_rust_example() {
-    if Command::new("cc").arg("--version").output().is_err() {
-        hollywood_test_support::skip("no C compiler (cc)");
+    if !hollywood_test_support::have_tool("cc", "--version") {
+        hollywood_test_support::skip(
+            "c_example::the_c_example_talks_to_the_rust_example needs a C compiler (cc)",
+        );
         return;
     }
     let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hollywood-voice-c");

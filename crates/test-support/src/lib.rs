@@ -4,6 +4,8 @@
 //! - [`skip`]: how a test that cannot run here (not root, a tool missing)
 //!   says so. Whether the process is root is runtime behaviour (lab
 //!   commands refuse without it), so it stays `hollywood_io::is_root`.
+//! - [`have_tool`]: whether an external program runs here, for a test to
+//!   [`skip`] without it.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -13,13 +15,22 @@
 /// passing test's output). With `HOLLYWOOD_REQUIRE_ROOT=1` a skip is a
 /// failure instead (CI runs as root: nothing may skip silently there).
 ///
+/// The line names the test (libtest runs each test on a thread named
+/// after it) unless `reason` already does.
+///
 /// # Panics
 /// When `HOLLYWOOD_REQUIRE_ROOT` is set.
 pub fn skip(reason: &str) {
+    let line = match std::thread::current().name() {
+        Some(test) if test != "main" && !reason.contains(test_leaf(test)) => {
+            format!("{test}: {reason}")
+        }
+        _ => reason.to_string(),
+    };
     if std::env::var_os("HOLLYWOOD_REQUIRE_ROOT").is_some_and(|v| !v.is_empty() && v != "0") {
-        panic!("HOLLYWOOD_REQUIRE_ROOT is set but a test would skip: {reason}");
+        panic!("HOLLYWOOD_REQUIRE_ROOT is set but a test would skip: {line}");
     }
-    eprintln!("SKIPPED: {reason}");
+    eprintln!("SKIPPED: {line}");
     if let Some(path) = std::env::var_os("HOLLYWOOD_SKIP_LOG") {
         use std::io::Write;
         if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -27,7 +38,37 @@ pub fn skip(reason: &str) {
             .append(true)
             .open(path)
         {
-            let _ = writeln!(f, "{reason}");
+            let _ = writeln!(f, "{line}");
         }
+    }
+}
+
+/// The test's own name without its module path (`tests::foo` → `foo`).
+fn test_leaf(name: &str) -> &str {
+    name.rsplit("::").next().unwrap_or(name)
+}
+
+/// Whether `program` runs here: `program version_arg` starts and exits
+/// with success. A test that needs it calls [`skip`] when it does not.
+pub fn have_tool(program: &str, version_arg: &str) -> bool {
+    std::process::Command::new(program)
+        .arg(version_arg)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leaf_of_a_test_name_drops_its_module_path() {
+        assert_eq!(test_leaf("tests::a_test"), "a_test");
+        assert_eq!(test_leaf("a_test"), "a_test");
+    }
+
+    #[test]
+    fn a_missing_program_is_not_a_tool() {
+        assert!(!have_tool("hollywood-no-such-program", "--version"));
     }
 }
