@@ -224,14 +224,15 @@ impl CompareSpec {
     }
 }
 
-/// What SRT delivers beyond `one-way + latency`, and its spread, as
-/// measured on this lab (`hollywood lab compare --transports srt`, 10 Mb/s,
-/// release build, 2 cores): SRT's TSBPD releases a packet `latency` after
-/// its send time as mapped at the handshake, plus srt-live-transmit's two
-/// local UDP legs and the emulator's release jitter. Measured delay −
-/// (one-way + latency), 3000 chunks per run: p50 6.0–6.3 ms, p99
-/// 10.9–11.3 ms, max 12.9–14.3 ms over 100 ms/2 %, 60 ms/3 % and
-/// 100 ms/8 % (docs/LAB.md, "SRT's latency"). 15 ms covers the maximum.
+/// What SRT delivers beyond `one-way + latency`, and its spread: SRT's
+/// TSBPD releases a packet `latency` after its send time as mapped at the
+/// handshake, plus srt-live-transmit's two local UDP legs and the
+/// emulator's release jitter. The two runs on record (docs/LAB.md and
+/// docs/TAPS.md, latency 120 ms, 100 ms RTT, 2 %, 3000 chunks, release
+/// build) put delay − (one-way + latency) at p50 6.0 and 6.3 ms, p99 11.0
+/// and 11.3 ms; 15 ms covers that p99 with about 4 ms to spare. (The
+/// maximum was not recorded; re-measuring it across paths is issue 30's
+/// open item.)
 pub const SRT_MARGIN: Duration = Duration::from_millis(15);
 
 /// SRT's latency for a comparison at `deadline` on a path of `rtt`: the
@@ -709,7 +710,7 @@ fn datagram_row(
         ts_frames_decoded,
         ts_file,
         error: relay_error,
-        srt_latency_ms: srt.then(|| srt_latency.as_millis() as u64),
+        srt_latency_ms: srt.then_some(srt_latency.as_millis() as u64),
         srt_latency_rule: srt.then(|| spec.srt_latency_rule(srt_latency)),
     })
 }
@@ -969,9 +970,11 @@ mod tests {
         assert_eq!(srt_latency_for(ms(200), ms(60)), ms(155));
         assert_eq!(srt_latency_for(ms(300), ms(100)), ms(235));
         // Delivery at one-way + latency leaves the margin to the deadline.
+        // (Whole ms: an odd RTT's half ms is rounded off the latency.)
         for (d, rtt) in [(180, 100), (200, 60), (300, 100), (1000, 7)] {
             let l = srt_latency_for(ms(d), ms(rtt));
-            assert_eq!(ms(rtt) / 2 + l + SRT_MARGIN, ms(d).max(l), "{d} {rtt}");
+            let point = ms(rtt) / 2 + l + SRT_MARGIN;
+            assert!(point <= ms(d) && point + ms(1) > ms(d), "{d} {rtt}");
         }
         // A deadline the path cannot meet still gives SRT a latency (SRT
         // reads 0 as its 120 ms default).
