@@ -227,12 +227,11 @@ impl CompareSpec {
 /// What SRT delivers beyond `one-way + latency`, and its spread: SRT's
 /// TSBPD releases a packet `latency` after its send time as mapped at the
 /// handshake, plus srt-live-transmit's two local UDP legs and the
-/// emulator's release jitter. The two runs on record (docs/LAB.md and
-/// docs/TAPS.md, latency 120 ms, 100 ms RTT, 2 %, 3000 chunks, release
-/// build) put delay − (one-way + latency) at p50 6.0 and 6.3 ms, p99 11.0
-/// and 11.3 ms; 15 ms covers that p99 with about 4 ms to spare. (The
-/// maximum was not recorded; re-measuring it across paths is issue 30's
-/// open item.)
+/// emulator's release jitter. Measured delay − (one-way + latency), 3000
+/// chunks per run, debug build, 2 cores, 2026-11-28 (docs/LAB.md, "SRT at
+/// its operating point"): 100 ms/2 %: p50 6.2, p99 11.3, max 11.6 ms;
+/// 60 ms/3 %: 6.1, 11.2, 11.4; 100 ms/8 %: 6.2, 11.2, 11.4. 15 ms covers
+/// the maximum with 3.4 ms to spare.
 pub const SRT_MARGIN: Duration = Duration::from_millis(15);
 
 /// SRT's latency for a comparison at `deadline` on a path of `rtt`: the
