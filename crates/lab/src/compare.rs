@@ -11,7 +11,9 @@
 //! - `srt`: `srt-live-transmit` (Debian srt-tools) from a UDP socket in a
 //!   to a UDP socket in b, live mode with `latency` (SRT's receiver
 //!   buffer; it releases every packet that long after it was sent, and
-//!   drops what has not arrived by then: "too late to play");
+//!   drops what has not arrived by then: "too late to play"). The latency
+//!   is derived from the deadline and the path ([`srt_latency_for`]) unless
+//!   given, and can be swept;
 //! - `udp`: the chunks as plain datagrams, sent once (the floor);
 //! - `linux-bbr`, `linux-cubic`: Linux TCP at both ends with that
 //!   congestion control, `TCP_NODELAY`, our message layer on top
@@ -145,8 +147,12 @@ pub struct CompareSpec {
     pub interval: Duration,
     /// A chunk is useful until this long after it was handed over.
     pub deadline: Duration,
-    /// SRT's latency (receiver buffer).
-    pub srt_latency: Duration,
+    /// SRT's latency (receiver buffer); `None`: derived from the deadline
+    /// and the path by [`srt_latency_for`] (see [`CompareSpec::srt_latency`]).
+    pub srt_latency: Option<Duration>,
+    /// Run SRT once per latency here instead (each an `srt` row with its
+    /// `srt_latency_ms`); empty: one SRT run at [`CompareSpec::srt_latency`].
+    pub srt_latency_sweep: Vec<Duration>,
     /// Emulator seed.
     pub seed: u64,
     /// Lab name prefix (one lab per contender: `<prefix>-<index>`).
@@ -161,7 +167,7 @@ pub struct CompareSpec {
 impl CompareSpec {
     /// The live-video path of issue 9: 10 Mb/s, 100 ms RTT, 2 % loss,
     /// 3000 chunks of 1316 B every 5 ms (2.1 Mb/s), deadline 180 ms, SRT
-    /// latency 120 ms.
+    /// latency by the rule (180 − 50 − 15 = 115 ms).
     pub fn live_video(lab: &str) -> CompareSpec {
         CompareSpec {
             rate_bps: 10_000_000,
@@ -171,13 +177,98 @@ impl CompareSpec {
             size: 1316,
             interval: Duration::from_millis(5),
             deadline: Duration::from_millis(180),
-            srt_latency: Duration::from_millis(120),
+            srt_latency: None,
+            srt_latency_sweep: Vec::new(),
             seed: 1,
             lab: lab.to_string(),
             contenders: Contender::all(),
             ts: None,
         }
     }
+
+    /// SRT's latency in this comparison: the one given, or the rule's.
+    pub fn srt_latency(&self) -> Duration {
+        self.srt_latency
+            .unwrap_or_else(|| srt_latency_for(self.deadline, self.rtt))
+    }
+
+    /// How [`CompareSpec::srt_latency`] was chosen, for reports.
+    pub fn srt_latency_rule(&self, latency: Duration) -> String {
+        let how = if !self.srt_latency_sweep.is_empty() {
+            "swept (--srt-latency-sweep)".to_string()
+        } else if self.srt_latency.is_some() {
+            "given (--srt-latency)".to_string()
+        } else {
+            format!(
+                "deadline - one-way - {} ms margin = {} - {} - {}",
+                SRT_MARGIN.as_millis(),
+                self.deadline.as_millis(),
+                (self.rtt / 2).as_millis(),
+                SRT_MARGIN.as_millis()
+            )
+        };
+        let rtts = latency.as_secs_f64() / self.rtt.as_secs_f64().max(1e-9);
+        let advice = match srt_recommended_rtt_multiplier(self.loss) {
+            Some(m) if rtts + 1e-9 < f64::from(m) => format!(
+                "; {rtts:.2} RTT, below SRT's recommended {m} x RTT = {} ms for {:.0} % loss: the deadline leaves SRT less than its guidelines ask",
+                (self.rtt * m).as_millis(),
+                self.loss * 100.0
+            ),
+            Some(m) => format!("; {rtts:.2} RTT, at least SRT's recommended {m} x RTT"),
+            None => format!(
+                "; {rtts:.2} RTT (loss {:.0} % is beyond SRT's table)",
+                self.loss * 100.0
+            ),
+        };
+        how + &advice
+    }
+}
+
+/// What SRT delivers beyond `one-way + latency`, and its spread: SRT's
+/// TSBPD releases a packet `latency` after its send time as mapped at the
+/// handshake, plus srt-live-transmit's two local UDP legs and the
+/// emulator's release jitter. Measured delay − (one-way + latency), 3000
+/// chunks per run, debug build, 2 cores, 2026-11-28 (docs/LAB.md, "SRT at
+/// its operating point"): 100 ms/2 %: p50 6.2, p99 11.3, max 11.6 ms;
+/// 60 ms/3 %: 6.1, 11.2, 11.4; 100 ms/8 %: 6.2, 11.2, 11.4. 15 ms covers
+/// those maxima with 3.4 ms to spare; a 600-chunk sweep run at 115 ms
+/// (100 ms/2 %) had one outlier at 15.2 ms (1 chunk late), so the tail
+/// reaches the margin now and then.
+pub const SRT_MARGIN: Duration = Duration::from_millis(15);
+
+/// SRT's latency for a comparison at `deadline` on a path of `rtt`: the
+/// largest latency whose fixed delivery point (SRT releases each packet at
+/// about send time + one-way + latency) still sits inside the deadline
+/// with [`SRT_MARGIN`] to spare:
+///
+/// `latency = deadline − rtt/2 − SRT_MARGIN` (whole ms, at least 1 ms).
+///
+/// That is how SRT users tune it for a given end-to-end budget: SRT's
+/// latency is the whole of its repair window, so it takes everything the
+/// deadline leaves after the path's delay. SRT's own guidelines ask for
+/// latency = RTT multiplier × RTT, the multiplier 3 to 20 by loss
+/// ([`srt_recommended_rtt_multiplier`]); a deadline tighter than that
+/// leaves SRT too little repair time, which the report states
+/// ([`CompareSpec::srt_latency_rule`]) rather than score SRT past the
+/// deadline.
+pub fn srt_latency_for(deadline: Duration, rtt: Duration) -> Duration {
+    let ms = deadline
+        .saturating_sub(rtt / 2 + SRT_MARGIN)
+        .as_millis()
+        .max(1);
+    Duration::from_millis(ms as u64)
+}
+
+/// The RTT multiplier SRT's deployment guide recommends for a random
+/// loss rate: ≤ 1 % → 3, ≤ 3 % → 4, ≤ 7 % → 5, ≤ 10 % → 6 (Haivision,
+/// "RTT Multiplier", doc.haivision.com/additional-resources/rtt-multiplier,
+/// and its SRT Deployment Guide table, "a value less than 3 is too small
+/// for SRT to be effective"); `None` above 10 %.
+pub fn srt_recommended_rtt_multiplier(loss: f64) -> Option<u32> {
+    [(0.01, 3), (0.03, 4), (0.07, 5), (0.10, 6)]
+        .iter()
+        .find(|(l, _)| loss <= *l + 1e-12)
+        .map(|&(_, m)| m)
 }
 
 /// One contender's figures.
@@ -219,6 +310,11 @@ pub struct Row {
     pub dropped_by_emulator: u64,
     /// A failure, if any.
     pub error: Option<String>,
+    /// SRT rows: the latency SRT ran with, ms.
+    pub srt_latency_ms: Option<u64>,
+    /// SRT rows: how that latency was chosen (the rule, an override or a
+    /// sweep point) and how it compares with SRT's guidelines.
+    pub srt_latency_rule: Option<String>,
 }
 
 /// Run every contender in turn.
@@ -248,22 +344,48 @@ pub fn run(spec: &CompareSpec, mut progress: impl FnMut(&str)) -> Result<Vec<Row
         }
     }
     interop::remove_stale_labs();
+    let latencies = if spec.srt_latency_sweep.is_empty() {
+        vec![spec.srt_latency()]
+    } else {
+        spec.srt_latency_sweep.clone()
+    };
     let mut rows = Vec::new();
-    for (i, c) in spec.contenders.iter().enumerate() {
-        progress(&c.name());
-        let lab = format!("{}-{i}", spec.lab);
-        let row = match c {
-            Contender::Linux(cc) => tcp_row(spec, &lab, End::Kernel, CcAlgorithm::Cubic, Some(cc))?,
-            Contender::Engine(cc) => tcp_row(spec, &lab, End::Engine, *cc, None)?,
-            Contender::Srt | Contender::Udp => datagram_row(spec, &lab, c, false)?,
-            Contender::Transmit(_) => datagram_row(spec, &lab, c, false)?,
-            Contender::UdpBlocked(inner) => {
-                let mut r = datagram_row(spec, &lab, inner, true)?;
-                r.transport = r.transport.replacen(&inner.name(), &c.name(), 1);
-                r
-            }
+    // One lab per run: `<prefix>-<k>`.
+    let mut k = 0;
+    let mut next_lab = || {
+        k += 1;
+        format!("{}-{}", spec.lab, k - 1)
+    };
+    for c in &spec.contenders {
+        let srt_runs: &[Duration] = match c {
+            Contender::Srt => &latencies,
+            Contender::UdpBlocked(inner) if **inner == Contender::Srt => &latencies,
+            _ => &latencies[..1],
         };
-        rows.push(row);
+        for &srt_latency in srt_runs {
+            match c {
+                Contender::Srt | Contender::UdpBlocked(_) if srt_runs.len() > 1 => progress(
+                    &format!("{} (latency {} ms)", c.name(), srt_latency.as_millis()),
+                ),
+                _ => progress(&c.name()),
+            }
+            let lab = next_lab();
+            let row = match c {
+                Contender::Linux(cc) => {
+                    tcp_row(spec, &lab, End::Kernel, CcAlgorithm::Cubic, Some(cc))?
+                }
+                Contender::Engine(cc) => tcp_row(spec, &lab, End::Engine, *cc, None)?,
+                Contender::Srt | Contender::Udp | Contender::Transmit(_) => {
+                    datagram_row(spec, &lab, c, false, srt_latency)?
+                }
+                Contender::UdpBlocked(inner) => {
+                    let mut r = datagram_row(spec, &lab, inner, true, srt_latency)?;
+                    r.transport = r.transport.replacen(&inner.name(), &c.name(), 1);
+                    r
+                }
+            };
+            rows.push(row);
+        }
     }
     Ok(rows)
 }
@@ -317,6 +439,8 @@ fn tcp_row(
         bad_deliveries: r.corrupt_delivered + r.duplicates_delivered,
         dropped_by_emulator: r.dropped_by_emulator,
         error: r.error.clone(),
+        srt_latency_ms: None,
+        srt_latency_rule: None,
     })
 }
 
@@ -356,6 +480,7 @@ fn datagram_row(
     lab_name: &str,
     c: &Contender,
     block_udp: bool,
+    srt_latency: Duration,
 ) -> Result<Row, Error> {
     let srt = *c == Contender::Srt;
     let transmit = matches!(c, Contender::Transmit(_));
@@ -420,11 +545,11 @@ fn datagram_row(
         format!("0.0.0.0:{UDP_PORT}")
     };
     let rx_sock = ns_b.run(move || UdpSocket::bind(listen))??;
-    let drain = spec.deadline + spec.srt_latency + Duration::from_secs(2);
+    let drain = spec.deadline + srt_latency + Duration::from_secs(2);
     rx_sock.set_read_timeout(Some(drain))?;
     let mut procs = Vec::new();
     if srt {
-        let lat = spec.srt_latency.as_millis().to_string();
+        let lat = srt_latency.as_millis().to_string();
         procs.push(spawn_in(
             lab.ns(Host::B),
             "srt-live-transmit",
@@ -586,6 +711,8 @@ fn datagram_row(
         ts_frames_decoded,
         ts_file,
         error: relay_error,
+        srt_latency_ms: srt.then_some(srt_latency.as_millis() as u64),
+        srt_latency_rule: srt.then(|| spec.srt_latency_rule(srt_latency)),
     })
 }
 
@@ -660,13 +787,13 @@ fn start_relays(
         }
         p
     };
-    // The same delivery target as SRT's: SRT's latency is a receiver
-    // buffer on top of the path's one-way delay (it delivers a packet
-    // `latency` after its send time as mapped at the handshake, so about
-    // one-way + latency after it was sent); a Hollywood lifetime is end to
-    // end (thesis §4.2). So `transmit` gets SRT's latency plus the one-way
-    // delay, as a user who reads SRT's latency that way would set it.
-    let latency = spec.srt_latency + spec.rtt / 2;
+    // The chunks' deadline, as the engine and Linux rows get it: a
+    // Hollywood lifetime is end to end (thesis §4.2), so the application's
+    // deadline is the setting. SRT's latency is derived from the same
+    // deadline (`srt_latency_for`: minus the one-way delay, since SRT's
+    // latency is a receiver buffer on top of it, and a margin, since SRT
+    // delivers *at* that point rather than by it).
+    let latency = spec.deadline;
     let engine = rt.block_on(async {
         let tun = lab.engine_tun(Host::A)?;
         // BBR, as QUIC's candidate and the kernel's default here.
@@ -799,7 +926,10 @@ pub fn table(rows: &[Row]) -> String {
     for r in rows {
         s += &format!(
             "{} | {} ({:.2} %) | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {}{}{}\n",
-            r.transport,
+            match r.srt_latency_ms {
+                Some(l) => format!("{} (latency {l} ms)", r.transport),
+                None => r.transport.clone(),
+            },
             r.on_time,
             100.0 * r.on_time_fraction,
             r.messages,
@@ -824,4 +954,66 @@ pub fn table(rows: &[Row]) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn srt_latency_puts_the_delivery_point_inside_the_deadline() {
+        // The three paths of docs/LAB.md.
+        assert_eq!(srt_latency_for(ms(180), ms(100)), ms(115));
+        assert_eq!(srt_latency_for(ms(200), ms(60)), ms(155));
+        assert_eq!(srt_latency_for(ms(300), ms(100)), ms(235));
+        // Delivery at one-way + latency leaves the margin to the deadline.
+        // (Whole ms: an odd RTT's half ms is rounded off the latency.)
+        for (d, rtt) in [(180, 100), (200, 60), (300, 100), (1000, 7)] {
+            let l = srt_latency_for(ms(d), ms(rtt));
+            let point = ms(rtt) / 2 + l + SRT_MARGIN;
+            assert!(point <= ms(d) && point + ms(1) > ms(d), "{d} {rtt}");
+        }
+        // A deadline the path cannot meet still gives SRT a latency (SRT
+        // reads 0 as its 120 ms default).
+        assert_eq!(srt_latency_for(ms(40), ms(100)), ms(1));
+    }
+
+    #[test]
+    fn srt_recommended_multiplier_follows_the_deployment_guide() {
+        assert_eq!(srt_recommended_rtt_multiplier(0.0), Some(3));
+        assert_eq!(srt_recommended_rtt_multiplier(0.01), Some(3));
+        assert_eq!(srt_recommended_rtt_multiplier(0.02), Some(4));
+        assert_eq!(srt_recommended_rtt_multiplier(0.03), Some(4));
+        assert_eq!(srt_recommended_rtt_multiplier(0.08), Some(6));
+        assert_eq!(srt_recommended_rtt_multiplier(0.2), None);
+    }
+
+    #[test]
+    fn the_spec_reports_how_srt_latency_was_chosen() {
+        let mut s = CompareSpec::live_video("x");
+        assert_eq!(s.srt_latency(), ms(115));
+        let rule = s.srt_latency_rule(s.srt_latency());
+        assert!(
+            rule.starts_with("deadline - one-way - 15 ms margin = 180 - 50 - 15"),
+            "{rule}"
+        );
+        assert!(
+            rule.contains("below SRT's recommended 4 x RTT = 400 ms"),
+            "{rule}"
+        );
+        s.srt_latency = Some(ms(400));
+        assert_eq!(s.srt_latency(), ms(400));
+        let rule = s.srt_latency_rule(ms(400));
+        assert!(rule.starts_with("given"), "{rule}");
+        assert!(
+            rule.contains("at least SRT's recommended 4 x RTT"),
+            "{rule}"
+        );
+        s.srt_latency_sweep = vec![ms(80), ms(120)];
+        assert!(s.srt_latency_rule(ms(80)).starts_with("swept"));
+    }
 }

@@ -11,17 +11,41 @@ use hollywood_lab::topology::{Host, Lab, LabSpec};
 use hollywood_sim::LinkConfig;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-fn root(test: &str) -> bool {
+/// One lab test at a time, as the other lab test files do (tshark and the
+/// emulator share 2 cores).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Removes a temporary directory when dropped, also when the test fails.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("hwm-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn root(test: &str) -> Option<MutexGuard<'static, ()>> {
     if hollywood_io::is_root() {
+        let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let _ = NetNs::remove_stale("hwm");
-        true
+        Some(guard)
     } else {
         hollywood_test_support::skip(&format!(
             "{test} needs root (network namespaces, tshark capture)"
         ));
-        false
+        None
     }
 }
 
@@ -46,8 +70,25 @@ fn transfer(lab: &Lab, n: usize) -> (SocketAddr, usize) {
         .run(move || TcpListener::bind(server))
         .unwrap()
         .expect("bind in b");
+    listener.set_nonblocking(true).unwrap();
     let srv = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().expect("accept");
+        // Accept within 10 s (a poll loop: std's accept has no timeout).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut s = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "no connection within 10 s"
+                    );
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        s.set_nonblocking(false).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(&vec![0xa5u8; n]).expect("write");
     });
     let got = lab
@@ -67,13 +108,12 @@ fn transfer(lab: &Lab, n: usize) -> (SocketAddr, usize) {
 
 #[test]
 fn capture_is_complete_and_audited() {
-    if !root("capture_is_complete_and_audited") {
+    let Some(_g) = root("capture_is_complete_and_audited") else {
         return;
-    }
+    };
     let lab = lab("cap");
-    let dir = std::env::temp_dir().join(format!("hwm-{}-cap", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("a.pcap");
+    let dir = TempDir::new("cap");
+    let path = dir.0.join("a.pcap");
     let ns = lab.ns(Host::A).name().unwrap().to_string();
     let cap = Capture::start(
         Some(&ns),
@@ -104,18 +144,16 @@ fn capture_is_complete_and_audited() {
     // tshark reads the same file.
     let syns = tshark_count(&path, "tcp.flags.syn == 1").expect("tshark -r");
     assert_eq!(syns, 2, "SYN and SYN-ACK");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn dropping_a_running_capture_stops_tshark() {
-    if !root("dropping_a_running_capture_stops_tshark") {
+    let Some(_g) = root("dropping_a_running_capture_stops_tshark") else {
         return;
-    }
+    };
     let lab = lab("drop");
-    let dir = std::env::temp_dir().join(format!("hwm-{}-capdrop", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("x.pcap");
+    let dir = TempDir::new("capdrop");
+    let path = dir.0.join("x.pcap");
     let ns = lab.ns(Host::A).name().unwrap().to_string();
     let pid;
     {
@@ -130,7 +168,6 @@ fn dropping_a_running_capture_stops_tshark() {
         "tshark {pid} still running"
     );
     // A capture on a missing interface fails with tshark's message.
-    let e = Capture::start(Some(&ns), "no-such-if", &dir.join("y.pcap"), "tcp").unwrap_err();
+    let e = Capture::start(Some(&ns), "no-such-if", &dir.0.join("y.pcap"), "tcp").unwrap_err();
     assert!(e.to_string().contains("no-such-if"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,8 @@
 //! `hollywood transmit` against `srt-live-transmit` (issue 14's second
 //! Done-when, shortened): ffmpeg's MPEG-TS through each relay pair over
-//! 100 ms RTT and 2 % loss, at the same latency setting, side by side; then
+//! 100 ms RTT and 2 % loss, SRT's latency derived from the same deadline
+//! (`compare::srt_latency_for`), side by side: parity on time, Hollywood's
+//! median delay far below SRT's fixed delivery point; then
 //! with UDP to the receiver dropped by iptables, where SRT cannot connect
 //! and Hollywood falls back to TCP. Root only (namespaces, TUN, iptables,
 //! srt-tools, ffmpeg; `scripts/test.sh` installs them).
@@ -11,12 +13,20 @@ use hollywood_lab::compare::{self, CompareSpec, Contender};
 use hollywood_lab::ts::TsSource;
 
 #[test]
-fn transmit_delivers_ffmpeg_ts_at_least_as_well_as_srt_and_through_blocked_udp() {
+fn transmit_matches_srt_on_time_with_less_delay_and_delivers_through_blocked_udp() {
     if !hollywood_io::is_root() {
         hollywood_test_support::skip("transmit vs SRT needs root (namespaces, TUN, iptables)");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("hw-transmit-{}", std::process::id()));
+    // Removed when dropped, also when an assertion fails.
+    struct TempDir(std::path::PathBuf);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let guard = TempDir(std::env::temp_dir().join(format!("hw-transmit-{}", std::process::id())));
+    let dir = guard.0.clone();
     let mut spec = CompareSpec::live_video(&format!(
         "{}-{}-t",
         hollywood_lab::interop::LAB_PREFIX,
@@ -56,12 +66,24 @@ fn transmit_delivers_ffmpeg_ts_at_least_as_well_as_srt_and_through_blocked_udp()
         "{:?}",
         srt.ts_frames_decoded
     );
-    // The goal: Hollywood at least as many TS chunks on time as SRT.
+    // SRT runs at the latency derived from the deadline
+    // (`compare::srt_latency_for`), so on-time share is parity, not a win:
+    // `transmit` within 2 percentage points of SRT. PROVISIONAL: 2 points
+    // is not yet sized from a measured spread of this test (issue 30's
+    // open item: run it ≥ 5 times and write the spread here).
     assert!(
-        tx.on_time >= srt.on_time,
+        tx.on_time_fraction >= srt.on_time_fraction - 0.02,
         "transmit {} on time, SRT {}",
         tx.on_time,
         srt.on_time
+    );
+    // What Hollywood adds: delay. SRT delivers at its fixed point (about
+    // one-way + latency); `transmit` hands chunks out as they arrive.
+    let srt_point_ms = (spec.rtt / 2 + spec.srt_latency()).as_secs_f64() * 1e3;
+    assert!(
+        tx.delay_p50_ms + 50.0 <= srt_point_ms,
+        "transmit p50 {} ms, SRT's delivery point {srt_point_ms} ms",
+        tx.delay_p50_ms
     );
     // UDP blocked: SRT delivers nothing, Hollywood still delivers.
     assert_eq!(srt_b.on_time + srt_b.late, 0);
@@ -73,5 +95,4 @@ fn transmit_delivers_ffmpeg_ts_at_least_as_well_as_srt_and_through_blocked_udp()
         tx_b.messages
     );
     assert!(tx_b.ts_frames_decoded.unwrap() > 50);
-    let _ = std::fs::remove_dir_all(&dir);
 }

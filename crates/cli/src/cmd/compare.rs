@@ -32,9 +32,16 @@ pub struct CompareArgs {
     /// A chunk is on time if delivered within this of being handed over.
     #[arg(long, default_value = "180ms", value_parser = parse_duration)]
     deadline: Duration,
-    /// SRT's latency (its receive buffer).
-    #[arg(long, default_value = "120ms", value_parser = parse_duration)]
-    srt_latency: Duration,
+    /// SRT's latency (its receive buffer). Default: derived from the
+    /// deadline and the path, deadline − RTT/2 − 15 ms, so SRT's fixed
+    /// delivery point sits inside the deadline
+    /// (`hollywood_lab::compare::srt_latency_for`; 115 ms at the defaults).
+    #[arg(long, value_parser = parse_duration)]
+    srt_latency: Option<Duration>,
+    /// Run SRT once per latency, comma-separated (e.g. 80ms,115ms,200ms),
+    /// one row each, instead of one run at --srt-latency or the rule.
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration, conflicts_with = "srt_latency")]
+    srt_latency_sweep: Vec<Duration>,
     /// Emulator seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -75,6 +82,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
     spec.interval = a.interval;
     spec.deadline = a.deadline;
     spec.srt_latency = a.srt_latency;
+    spec.srt_latency_sweep = a.srt_latency_sweep;
     spec.seed = a.seed;
     if !a.transports.is_empty() {
         spec.contenders = a.transports;
@@ -111,7 +119,7 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
         println!("{}", crate::output::json(&rows).map_err(|e| e.to_string())?);
     } else {
         println!(
-            "path: {} each way, RTT {:?}, loss {}% on a→b; {} chunks of {} B every {:?}, deadline {:?}, SRT latency {:?}, seed {}",
+            "path: {} each way, RTT {:?}, loss {}% on a→b; {} chunks of {} B every {:?}, deadline {:?}, SRT latency {}, seed {}",
             if spec.rate_bps == 0 { "unlimited".to_string() } else { format!("{} Mb/s", spec.rate_bps as f64 / 1e6) },
             spec.rtt,
             spec.loss * 100.0,
@@ -119,7 +127,17 @@ pub fn run(a: CompareArgs) -> Result<(), String> {
             spec.size,
             spec.interval,
             spec.deadline,
-            spec.srt_latency,
+            if spec.srt_latency_sweep.is_empty() {
+                let l = spec.srt_latency();
+                format!("{l:?} ({})", spec.srt_latency_rule(l))
+            } else {
+                let l: Vec<String> = spec
+                    .srt_latency_sweep
+                    .iter()
+                    .map(|l| format!("{l:?}"))
+                    .collect();
+                format!("swept over {}", l.join(", "))
+            },
             spec.seed
         );
         print!("{}", compare::table(&rows));
