@@ -18,22 +18,12 @@ use std::time::Duration;
 /// emulator share 2 cores).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Removes a temporary directory when dropped, also when the test fails.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("hwm-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A temporary directory, removed when dropped (also when the test fails).
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("hwm-{tag}-"))
+        .tempdir()
+        .expect("a temporary directory")
 }
 
 fn root(test: &str) -> Option<MutexGuard<'static, ()>> {
@@ -112,8 +102,8 @@ fn capture_is_complete_and_audited() {
         return;
     };
     let lab = lab("cap");
-    let dir = TempDir::new("cap");
-    let path = dir.0.join("a.pcap");
+    let dir = temp_dir("cap");
+    let path = dir.path().join("a.pcap");
     let ns = lab.ns(Host::A).name().unwrap().to_string();
     let cap = Capture::start(
         Some(&ns),
@@ -152,8 +142,8 @@ fn dropping_a_running_capture_stops_tshark() {
         return;
     };
     let lab = lab("drop");
-    let dir = TempDir::new("capdrop");
-    let path = dir.0.join("x.pcap");
+    let dir = temp_dir("capdrop");
+    let path = dir.path().join("x.pcap");
     let ns = lab.ns(Host::A).name().unwrap().to_string();
     let pid;
     {
@@ -168,6 +158,6 @@ fn dropping_a_running_capture_stops_tshark() {
         "tshark {pid} still running"
     );
     // A capture on a missing interface fails with tshark's message.
-    let e = Capture::start(Some(&ns), "no-such-if", &dir.0.join("y.pcap"), "tcp").unwrap_err();
+    let e = Capture::start(Some(&ns), "no-such-if", &dir.path().join("y.pcap"), "tcp").unwrap_err();
     assert!(e.to_string().contains("no-such-if"), "{e}");
 }

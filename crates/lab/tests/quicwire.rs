@@ -28,11 +28,12 @@ fn tshark_present(test: &str) -> bool {
 /// The scenario (1500 messages) over `transport`, captured and
 /// decrypted: the run and the wire's retransmissions of the sender.
 fn run(transport: &str, lifetime_ms: u64) -> (MessagesRun, Vec<Retransmission>) {
-    let dir = std::env::temp_dir().join(format!(
-        "hw-quicwire-{}-{transport}-{lifetime_ms}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed when dropped, also when an assertion fails.
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("hw-quicwire-{transport}-{lifetime_ms}-"))
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = tmp.path();
     let (pcap, keylog) = (dir.join("run.pcap"), dir.join("run.keys"));
     let sc = MessagesScenario {
         rate_bps: 8_000_000,
@@ -51,7 +52,6 @@ fn run(transport: &str, lifetime_ms: u64) -> (MessagesRun, Vec<Retransmission>) 
     };
     let r = sc.run().expect("simulation");
     let frames = quicwire::stream_frames(&pcap, &keylog).expect("tshark decrypts the capture");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         frames.len() as u64 >= r.on_time.on_time,
         "{transport}: decrypted {} STREAM frames",

@@ -19,14 +19,11 @@ fn transmit_matches_srt_on_time_with_less_delay_and_delivers_through_blocked_udp
         return;
     }
     // Removed when dropped, also when an assertion fails.
-    struct TempDir(std::path::PathBuf);
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let guard = TempDir(std::env::temp_dir().join(format!("hw-transmit-{}", std::process::id())));
-    let dir = guard.0.clone();
+    let guard = tempfile::Builder::new()
+        .prefix("hw-transmit-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = guard.path().to_path_buf();
     let mut spec = CompareSpec::live_video(&format!(
         "{}-{}-t",
         hollywood_lab::interop::LAB_PREFIX,
@@ -68,12 +65,15 @@ fn transmit_matches_srt_on_time_with_less_delay_and_delivers_through_blocked_udp
     );
     // SRT runs at the latency derived from the deadline
     // (`compare::srt_latency_for`), so on-time share is parity, not a win:
-    // `transmit` within 2 percentage points of SRT. PROVISIONAL: 2 points
-    // is not yet sized from a measured spread of this test (issue 30's
-    // open item: run it ≥ 5 times and write the spread here).
+    // `transmit` within 1 percentage point (8 chunks) of SRT. Spread
+    // measured 2026-11-29: five runs of this test gave SRT 800/800 and
+    // transmit 800/800 every time; the 3000-chunk release campaign
+    // (scripts/compare-campaign.sh, CAMPAIGN=ts) gave SRT 99.90–100 % and
+    // transmit 99.97–100 % over three seeds, so the two differ by at most
+    // 0.1 point — the tolerance is ten times that.
     assert!(
-        tx.on_time_fraction >= srt.on_time_fraction - 0.02,
-        "transmit {} on time, SRT {}",
+        tx.on_time_fraction >= srt.on_time_fraction - 0.01,
+        "transmit {} on time, SRT {} (tolerance 1 point)",
         tx.on_time,
         srt.on_time
     );
@@ -88,8 +88,10 @@ fn transmit_matches_srt_on_time_with_less_delay_and_delivers_through_blocked_udp
     // UDP blocked: SRT delivers nothing, Hollywood still delivers.
     assert_eq!(srt_b.on_time + srt_b.late, 0);
     assert!(tx_b.transport.contains("(hollywood)"), "{}", tx_b.transport);
+    // Measured: 799/800 in each of five runs; 99.40–100 % over the
+    // campaign's three 3000-chunk runs.
     assert!(
-        tx_b.on_time as f64 >= 0.9 * tx_b.messages as f64,
+        tx_b.on_time as f64 >= 0.98 * tx_b.messages as f64,
         "{} of {} on time",
         tx_b.on_time,
         tx_b.messages
