@@ -60,25 +60,9 @@ fn transfer(lab: &Lab, n: usize) -> (SocketAddr, usize) {
         .run(move || TcpListener::bind(server))
         .unwrap()
         .expect("bind in b");
-    listener.set_nonblocking(true).unwrap();
     let srv = std::thread::spawn(move || {
-        // Accept within 10 s (a poll loop: std's accept has no timeout).
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let mut s = loop {
-            match listener.accept() {
-                Ok((s, _)) => break s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    assert!(
-                        std::time::Instant::now() < deadline,
-                        "no connection within 10 s"
-                    );
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(e) => panic!("accept: {e}"),
-            }
-        };
-        s.set_nonblocking(false).unwrap();
-        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        // Accept, and write, within 10 s.
+        let mut s = hollywood_test_support::accept_within(&listener, Duration::from_secs(10));
         s.write_all(&vec![0xa5u8; n]).expect("write");
     });
     let got = lab

@@ -105,26 +105,9 @@ fn carries_tcp_udp_and_icmp_v4_and_v6() {
             .run(move || TcpListener::bind(SocketAddr::new(dst, 5001)))
             .unwrap()
             .unwrap();
-        listener.set_nonblocking(true).unwrap();
         let server = std::thread::spawn(move || {
-            // Accept within 10 s (a poll loop: std's accept has no
-            // timeout), then no read may wait more than 10 s.
-            let deadline = std::time::Instant::now() + ms(10_000);
-            let mut s = loop {
-                match listener.accept() {
-                    Ok((s, _)) => break s,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        assert!(
-                            std::time::Instant::now() < deadline,
-                            "no connection within 10 s"
-                        );
-                        std::thread::sleep(ms(5));
-                    }
-                    Err(e) => panic!("accept: {e}"),
-                }
-            };
-            s.set_nonblocking(false).unwrap();
-            s.set_read_timeout(Some(ms(10_000))).unwrap();
+            // Accept within 10 s, then no read may wait more than 10 s.
+            let mut s = hollywood_test_support::accept_within(&listener, ms(10_000));
             let mut v = Vec::new();
             s.read_to_end(&mut v).expect("1 MB within 10 s");
             v

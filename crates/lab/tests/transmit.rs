@@ -18,6 +18,26 @@ fn transmit_matches_srt_on_time_with_less_delay_and_delivers_through_blocked_udp
         hollywood_test_support::skip("transmit vs SRT needs root (namespaces, TUN, iptables)");
         return;
     }
+    {
+        use hollywood_test_support::{have_tool, skip};
+        let tools = [
+            ("ffmpeg", "-version"),
+            ("ffprobe", "-version"),
+            ("srt-live-transmit", "-version"),
+        ];
+        let missing: Vec<&str> = tools
+            .iter()
+            .filter(|(t, arg)| !have_tool(t, arg))
+            .map(|(t, _)| *t)
+            .collect();
+        if !missing.is_empty() {
+            skip(&format!(
+                "transmit vs SRT needs {} (Debian ffmpeg, srt-tools; scripts/test.sh installs them as root)",
+                missing.join(", ")
+            ));
+            return;
+        }
+    }
     // Removed when dropped, also when an assertion fails.
     let guard = tempfile::Builder::new()
         .prefix("hw-transmit-")

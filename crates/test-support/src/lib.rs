@@ -57,6 +57,39 @@ pub fn have_tool(program: &str, version_arg: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Accepts one connection on `listener` within `timeout` and returns it
+/// blocking again, with `timeout` as its read and write timeout: std's
+/// `accept` has none, so this polls a non-blocking listener. Panics
+/// (failing the test) when no connection comes in time. For tests of
+/// adapters, which run on real clocks.
+#[allow(clippy::disallowed_methods)]
+pub fn accept_within(
+    listener: &std::net::TcpListener,
+    timeout: std::time::Duration,
+) -> std::net::TcpStream {
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
+    let deadline = std::time::Instant::now() + timeout;
+    let s = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no connection within {timeout:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    s.set_nonblocking(false).expect("a blocking stream");
+    s.set_read_timeout(Some(timeout)).expect("read timeout");
+    s.set_write_timeout(Some(timeout)).expect("write timeout");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
