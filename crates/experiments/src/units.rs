@@ -209,6 +209,66 @@ pub fn parse_loss_model(s: &str) -> Result<hollywood_sim::LossModel, String> {
     })
 }
 
+/// The same parsers for a plan's keys (serde `deserialize_with`): a
+/// quantity is text with a unit (`"8mbit"`), or a bare integer where the
+/// unit is implied (bytes, bit/s).
+pub(crate) mod de {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Str(String),
+        Int(u64),
+    }
+
+    impl Text {
+        fn text(self) -> String {
+            match self {
+                Text::Str(s) => s,
+                Text::Int(n) => n.to_string(),
+            }
+        }
+    }
+
+    /// One value through `parse`.
+    pub fn with<'de, D: Deserializer<'de>, T>(
+        d: D,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<T, D::Error> {
+        let t = Text::deserialize(d)?.text();
+        parse(&t).map_err(serde::de::Error::custom)
+    }
+    pub fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        with(d, super::parse_rate)
+    }
+    pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        with(d, super::parse_size)
+    }
+    pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        with(d, super::parse_duration)
+    }
+    pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        with(d, super::parse_duration).map(Some)
+    }
+    pub fn loss<'de, D: Deserializer<'de>>(d: D) -> Result<hollywood_sim::LossModel, D::Error> {
+        with(d, super::parse_loss_model)
+    }
+    pub fn cc<'de, D: Deserializer<'de>>(d: D) -> Result<hollywood_tcp::CcAlgorithm, D::Error> {
+        with(d, hollywood_tcp::CcAlgorithm::parse)
+    }
+    /// A list of cross-traffic flows, each as [`super::parse_cross`] reads it.
+    pub fn cross<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<hollywood_media::CrossTraffic>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|c| super::parse_cross(c).map_err(serde::de::Error::custom))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,18 +3,13 @@
 //! useful frames, stalls, playback discrepancy and per-packet latency
 //! (`hollywood_media::video`).
 
-use crate::cmd::messages::{parse_choices, scenario_transport, Choices};
-use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use crate::cmd::messages::{parse_choices, Choices};
+use crate::units::parse_rate;
 use clap::Args;
 use hollywood_experiments::media;
-use hollywood_experiments::video::{parse_reference, parse_resume, VideoReport};
-use hollywood_media::video::{
-    decodable_ever, OnMissing, Reference, Resume, VideoScenario, VideoSource,
-};
-use hollywood_media::MessagesScenario;
-use hollywood_sim::LossModel;
-use hollywood_tcp::{CcAlgorithm, Config};
-use std::time::Duration;
+use hollywood_experiments::video::{Spelling, VideoParams, VideoReport};
+use hollywood_media::video::{decodable_ever, Reference};
+use hollywood_media::GenericTransport;
 
 /// A working directory for real video, removed on drop unless kept.
 struct WorkDir {
@@ -30,10 +25,6 @@ impl Drop for WorkDir {
     }
 }
 
-/// `--player`: `None` = by transport.
-#[derive(Debug, Clone, Copy)]
-pub struct PlayerArg(Option<OnMissing>);
-
 fn parse_picture(s: &str) -> Result<(u32, u32), String> {
     let (w, h) = s
         .split_once('x')
@@ -45,10 +36,6 @@ fn parse_picture(s: &str) -> Result<(u32, u32), String> {
     Ok((n(w)?, n(h)?))
 }
 
-fn parse_player(s: &str) -> Result<PlayerArg, String> {
-    hollywood_experiments::video::parse_player(s).map(PlayerArg)
-}
-
 /// Arguments of `hollywood video`.
 #[derive(Args, Debug)]
 pub struct VideoArgs {
@@ -57,33 +44,9 @@ pub struct VideoArgs {
     /// comma-separated, or `all`: same link and seed, one table.
     #[arg(long, default_value = "hollywood", value_parser = parse_choices)]
     transport: Choices,
-    /// Frames per second.
-    #[arg(long, default_value_t = 60.0)]
-    fps: f64,
-    /// An I-frame every this many frames.
-    #[arg(long, default_value_t = 10)]
-    gop: u32,
-    /// Packets per I-frame (sent back to back).
-    #[arg(long, default_value_t = 4)]
-    iframe_packets: u32,
-    /// Packets per P-frame (the fewest, with --pframe-packets-max).
-    #[arg(long, default_value_t = 1)]
-    pframe_packets: u32,
-    /// VBR: each P-frame has between --pframe-packets and this many
-    /// packets, uniformly, the same stream every run ([RTP-QUIC]: 9-11).
-    #[arg(long)]
-    pframe_packets_max: Option<u32>,
-    /// The fraction of a frame's packets it may miss and still decode
-    /// (the [RTP-QUIC] decoder: redundant NAL units); 0 = every packet needed.
-    #[arg(long, default_value_t = 0.0)]
-    redundancy: f64,
-    /// Payload bytes per packet.
-    #[arg(long, default_value = "1232", value_parser = parse_size)]
-    size: u64,
-    /// What a P-frame references: gop (its I-frame, [QUICsilver-2019]; the default
-    /// for the synthetic source) or previous (always, for real H.264).
-    #[arg(long, value_parser = parse_reference)]
-    reference: Option<Reference>,
+    /// The stream, the path and the player.
+    #[command(flatten)]
+    params: VideoParams,
     /// synthetic (the [QUICsilver-2019] packet counts), testsrc (ffmpeg's test
     /// pattern) or a video file: real video is encoded with libx264 (fixed
     /// GOP, no B-frames, no scene cuts), its frames sent as messages of
@@ -100,44 +63,6 @@ pub struct VideoArgs {
     /// a temporary directory, removed afterwards).
     #[arg(long)]
     workdir: Option<std::path::PathBuf>,
-    /// Playout buffer in frames ([QUICsilver-2019]: 4).
-    #[arg(long, default_value_t = 4)]
-    buffer: u32,
-    /// auto (stall on one ordered reliable stream: tcp, hollywood-ir,
-    /// quic-ss; skip otherwise) | stall | skip
-    #[arg(long, default_value = "auto", value_parser = parse_player)]
-    player: PlayerArg,
-    /// After a stall: catch-up (play the held-back frames at once and return
-    /// to the schedule; [QUICsilver-2019]) | shift (shift later frames by the pause).
-    #[arg(long, default_value = "catch-up", value_parser = parse_resume)]
-    resume: Resume,
-    /// Length of the stream (default: 300 s; 30 s for real video, whose raw
-    /// frames go to disk).
-    #[arg(long, value_parser = parse_duration)]
-    duration: Option<Duration>,
-    /// One-way propagation delay (each direction).
-    #[arg(long, default_value = "50ms", value_parser = parse_duration)]
-    one_way: Duration,
-    /// Link rate, each direction.
-    #[arg(long, default_value = "100mbit", value_parser = parse_rate)]
-    rate: u64,
-    /// Loss on the media path: a probability or gilbert:P,R[,BAD[,GOOD]].
-    #[arg(long, default_value = "1%", value_parser = parse_loss_model)]
-    loss: LossModel,
-    /// Cross traffic sharing the bottleneck ([TCP-video]), comma-separated:
-    /// bulk (greedy TCP), cbr:RATE (UDP), onoff:RATE[:ON:OFF] (UDP,
-    /// exponential on/off periods, default 500ms:500ms).
-    #[arg(long, value_delimiter = ',', value_parser = crate::units::parse_cross)]
-    cross: Vec<hollywood_media::CrossTraffic>,
-    /// Drop-tail queue per link.
-    #[arg(long, default_value = "1000000", value_parser = parse_size)]
-    queue: u64,
-    /// Congestion control: newreno, cubic or bbr (QUIC: quinn's). BBR by
-    /// default, as Linux on this kind of machine and what a live sender
-    /// needs (CUBIC's window after random losses holds back I-frames; see
-    /// docs/VIDEO.md).
-    #[arg(long, default_value = "bbr", value_parser = CcAlgorithm::parse)]
-    cc: CcAlgorithm,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -160,58 +85,26 @@ pub struct VideoArgs {
 }
 
 pub fn run(a: VideoArgs) -> Result<(), String> {
-    if a.size == 0 || a.size > 1400 {
-        return Err("--size must be between 1 and 1400 bytes (one packet)".into());
-    }
+    let p = &a.params;
+    let real = match a.source.as_str() {
+        "synthetic" => None,
+        other => Some(media::Input::parse(other)),
+    };
+    // The stream's checks (size first) before the lab's.
+    let source = p.source(real.is_some(), Spelling::Cli)?;
     if let Some(name) = &a.lab {
         hollywood_lab::topology::check_name(name).map_err(|e| e.to_string())?;
-        if !a.cross.is_empty() {
+        if !p.cross.is_empty() {
             return Err("--cross runs in the simulator only (the lab has two hosts)".into());
         }
-        if (a.size as usize) < hollywood_lab::workload::MIN_PAYLOAD {
+        if (p.size as usize) < hollywood_lab::workload::MIN_PAYLOAD {
             return Err(format!(
                 "--size must be at least {} bytes on real packets (a packet carries its id)",
                 hollywood_lab::workload::MIN_PAYLOAD
             ));
         }
     }
-    let duration = a
-        .duration
-        .unwrap_or(Duration::from_secs(if a.source == "synthetic" {
-            300
-        } else {
-            30
-        }));
-    let frames = (duration.as_secs_f64() * a.fps).round();
-    if !(1.0..=10_000_000.0).contains(&frames) {
-        return Err(format!(
-            "--duration × --fps gives {frames} frames: use between 1 and 10 000 000"
-        ));
-    }
-    let real = match a.source.as_str() {
-        "synthetic" => None,
-        other => Some(media::Input::parse(other)),
-    };
-    let reference = match (&real, a.reference) {
-        (Some(_), Some(Reference::Gop)) => {
-            return Err(
-                "--reference gop: a real H.264 P-frame references the previous frame".into(),
-            )
-        }
-        (Some(_), _) => Reference::Previous,
-        (None, r) => r.unwrap_or(Reference::Gop),
-    };
-    let source = VideoSource {
-        fps: a.fps,
-        gop: a.gop,
-        iframe_packets: a.iframe_packets,
-        pframe_packets: a.pframe_packets,
-        pframe_packets_max: a.pframe_packets_max.unwrap_or(0),
-        packet_size: a.size as usize,
-        frames: frames as u32,
-        reference,
-    };
-    source.validate()?;
+    let duration = p.length(real.is_some());
     // Real video: encode once, the same clip for every transport.
     let work = match (&real, &a.workdir) {
         (None, _) => None,
@@ -230,9 +123,9 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             &media::Encoding {
                 width: a.picture.0,
                 height: a.picture.1,
-                fps: a.fps,
+                fps: p.fps,
                 seconds: duration.as_secs_f64(),
-                gop: a.gop,
+                gop: p.gop,
                 bitrate: a.bitrate,
             },
             &w.path,
@@ -252,31 +145,14 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
     let mut csv = crate::cmd::messages::open_csv(a.csv.as_deref())?;
     let mut reports = Vec::new();
     for (index, choice) in a.transport.0.iter().enumerate() {
-        let transport = scenario_transport(*choice, a.cc);
-        let sc = VideoScenario {
-            source,
-            path: MessagesScenario {
-                rate_bps: a.rate,
-                uplink_bps: a.rate,
-                rtt: a.one_way * 2,
-                loss: a.loss,
-                queue_bytes: a.queue as usize,
-                transport,
-                seed: a.seed,
-                pcap: a.pcap.clone(),
-                cross: a.cross.clone(),
-                base: Config {
-                    cc: a.cc,
-                    ..Config::default()
-                },
-                ..MessagesScenario::default()
-            },
-            buffer_frames: a.buffer,
-            on_missing: a.player.0,
-            resume: a.resume,
-            trace: clip.as_ref().map(media::Clip::trace),
-            redundancy: a.redundancy,
-        };
+        let mut sc = p.scenario(
+            &GenericTransport::from(*choice),
+            a.seed,
+            real.is_some(),
+            Spelling::Cli,
+        )?;
+        sc.path.pcap = a.pcap.clone();
+        sc.trace = clip.as_ref().map(media::Clip::trace);
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
         let wall = std::time::Instant::now();
         let run = match &a.lab {
@@ -319,36 +195,36 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
                 let packets: u64 = c
                     .frames
                     .iter()
-                    .map(|f| f.len.div_ceil(a.size as usize).max(1) as u64)
+                    .map(|f| f.len.div_ceil(p.size as usize).max(1) as u64)
                     .sum();
                 format!(
                     "{} frames of {} at {} fps, I-frame every {}, {packets} packets of up to {} B",
                     c.frames.len(),
                     a.source,
-                    a.fps,
-                    a.gop,
-                    a.size
+                    p.fps,
+                    p.gop,
+                    p.size
                 )
             }
             None => format!(
                 "{} frames at {} fps, I-frame every {} ({} packets), P-frames {} packet(s) of {} B",
                 source.frames,
-                a.fps,
-                a.gop,
-                a.iframe_packets,
-                match a.pframe_packets_max {
-                    Some(m) if m > a.pframe_packets => format!("{}-{m}", a.pframe_packets),
-                    _ => a.pframe_packets.to_string(),
+                p.fps,
+                p.gop,
+                p.iframe_packets,
+                match p.pframe_packets_max {
+                    Some(m) if m > p.pframe_packets => format!("{}-{m}", p.pframe_packets),
+                    _ => p.pframe_packets.to_string(),
                 },
-                a.size
+                p.size
             ),
         };
         println!(
             "video: {frames_text}; one-way {} ms, {} Mb/s, loss {:?}; buffer {} frames; seed {}",
-            a.one_way.as_secs_f64() * 1000.0,
-            a.rate as f64 / 1e6,
-            a.loss,
-            a.buffer,
+            p.one_way.as_secs_f64() * 1000.0,
+            p.rate as f64 / 1e6,
+            p.loss,
+            p.buffer,
             a.seed
         );
         println!(

@@ -2,11 +2,11 @@
 //! (clap) and the keys of a `voip` plan (serde) are this struct, with the
 //! same defaults and the same units parsing ([`crate::units`]).
 
-use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use crate::units::{de, parse_duration, parse_loss_model, parse_rate, parse_size};
 use hollywood_media::{TransportKind, VoipScenario};
 use hollywood_sim::LossModel;
 use hollywood_tcp::{CcAlgorithm, Config};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use std::time::Duration;
 
 /// The defaults, as a user writes them (the thesis's intercontinental
@@ -39,25 +39,25 @@ pub const MAX_SIZE: u64 = 1400;
 pub struct VoipParams {
     /// Downlink rate, sender → receiver (ADSL: 8mbit).
     #[arg(long, default_value = default::RATE, value_parser = parse_rate)]
-    #[serde(default = "d_rate", deserialize_with = "de_rate")]
+    #[serde(default = "d_rate", deserialize_with = "de::rate")]
     pub rate: u64,
     /// Uplink rate, receiver → sender (ADSL: 1mbit; carries the ACKs).
     #[arg(long, default_value = default::UPLINK, value_parser = parse_rate)]
-    #[serde(default = "d_uplink", deserialize_with = "de_rate")]
+    #[serde(default = "d_uplink", deserialize_with = "de::rate")]
     pub uplink: u64,
     /// Round-trip propagation delay (intracontinental 15ms, intercontinental 70ms).
     #[arg(long, default_value = default::RTT, value_parser = parse_duration)]
-    #[serde(default = "d_rtt", deserialize_with = "de_duration")]
+    #[serde(default = "d_rtt", deserialize_with = "de::duration")]
     pub rtt: Duration,
     /// Playout delay: how long an on-time message is buffered before it is
     /// played (thesis: 110ms intracontinental, 30ms intercontinental).
     #[arg(long, default_value = default::PLAYOUT, value_parser = parse_duration)]
-    #[serde(default = "d_playout", deserialize_with = "de_duration")]
+    #[serde(default = "d_playout", deserialize_with = "de::duration")]
     pub playout: Duration,
     /// Loss on the downlink: a probability (0.1%, 0.001) or a model
     /// (gilbert:P,R[,BAD[,GOOD]]), as for `sim messages`.
     #[arg(long, visible_alias = "loss-model", default_value = default::LOSS, value_parser = parse_loss_model)]
-    #[serde(default = "d_loss", deserialize_with = "de_loss")]
+    #[serde(default = "d_loss", deserialize_with = "de::loss")]
     pub loss: LossModel,
     /// Messages (3000 = one minute of audio).
     #[arg(long, default_value = default::MESSAGES)]
@@ -65,24 +65,24 @@ pub struct VoipParams {
     pub messages: u32,
     /// Payload bytes per message (G.711, 20 ms: 160); at most 1400 (one packet).
     #[arg(long, default_value = default::SIZE, value_parser = parse_size)]
-    #[serde(default = "d_size", deserialize_with = "de_size")]
+    #[serde(default = "d_size", deserialize_with = "de::size")]
     pub size: u64,
     /// Time between messages (the framing interval).
     #[arg(long, default_value = default::INTERVAL, value_parser = parse_duration)]
-    #[serde(default = "d_interval", deserialize_with = "de_duration")]
+    #[serde(default = "d_interval", deserialize_with = "de::duration")]
     pub interval: Duration,
     /// Message lifetime for a TCP Hollywood sender; default RTT/2 + playout
     /// (the time from generation to playout).
     #[arg(long, value_parser = parse_duration)]
-    #[serde(default, deserialize_with = "de_opt_duration")]
+    #[serde(default, deserialize_with = "de::opt_duration")]
     pub lifetime: Option<Duration>,
     /// Drop-tail queue per link.
     #[arg(long, default_value = default::QUEUE, value_parser = parse_size)]
-    #[serde(default = "d_queue", deserialize_with = "de_size")]
+    #[serde(default = "d_queue", deserialize_with = "de::size")]
     pub queue: u64,
     /// Congestion control of both TCP engines: newreno, cubic or bbr.
     #[arg(long, default_value = default::CC, value_parser = CcAlgorithm::parse)]
-    #[serde(default = "d_cc", deserialize_with = "de_cc")]
+    #[serde(default = "d_cc", deserialize_with = "de::cc")]
     pub cc: CcAlgorithm,
     /// RACK-TLP loss detection (RFC 8985) in the TCP engine; false leaves
     /// three-duplicate-ACK / RFC 6675 recovery, the model of thesis eq. 5.2.
@@ -184,50 +184,6 @@ fn d_cc() -> CcAlgorithm {
 }
 fn d_rack() -> bool {
     parsed(default::RACK, |s| s.parse().map_err(|e| format!("{e}")))
-}
-
-/// A quantity in a plan: text with a unit (`"8mbit"`), or a bare number
-/// where the unit is implied (bytes, bit/s).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Text {
-    Str(String),
-    Int(u64),
-}
-
-impl Text {
-    fn text(self) -> String {
-        match self {
-            Text::Str(s) => s,
-            Text::Int(n) => n.to_string(),
-        }
-    }
-}
-
-fn de_with<'de, D: Deserializer<'de>, T>(
-    d: D,
-    parse: fn(&str) -> Result<T, String>,
-) -> Result<T, D::Error> {
-    let t = Text::deserialize(d)?.text();
-    parse(&t).map_err(serde::de::Error::custom)
-}
-fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    de_with(d, parse_rate)
-}
-fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    de_with(d, parse_size)
-}
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    de_with(d, parse_duration)
-}
-fn de_opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    de_with(d, parse_duration).map(Some)
-}
-fn de_loss<'de, D: Deserializer<'de>>(d: D) -> Result<LossModel, D::Error> {
-    de_with(d, parse_loss_model)
-}
-fn de_cc<'de, D: Deserializer<'de>>(d: D) -> Result<CcAlgorithm, D::Error> {
-    de_with(d, CcAlgorithm::parse)
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@
 //! within 1.5× of each other, also checked at ≤ 1 % loss), `delay_plots`
 //! (total head-of-line and sending delay against loss), `stated` (the
 //! seed's own numbers for a transport and loss, shown beside ours) and
-//! `notes` (Markdown for the README: why our numbers differ).
+//! `notes` (Markdown for the README: why our numbers differ). The stream's
+//! keys are [`VideoParams`] (shared with `hollywood sim video`); the rest
+//! are this adapter's own.
 //!
 //! Writes, beside the runner's files: `summary.json` and `summary.md` (per
 //! scenario, loss and transport: useful frames, stalls, discrepancy, delay
@@ -37,14 +39,18 @@ use crate::plot::{self, Chart, HLine, Rgb, Series, Style};
 use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::{Percentiles, Stat};
-use crate::units::{parse_duration, parse_loss_model, parse_rate, parse_size};
+use crate::units::{parse_duration, parse_loss_model};
 use hollywood_media::scenario::spans_ms_by_id;
-use hollywood_media::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario, VideoSource};
-use hollywood_media::{GenericTransport, MessagesScenario};
-use hollywood_tcp::{CcAlgorithm, Config};
+use hollywood_media::video::{OnMissing, Reference, Resume, VideoRun, VideoScenario};
+use hollywood_media::GenericTransport;
+use hollywood_tcp::CcAlgorithm;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+pub mod params;
+
+pub use params::{Spelling, VideoParams};
 
 /// One stream over one transport.
 #[derive(Serialize, Debug, Clone)]
@@ -232,91 +238,29 @@ impl Stated {
     }
 }
 
-fn d_fps() -> f64 {
-    60.0
-}
-fn d_gop() -> u32 {
-    10
-}
-fn d_ipk() -> u32 {
-    4
-}
-fn d_one() -> u32 {
-    1
-}
-fn d_size() -> String {
-    "1232".into()
-}
-fn d_duration() -> String {
-    "300s".into()
-}
-fn d_rate() -> String {
-    "100mbit".into()
-}
-fn d_loss() -> String {
-    "0".into()
-}
-fn d_queue() -> String {
-    "1000000".into()
-}
-fn d_buffer() -> u32 {
-    4
-}
-fn d_cc() -> String {
-    "bbr".into()
-}
-fn d_resume() -> String {
-    "catch-up".into()
-}
-fn d_reference() -> String {
-    "gop".into()
-}
-fn d_player() -> String {
-    "auto".into()
-}
 fn d_scatter() -> String {
     "latency".into()
 }
 
-/// The parameters as written in the plan.
+/// The plan's own keys (what to run over and what to report); every other
+/// key of a point is a [`VideoParams`] key.
+const PLAN_KEYS: [&str; 10] = [
+    "transport",
+    "scatter_loss",
+    "scatter_one_way",
+    "scatter",
+    "scatter_packets",
+    "hol_order",
+    "hol_near",
+    "delay_plots",
+    "stated",
+    "notes",
+];
+
+/// The plan's own keys, as written in the plan.
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
-struct Raw {
-    #[serde(default = "d_fps")]
-    fps: f64,
-    #[serde(default = "d_gop")]
-    gop: u32,
-    #[serde(default = "d_ipk")]
-    iframe_packets: u32,
-    #[serde(default = "d_one")]
-    pframe_packets: u32,
-    #[serde(default)]
-    pframe_packets_max: u32,
-    #[serde(default)]
-    redundancy: f64,
-    #[serde(default = "d_size")]
-    size: String,
-    #[serde(default = "d_duration")]
-    duration: String,
-    one_way: String,
-    #[serde(default = "d_rate")]
-    rate: String,
-    #[serde(default = "d_loss")]
-    loss: String,
-    #[serde(default = "d_queue")]
-    queue: String,
-    #[serde(default)]
-    cross: Vec<String>,
-    #[serde(default = "d_buffer")]
-    buffer: u32,
-    #[serde(default = "d_cc")]
-    cc: String,
-    #[serde(default = "d_resume")]
-    resume: String,
-    #[serde(default = "d_reference")]
-    frame_reference: String,
-    #[serde(default = "d_player")]
-    player: String,
+struct PlanKeys {
     transport: String,
     scatter_loss: Option<String>,
     /// With `scatter_loss`: only the configuration at this one-way delay.
@@ -456,74 +400,30 @@ impl Adapter for Video {
     }
 
     fn configure(&self, point: &Point) -> Result<VideoPoint, String> {
-        let raw: Raw = point.typed()?;
+        // One table, two structs: the plan's keys, and the stream's.
+        let (mine, stream): (toml::Table, toml::Table) = point
+            .params
+            .clone()
+            .into_iter()
+            .partition(|(k, _)| PLAN_KEYS.contains(&k.as_str()));
+        let scenario_err =
+            |e: toml::de::Error| format!("scenario {}: {}", point.scenario, e.message());
+        let raw: PlanKeys = toml::Value::Table(mine).try_into().map_err(scenario_err)?;
+        let params: VideoParams = toml::Value::Table(stream)
+            .try_into()
+            .map_err(scenario_err)?;
         let g = GenericTransport::parse(&raw.transport)
             .ok_or_else(|| format!("unknown transport '{}'", raw.transport))?;
-        let cc = CcAlgorithm::parse(&raw.cc)?;
-        let size = parse_size(&raw.size)?;
-        if size == 0 || size > 1400 {
-            return Err("size must be between 1 and 1400 bytes (one packet)".into());
-        }
-        let duration = parse_duration(&raw.duration)?;
-        let frames = (duration.as_secs_f64() * raw.fps).round();
-        if !(1.0..=10_000_000.0).contains(&frames) {
-            return Err(format!(
-                "duration × fps gives {frames} frames: use between 1 and 10 000 000"
-            ));
-        }
-        let source = VideoSource {
-            fps: raw.fps,
-            gop: raw.gop,
-            iframe_packets: raw.iframe_packets,
-            pframe_packets: raw.pframe_packets,
-            pframe_packets_max: raw.pframe_packets_max,
-            packet_size: size as usize,
-            frames: frames as u32,
-            reference: parse_reference(&raw.frame_reference)?,
-        };
-        source.validate()?;
-        let rate = parse_rate(&raw.rate)?;
-        let loss = parse_loss_model(&raw.loss)?;
-        let transport = g.with_cc(cc);
-        let sc = VideoScenario {
-            source,
-            path: MessagesScenario {
-                rate_bps: rate,
-                uplink_bps: rate,
-                rtt: parse_duration(&raw.one_way)? * 2,
-                loss,
-                queue_bytes: parse_size(&raw.queue)? as usize,
-                cross: raw
-                    .cross
-                    .iter()
-                    .map(|c| crate::units::parse_cross(c))
-                    .collect::<Result<_, _>>()?,
-                transport,
-                base: Config {
-                    cc,
-                    ..Config::default()
-                },
-                ..MessagesScenario::default()
-            },
-            buffer_frames: raw.buffer,
-            on_missing: parse_player(&raw.player)?,
-            resume: parse_resume(&raw.resume)?,
-            trace: None,
-            redundancy: raw.redundancy,
-        };
-        if !(0.0..1.0).contains(&raw.redundancy) {
-            return Err(format!(
-                "redundancy must be in [0, 1), not {}",
-                raw.redundancy
-            ));
-        }
+        let cc = params.cc;
+        let loss = params.loss;
+        let sc = params.scenario(&g, 1, false, Spelling::Plan)?;
         for st in &raw.stated {
             if GenericTransport::parse(&st.transport).is_none() {
                 return Err(format!("stated: unknown transport '{}'", st.transport));
             }
             parse_loss_model(&st.loss).map_err(|e| format!("stated: {e}"))?;
         }
-        let one_way = parse_duration(&raw.one_way)?;
+        let one_way = params.one_way;
         let scatter = match &raw.scatter_loss {
             Some(l) => {
                 parse_loss_model(l).map_err(|e| format!("scatter_loss: {e}"))? == loss
@@ -567,7 +467,11 @@ impl Adapter for Video {
             },
             stated: raw.stated.iter().find(|st| matches(st)).cloned(),
             stated_rows: raw.stated.clone(),
-            loss: raw.loss,
+            loss: point
+                .params
+                .get("loss")
+                .map(crate::plan::scalar_text)
+                .unwrap_or_else(|| params::default::PLAN_LOSS.to_string()),
             sc,
             cc,
             notes: raw.notes,
