@@ -232,6 +232,31 @@ pub(crate) mod de {
         }
     }
 
+    /// A default written as text (what a user types), parsed as the
+    /// command line parses it; a bad constant is a bug, so it panics.
+    pub fn parsed<T>(text: &str, parse: fn(&str) -> Result<T, String>) -> T {
+        parse(text).unwrap_or_else(|e| panic!("default {text}: {e}"))
+    }
+
+    /// A plain number, for [`parsed`].
+    pub fn number<T: std::str::FromStr>(text: &str) -> Result<T, String>
+    where
+        T::Err: std::fmt::Display,
+    {
+        text.parse().map_err(|e| format!("{e}"))
+    }
+
+    /// Serde `default = "…"` functions for defaults written as text, one
+    /// line each: `d_rate: u64 = parse_rate(default::RATE);`.
+    macro_rules! text_defaults {
+        ($($name:ident: $t:ty = $parse:path [$text:expr];)*) => {
+            $(fn $name() -> $t {
+                $crate::units::de::parsed($text, $parse)
+            })*
+        };
+    }
+    pub(crate) use text_defaults;
+
     /// One value through `parse`.
     pub fn with<'de, D: Deserializer<'de>, T>(
         d: D,

@@ -278,55 +278,22 @@ impl VideoParams {
     }
 }
 
-fn parsed<T>(text: &str, parse: fn(&str) -> Result<T, String>) -> T {
-    parse(text).unwrap_or_else(|e| panic!("default {text}: {e}"))
+de::text_defaults! {
+    d_fps: f64 = de::number[default::FPS];
+    d_gop: u32 = de::number[default::GOP];
+    d_iframe_packets: u32 = de::number[default::IFRAME_PACKETS];
+    d_pframe_packets: u32 = de::number[default::PFRAME_PACKETS];
+    d_redundancy: f64 = de::number[default::REDUNDANCY];
+    d_size: u64 = parse_size[default::SIZE];
+    d_buffer: u32 = de::number[default::BUFFER];
+    d_player: Player = parse_player_arg[default::PLAYER];
+    d_resume: Resume = parse_resume[default::RESUME];
+    d_rate: u64 = parse_rate[default::RATE];
+    d_plan_loss: LossModel = parse_loss_model[default::PLAN_LOSS];
+    d_queue: u64 = parse_size[default::QUEUE];
+    d_cc: CcAlgorithm = CcAlgorithm::parse[default::CC];
 }
-fn number<T: std::str::FromStr>(text: &str) -> T
-where
-    T::Err: std::fmt::Display,
-{
-    text.parse()
-        .unwrap_or_else(|e| panic!("default {text}: {e}"))
-}
-fn d_fps() -> f64 {
-    number(default::FPS)
-}
-fn d_gop() -> u32 {
-    number(default::GOP)
-}
-fn d_iframe_packets() -> u32 {
-    number(default::IFRAME_PACKETS)
-}
-fn d_pframe_packets() -> u32 {
-    number(default::PFRAME_PACKETS)
-}
-fn d_redundancy() -> f64 {
-    number(default::REDUNDANCY)
-}
-fn d_size() -> u64 {
-    parsed(default::SIZE, parse_size)
-}
-fn d_buffer() -> u32 {
-    number(default::BUFFER)
-}
-fn d_player() -> Player {
-    parsed(default::PLAYER, parse_player_arg)
-}
-fn d_resume() -> Resume {
-    parsed(default::RESUME, parse_resume)
-}
-fn d_rate() -> u64 {
-    parsed(default::RATE, parse_rate)
-}
-fn d_plan_loss() -> LossModel {
-    parsed(default::PLAN_LOSS, parse_loss_model)
-}
-fn d_queue() -> u64 {
-    parsed(default::QUEUE, parse_size)
-}
-fn d_cc() -> CcAlgorithm {
-    parsed(default::CC, CcAlgorithm::parse)
-}
+
 fn de_reference<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Reference>, D::Error> {
     de::with(d, parse_reference).map(Some)
 }

@@ -149,41 +149,18 @@ impl VoipParams {
     }
 }
 
-fn parsed<T>(text: &str, parse: fn(&str) -> Result<T, String>) -> T {
-    parse(text).unwrap_or_else(|e| panic!("default {text}: {e}"))
-}
-fn d_rate() -> u64 {
-    parsed(default::RATE, parse_rate)
-}
-fn d_uplink() -> u64 {
-    parsed(default::UPLINK, parse_rate)
-}
-fn d_rtt() -> Duration {
-    parsed(default::RTT, parse_duration)
-}
-fn d_playout() -> Duration {
-    parsed(default::PLAYOUT, parse_duration)
-}
-fn d_loss() -> LossModel {
-    parsed(default::LOSS, parse_loss_model)
-}
-fn d_messages() -> u32 {
-    parsed(default::MESSAGES, |s| s.parse().map_err(|e| format!("{e}")))
-}
-fn d_size() -> u64 {
-    parsed(default::SIZE, parse_size)
-}
-fn d_interval() -> Duration {
-    parsed(default::INTERVAL, parse_duration)
-}
-fn d_queue() -> u64 {
-    parsed(default::QUEUE, parse_size)
-}
-fn d_cc() -> CcAlgorithm {
-    parsed(default::CC, CcAlgorithm::parse)
-}
-fn d_rack() -> bool {
-    parsed(default::RACK, |s| s.parse().map_err(|e| format!("{e}")))
+de::text_defaults! {
+    d_rate: u64 = parse_rate[default::RATE];
+    d_uplink: u64 = parse_rate[default::UPLINK];
+    d_rtt: Duration = parse_duration[default::RTT];
+    d_playout: Duration = parse_duration[default::PLAYOUT];
+    d_loss: LossModel = parse_loss_model[default::LOSS];
+    d_messages: u32 = de::number[default::MESSAGES];
+    d_size: u64 = parse_size[default::SIZE];
+    d_interval: Duration = parse_duration[default::INTERVAL];
+    d_queue: u64 = parse_size[default::QUEUE];
+    d_cc: CcAlgorithm = CcAlgorithm::parse[default::CC];
+    d_rack: bool = de::number[default::RACK];
 }
 
 #[cfg(test)]
