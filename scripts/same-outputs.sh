@@ -35,7 +35,11 @@ run_all() { # BIN DIR
     "$bin" sim messages --transport all --json > messages.json
     "$bin" video --transport tcp,hollywood,quicsilver,quic-ss,udp --duration 20s --json --csv video.csv > video.json
     "$bin" dash --transport tcp,hollywood,quic-gop --duration 120s --seeds 2 --json --csv dash.csv > dash.json
+    "$bin" dash --transport tcp,hollywood --duration 60s --chunk 2s --buffer 8s --abr throughput \
+      --rx-threshold 0.8 --late chunk-start --cc bbr --content-seed 3 --json --csv dash-options.csv > dash-options.json
     "$bin" dash-ch6 --duration 30s --json > dash-ch6.json
+    "$bin" dash-ch6 --arch request-response,hollywood --encoding 12mbit --rtt 25ms --loss 0.5% --rate 20mbit \
+      --duration 20s --fps 30 --chunk-frames 15 --buffer-frames 5 --iframe-ratio 3 --cc bbr --reliable --json > dash-ch6-options.json
     "$bin" analyze table-5.1 --json > table-5.1.json
     "$bin" analyze ch6 --json > analyze-ch6.json
     "$bin" repro all --out repro > repro.log 2>&1

@@ -278,7 +278,7 @@ pub fn check(
         )
     } else if !held {
         (Outcome::Fails, e.differs.clone())
-    } else if let Some(seed) = e.seed_bound().filter(|_| e.looser_than_seed()) {
+    } else if let Some(seed) = e.source_bound().filter(|_| e.looser_than_source()) {
         expectation = format!("{expectation} (the seed's figure: {})", words(seed));
         if holds(seed, values, need) {
             (Outcome::Holds, None)
@@ -444,7 +444,7 @@ mod tests {
         assert_eq!(check(&e, &p, &v, 3, None).outcome, Outcome::Fails);
         // A bound at the seed's figure needs no label.
         let e = expect("mean_at_least = 41\nseed = 41");
-        assert!(!e.looser_than_seed());
+        assert!(!e.looser_than_source());
         assert_eq!(check(&e, &p, &v, 3, None).outcome, Outcome::Fails);
         let e = expect("every_seed_at_most = 10\nby_construction = \"never waits\"");
         let r = check(&e, &p, &v, 3, None);

@@ -157,11 +157,13 @@ pub struct Expect {
     /// The seed document's own figure, shown beside ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stated: Option<String>,
-    /// The seed's figure as a number in the metric's unit, a bound in the
-    /// same direction as ours: the claim *holds* when the measurement meets
-    /// it. A bound looser than this needs [`Expect::differs`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<f64>,
+    /// The source document's figure (plan key `seed`, for "seed
+    /// document"; not a random seed) as a number in the metric's unit, a
+    /// bound in the same direction as ours: the claim *holds* when the
+    /// measurement meets it. A bound looser than this needs
+    /// [`Expect::differs`].
+    #[serde(rename = "seed", default, skip_serializing_if = "Option::is_none")]
+    pub source_figure: Option<f64>,
     /// Why our bound is looser than the seed's figure (scale, a trace we do
     /// not have, a different mechanism): when the measurement misses the
     /// seed's figure but meets our bound, the claim says DIFFERS with both
@@ -218,9 +220,9 @@ impl Expect {
         }
     }
 
-    /// The seed's figure as a [`Bound`] in the direction of ours.
-    pub fn seed_bound(&self) -> Option<Bound> {
-        let x = self.seed?;
+    /// The source document's figure as a [`Bound`] in the direction of ours.
+    pub fn source_bound(&self) -> Option<Bound> {
+        let x = self.source_figure?;
         Some(match self.bound().ok()? {
             Bound::EverySeedAtMost(_) => Bound::EverySeedAtMost(x),
             Bound::EverySeedAtLeast(_) => Bound::EverySeedAtLeast(x),
@@ -229,9 +231,10 @@ impl Expect {
         })
     }
 
-    /// Is our bound looser than the seed's figure (by more than rounding)?
-    pub fn looser_than_seed(&self) -> bool {
-        let (Ok(ours), Some(seed)) = (self.bound(), self.seed) else {
+    /// Is our bound looser than the source document's figure (by more than
+    /// rounding)?
+    pub fn looser_than_source(&self) -> bool {
+        let (Ok(ours), Some(seed)) = (self.bound(), self.source_figure) else {
             return false;
         };
         let tol = 1e-9 * seed.abs().max(1.0);
@@ -345,7 +348,29 @@ impl Point {
     /// The parameters as a typed struct (use `#[serde(deny_unknown_fields)]`
     /// on it to reject keys the adapter does not know).
     pub fn typed<T: serde::de::DeserializeOwned>(&self) -> Result<T, String> {
-        toml::Value::Table(self.params.clone())
+        self.typed_from(self.params.clone())
+    }
+
+    /// One table, two structs: the adapter's own keys (`own`: what it
+    /// sweeps, plots and reports) into `A`, every other key into `B` — a
+    /// parameter struct shared with a `hollywood sim` command. Both may
+    /// refuse unknown keys (serde's `flatten` cannot be combined with
+    /// `deny_unknown_fields`).
+    pub fn split_typed<A, B>(&self, own: &[&str]) -> Result<(A, B), String>
+    where
+        A: serde::de::DeserializeOwned,
+        B: serde::de::DeserializeOwned,
+    {
+        let (mine, rest): (toml::Table, toml::Table) = self
+            .params
+            .clone()
+            .into_iter()
+            .partition(|(k, _)| own.contains(&k.as_str()));
+        Ok((self.typed_from(mine)?, self.typed_from(rest)?))
+    }
+
+    fn typed_from<T: serde::de::DeserializeOwned>(&self, t: toml::Table) -> Result<T, String> {
+        toml::Value::Table(t)
             .try_into()
             .map_err(|e: toml::de::Error| format!("scenario {}: {}", self.scenario, e.message()))
     }
@@ -540,13 +565,13 @@ impl Plan {
                         e.selector.to_string()
                     )));
                 }
-                if e.looser_than_seed() && e.differs.is_none() && e.by_construction.is_none() {
+                if e.looser_than_source() && e.differs.is_none() && e.by_construction.is_none() {
                     return Err(inv(format!(
                         "expectation '{}' in scenario {}: its bound is looser than the seed's \
                          figure {} but says nothing of why (set `differs`)",
                         e.claim,
                         s.name,
-                        e.seed.unwrap_or_default()
+                        e.source_figure.unwrap_or_default()
                     )));
                 }
                 if let Some(share) = e.min_seed_share {

@@ -209,6 +209,26 @@ pub fn parse_loss_model(s: &str) -> Result<hollywood_sim::LossModel, String> {
     })
 }
 
+/// Who names the parameters in an error: the command line (`--size`) or a
+/// plan (`size`). The parameter structs shared by a command and a plan
+/// adapter (`VideoParams`, `DashParams`) take it where an error names a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spelling {
+    /// A `hollywood` command: options.
+    Cli,
+    /// A plan: keys.
+    Plan,
+}
+
+impl Spelling {
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            Spelling::Cli => "--",
+            Spelling::Plan => "",
+        }
+    }
+}
+
 /// The same parsers for a plan's keys (serde `deserialize_with`): a
 /// quantity is text with a unit (`"8mbit"`), or a bare integer where the
 /// unit is implied (bytes, bit/s).
@@ -273,6 +293,9 @@ pub(crate) mod de {
     }
     pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         with(d, super::parse_duration)
+    }
+    pub fn fraction<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        with(d, super::parse_fraction)
     }
     pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         with(d, super::parse_duration).map(Some)

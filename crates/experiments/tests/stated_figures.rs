@@ -134,7 +134,7 @@ fn every_bound_looser_than_the_seed_says_differs() {
                     ));
                 }
                 if ours {
-                    if e.seed.is_some() {
+                    if e.source_figure.is_some() {
                         problems.push(format!("{}: {k}: our own claim has no seed figure", b.name));
                     }
                     continue;
@@ -148,7 +148,7 @@ fn every_bound_looser_than_the_seed_says_differs() {
                 };
                 checked += 1;
                 let bound = e.bound().expect("one bound");
-                match (stated, e.seed) {
+                match (stated, e.source_figure) {
                     (NoFigure, None) => {}
                     (NoFigure, Some(x)) => problems.push(format!(
                         "{}: {k}: the seed states no figure here, the plan says {x}",

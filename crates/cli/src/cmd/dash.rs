@@ -6,15 +6,13 @@
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
 use clap::Args;
 use hollywood_experiments::dash::sessions::{
-    run_all, static_path, summarise, DashTransport, Session, TransportSummary,
+    run_all, static_path, summarise, DashTransport, TransportSummary,
 };
-use hollywood_media::dash::abr::AbrKind;
-use hollywood_media::dash::client::Lateness;
+use hollywood_experiments::dash::DashParams;
+use hollywood_experiments::units::Spelling;
 use hollywood_media::dash::content::Content;
-use hollywood_tcp::CcAlgorithm;
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Arguments of `hollywood dash`.
@@ -46,29 +44,10 @@ pub struct DashArgs {
     /// Where the received real video goes (one .ts per transport).
     #[arg(long, default_value = "out/dash-received")]
     received: PathBuf,
-    /// Length of the synthetic video (whole chunks; a real one has its own).
-    #[arg(long, default_value = "600s", value_parser = parse_duration)]
-    duration: Duration,
-    /// Chunk duration.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    chunk: Duration,
-    /// Playout buffer B ([DASHing-2018]: 16 s).
-    #[arg(long, default_value = "16s", value_parser = parse_duration)]
-    buffer: Duration,
-    /// Rate adaptation: bola (dash.js) or throughput.
-    #[arg(long, default_value = "bola", value_parser = AbrKind::parse)]
-    abr: AbrKind,
-    /// Hollywood's receive threshold Rx_T ([DASHing-2018]: 0.9).
-    #[arg(long, value_parser = parse_fraction)]
-    rx_threshold: Option<f64>,
-    /// When a Hollywood message is late: position (the playhead reached
-    /// its bytes; the [DASHing-2018] message-level playout buffer) or chunk-start
-    /// (its chunk started playing; a whole-segment player).
-    #[arg(long, default_value = "position", value_parser = Lateness::parse)]
-    late: Lateness,
-    /// Congestion control at both ends: cubic ([DASHing-2018]), bbr or newreno.
-    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
-    cc: CcAlgorithm,
+    /// The session: video length, chunk, buffer, ABR, Rx_T, lateness,
+    /// congestion control, content seed.
+    #[command(flatten)]
+    p: DashParams,
     /// Bottleneck queue; default one bandwidth-delay product, at least 64 KiB.
     #[arg(long, value_parser = parse_size)]
     queue: Option<u64>,
@@ -78,9 +57,6 @@ pub struct DashArgs {
     /// Seeds: SEED, SEED+1, ... ([DASHing-2018] used 10 runs and trimmed means).
     #[arg(long, default_value_t = 1)]
     seeds: u64,
-    /// Seed of the synthetic video's chunk sizes.
-    #[arg(long, default_value_t = 1)]
-    content_seed: u64,
     /// Write every chunk of every run here (CSV).
     #[arg(long)]
     csv: Option<PathBuf>,
@@ -153,23 +129,17 @@ pub fn run(a: DashArgs) -> Result<(), String> {
         .map(|s| DashTransport::parse(s.trim()))
         .collect::<Result<_, _>>()?;
     let content = if a.video == "synthetic" {
-        let chunks = (a.duration.as_secs_f64() / a.chunk.as_secs_f64()).round() as usize;
-        Content::dashing(chunks, a.chunk, Content::DEFAULT_SPREAD, a.content_seed)?
+        a.p.synthetic(Spelling::Cli)?
     } else {
         Content::from_dir(std::path::Path::new(&a.video))?
     };
     let chunk_s = content.chunk.as_secs_f64();
     let chunks = content.chunks();
-    let session = Session {
-        content: Arc::new(content),
-        phases: static_path(a.rate, a.rtt, a.loss),
-        queue_bytes: a.queue.map(|q| q as usize),
-        cc: a.cc,
-        buffer_s: a.buffer.as_secs_f64(),
-        abr: a.abr,
-        rx_threshold: a.rx_threshold,
-        lateness: a.late,
-    };
+    let session = a.p.session(
+        content,
+        static_path(a.rate, a.rtt, a.loss),
+        a.queue.map(|q| q as usize),
+    );
     for t in &transports {
         session.scenario(t, a.seed).validate()?;
     }
@@ -267,9 +237,9 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             loss: a.loss,
             chunks,
             chunk_s,
-            buffer_s: a.buffer.as_secs_f64(),
-            cc: a.cc.name(),
-            abr: a.abr.name(),
+            buffer_s: a.p.buffer.as_secs_f64(),
+            cc: a.p.cc.name(),
+            abr: a.p.abr.name(),
             seeds,
             transports: &summaries,
             runs: lines,
@@ -283,9 +253,9 @@ pub fn run(a: DashArgs) -> Result<(), String> {
             a.rate as f64 / 1e6,
             a.rtt.as_secs_f64() * 1e3,
             a.loss * 100.0,
-            a.buffer.as_secs_f64(),
-            a.abr.name(),
-            a.cc.name(),
+            a.p.buffer.as_secs_f64(),
+            a.p.abr.name(),
+            a.p.cc.name(),
             a.seeds
         );
         println!(

@@ -3,15 +3,14 @@
 //! progressive over TCP Hollywood — frame by frame: total stall,
 //! delayed-frame duration, skip duration.
 
-use crate::units::{parse_duration, parse_fraction, parse_rate};
+use crate::units::{parse_duration, parse_rate};
 use clap::Args;
+use hollywood_experiments::ch6::Ch6Params;
 use hollywood_experiments::dash::sessions::{run_ch6, Agg};
-use hollywood_media::dash::progressive::{Arch, Ch6Run, Ch6Scenario, FrameVideo};
-use hollywood_media::dash::Phase;
-use hollywood_tcp::CcAlgorithm;
+use hollywood_experiments::units::Spelling;
+use hollywood_media::dash::progressive::{Arch, Ch6Run, Ch6Scenario};
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Arguments of `hollywood dash-ch6`.
 #[derive(Args, Debug)]
@@ -22,38 +21,24 @@ pub struct Ch6Args {
     /// Encoding rates, comma-separated (thesis: 7.5mbit,12mbit,24mbit,53mbit).
     #[arg(long, default_value = "7.5mbit,12mbit,24mbit")]
     encoding: String,
-    /// Bottleneck rate (thesis: 30mbit).
-    #[arg(long, default_value = "30mbit", value_parser = parse_rate)]
-    rate: u64,
     /// Round-trip times, comma-separated (thesis: 25ms,100ms).
     #[arg(long, default_value = "25ms,100ms")]
     rtt: String,
-    /// Random loss server to client (thesis: 0 or 0.2%).
-    #[arg(long, default_value = "0.2%", value_parser = parse_fraction)]
-    loss: f64,
     /// Request-response: frames per chunk (= the buffer; thesis: 3 to 30).
     #[arg(long, default_value_t = 30)]
     chunk_frames: u32,
     /// Progressive: frames buffered before playback (1 s chunks).
     #[arg(long, default_value_t = 10)]
     buffer_frames: u32,
-    /// Session length (thesis: 180s; with --video, the video's own).
-    #[arg(long, default_value = "180s", value_parser = parse_duration)]
-    duration: Duration,
-    /// Frames per second (thesis: 60).
-    #[arg(long, default_value_t = 60)]
-    fps: u32,
     /// Real frame sizes: a directory `hollywood dash-ch6-video` wrote (its
     /// GOP must be the chunk: `--fps` frames for push and Hollywood,
     /// `--chunk-frames` for request-response). Default: synthetic sizes.
     #[arg(long)]
     video: Option<std::path::PathBuf>,
-    /// I-frame size over a P-frame's (synthetic video; ours, see docs/DASH.md).
-    #[arg(long, default_value_t = 5.0)]
-    iframe_ratio: f64,
-    /// Congestion control at both ends.
-    #[arg(long, default_value = "cubic", value_parser = CcAlgorithm::parse)]
-    cc: CcAlgorithm,
+    /// The session: bottleneck rate, loss, length, fps, synthetic
+    /// frame sizes, congestion control.
+    #[command(flatten)]
+    p: Ch6Params,
     /// Hollywood: send every frame reliably, without the lifetime of its
     /// playout deadline (the thesis's §6.3 text names no lifetimes).
     #[arg(long)]
@@ -118,9 +103,7 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
     if a.chunk_frames == 0 || a.buffer_frames == 0 {
         return Err("--chunk-frames and --buffer-frames: at least 1".into());
     }
-    if !(0.0..0.5).contains(&a.loss) {
-        return Err(format!("loss {}: use 0 to 50 %", a.loss));
-    }
+    a.p.validate(Spelling::Cli)?;
     let last = a
         .seed
         .checked_add(a.seeds)
@@ -129,17 +112,12 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
     let mut keys = Vec::new();
     let mut scenarios = Vec::new();
     for &arch in &archs {
-        // Progressive streaming uses 1 s chunks (thesis §6.2).
-        let cf = if arch == Arch::RequestResponse {
-            a.chunk_frames
-        } else {
-            a.fps
-        };
+        let cf = a.p.chunk_frames(arch, a.chunk_frames);
         for &enc in &encodings {
             let video = Arc::new(match &a.video {
                 Some(dir) => {
                     let v = super::dash_video::load_ch6(dir, enc, cf)?;
-                    if v.fps != a.fps {
+                    if v.fps != a.p.fps {
                         return Err(format!(
                             "{} is at {} fps: give --fps {}",
                             dir.display(),
@@ -149,25 +127,15 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
                     }
                     v
                 }
-                None => FrameVideo::new(enc, a.fps, cf, a.duration, a.iframe_ratio, 0.1, 1)?,
+                None => a.p.video(enc, cf)?,
             });
             for &rtt in &rtts {
                 keys.push((arch, enc, rtt));
                 for &seed in &seeds {
                     scenarios.push(Ch6Scenario {
-                        arch,
-                        video: video.clone(),
-                        buffer_frames: a.buffer_frames,
-                        phases: vec![Phase {
-                            at: Duration::ZERO,
-                            rate_bps: a.rate,
-                            rtt,
-                            loss: a.loss,
-                        }],
-                        cc: a.cc,
-                        seed,
-                        lifetimes: !a.reliable,
                         pcap: a.pcap.clone(),
+                        ..a.p
+                            .scenario(arch, video.clone(), a.buffer_frames, rtt, seed, !a.reliable)
                     });
                 }
             }
@@ -215,19 +183,19 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
         .collect();
     let first_error = rows.iter().find_map(|r| r.errors.first().cloned());
     // A real video plays its own length.
-    let duration_s = scenarios.first().map_or(a.duration.as_secs_f64(), |s| {
+    let duration_s = scenarios.first().map_or(a.p.duration.as_secs_f64(), |s| {
         s.video.frames() as f64 / f64::from(s.video.fps)
     });
     if a.json {
         let report = Report {
-            rate_bps: a.rate,
-            loss: a.loss,
+            rate_bps: a.p.rate,
+            loss: a.p.loss,
             chunk_frames: a.chunk_frames,
             buffer_frames: a.buffer_frames,
             duration_s,
             video: a.video.as_ref().map(|p| p.display().to_string()),
-            fps: a.fps,
-            cc: a.cc.name(),
+            fps: a.p.fps,
+            cc: a.p.cc.name(),
             seeds,
             rows,
         };
@@ -237,10 +205,10 @@ pub fn run(a: Ch6Args) -> Result<(), String> {
             "thesis ch. 6: {} s of {} video at {} fps over {} Mb/s, loss {:.2} %, {}; request-response chunks of {} frames, progressive buffer {} frames; {} seed(s)",
             duration_s,
             a.video.as_ref().map_or("synthetic".to_string(), |p| p.display().to_string()),
-            a.fps,
-            a.rate as f64 / 1e6,
-            a.loss * 100.0,
-            a.cc.name(),
+            a.p.fps,
+            a.p.rate as f64 / 1e6,
+            a.p.loss * 100.0,
+            a.p.cc.name(),
             a.chunk_frames,
             a.buffer_frames,
             a.seeds

@@ -13,21 +13,21 @@
 //! `x_axis` (`rtt`, `loss` or `profile`: what the scenario's plots run
 //! along), `notes`.
 
+mod params;
 pub mod quality;
 pub mod sessions;
 mod video_quality;
+
+pub use params::DashParams;
 
 use crate::claims::{self, ClaimResult};
 use crate::plan::Point;
 use crate::plot::{self, Chart, Rgb, Series, Style};
 use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
-use crate::units::{parse_duration, parse_fraction, parse_rate};
-use hollywood_media::dash::abr::AbrKind;
-use hollywood_media::dash::client::Lateness;
+use crate::units::{parse_duration, parse_fraction, parse_rate, Spelling};
 use hollywood_media::dash::content::Content;
 use hollywood_media::dash::{DashRun, Phase};
-use hollywood_tcp::CcAlgorithm;
 use quality::{run_quality, LadderQuality, RunQuality};
 use serde::{Deserialize, Serialize};
 use sessions::{Agg, DashTransport, Session};
@@ -43,34 +43,21 @@ use video_quality::{
 /// The adapter.
 pub struct Dash;
 
-fn d_duration() -> String {
-    "597s".into()
-}
-fn d_chunk() -> String {
-    "1s".into()
-}
-fn d_buffer() -> String {
-    "16s".into()
-}
-fn d_cc() -> String {
-    "cubic".into()
-}
-fn d_abr() -> String {
-    "bola".into()
-}
 fn d_phase() -> String {
     "30s".into()
 }
-fn d_late() -> String {
-    "position".into()
-}
-fn d_one() -> u64 {
-    1
-}
 
+/// The plan's own keys (the path, the video directory, the QUIC session
+/// and what to report); every other key of a point is a [`DashParams`]
+/// key (shared with `hollywood dash`).
+const PLAN_KEYS: [&str; 10] = [
+    "rate", "rtt", "loss", "profile", "profiles", "phase", "x_axis", "notes", "video", "quic",
+];
+
+/// The plan's own keys, as written in the plan.
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
-struct Raw {
+struct PlanKeys {
     rate: Option<String>,
     rtt: Option<String>,
     loss: Option<String>,
@@ -79,22 +66,6 @@ struct Raw {
     profiles: BTreeMap<String, Vec<String>>,
     #[serde(default = "d_phase")]
     phase: String,
-    #[serde(default = "d_duration")]
-    duration: String,
-    #[serde(default = "d_chunk")]
-    chunk: String,
-    #[serde(default = "d_buffer")]
-    buffer: String,
-    #[serde(default = "d_cc")]
-    cc: String,
-    #[serde(default = "d_abr")]
-    abr: String,
-    rx_threshold: Option<f64>,
-    /// `position` or `chunk-start` (see `hollywood_media::dash::client`).
-    #[serde(default = "d_late")]
-    late: String,
-    #[serde(default = "d_one")]
-    content_seed: u64,
     x_axis: String,
     notes: Option<String>,
     /// A ladder from `hollywood dash-ladder` instead of synthetic content
@@ -334,15 +305,10 @@ impl Adapter for Dash {
     }
 
     fn configure(&self, point: &Point) -> Result<DashPoint, String> {
-        let raw: Raw = point.typed()?;
-        let duration = parse_duration(&raw.duration)?;
-        let chunk = parse_duration(&raw.chunk)?;
+        let (raw, params): (PlanKeys, DashParams) = point.split_typed(&PLAN_KEYS)?;
+        let duration = params.length(Spelling::Plan);
         let (content, video) = match &raw.video {
-            None => {
-                let chunks = (duration.as_secs_f64() / chunk.as_secs_f64()).round() as usize;
-                let c = Content::dashing(chunks, chunk, Content::DEFAULT_SPREAD, raw.content_seed)?;
-                (c, None)
-            }
+            None => (params.synthetic(Spelling::Plan)?, None),
             Some(dir) => {
                 let dir = std::path::PathBuf::from(dir);
                 let c = Content::from_dir(&dir)?;
@@ -424,16 +390,7 @@ impl Adapter for Dash {
                 raw.x_axis
             ));
         }
-        let session = Session {
-            content: Arc::new(content),
-            phases,
-            queue_bytes: None,
-            cc: CcAlgorithm::parse(&raw.cc)?,
-            buffer_s: parse_duration(&raw.buffer)?.as_secs_f64(),
-            abr: AbrKind::parse(&raw.abr)?,
-            rx_threshold: raw.rx_threshold,
-            lateness: Lateness::parse(&raw.late)?,
-        };
+        let session = params.session(content, phases, None);
         let quic = match &raw.quic {
             None => None,
             Some(name) if name.starts_with("quic-") => Some(DashTransport::parse(name)?),

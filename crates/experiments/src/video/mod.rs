@@ -50,7 +50,8 @@ use std::fmt::Write as _;
 
 pub mod params;
 
-pub use params::{Spelling, VideoParams};
+pub use crate::units::Spelling;
+pub use params::VideoParams;
 
 /// One stream over one transport.
 #[derive(Serialize, Debug, Clone)]
@@ -400,18 +401,7 @@ impl Adapter for Video {
     }
 
     fn configure(&self, point: &Point) -> Result<VideoPoint, String> {
-        // One table, two structs: the plan's keys, and the stream's.
-        let (mine, stream): (toml::Table, toml::Table) = point
-            .params
-            .clone()
-            .into_iter()
-            .partition(|(k, _)| PLAN_KEYS.contains(&k.as_str()));
-        let scenario_err =
-            |e: toml::de::Error| format!("scenario {}: {}", point.scenario, e.message());
-        let raw: PlanKeys = toml::Value::Table(mine).try_into().map_err(scenario_err)?;
-        let params: VideoParams = toml::Value::Table(stream)
-            .try_into()
-            .map_err(scenario_err)?;
+        let (raw, params): (PlanKeys, VideoParams) = point.split_typed(&PLAN_KEYS)?;
         let g = GenericTransport::parse(&raw.transport)
             .ok_or_else(|| format!("unknown transport '{}'", raw.transport))?;
         let cc = params.cc;
@@ -627,28 +617,14 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
                 continue;
             }
             let deadline = p.sc.lifetime().as_secs_f64() * 1000.0;
-            let top = points.iter().map(|q| q.1).fold(deadline, f64::max) * 1.05;
-            charts.push(Chart {
-                title: format!("{}, {}, loss {}", s.name, p.transport, p.loss),
-                x_label: "packet generated (s)".into(),
-                y_label: "application latency (ms)".into(),
-                x_range: None,
-                y_range: Some((0.0, top)),
-                series: vec![Series::new(p.transport, points, Style::Points, Rgb::BLUE)],
-                hlines: vec![
-                    HLine {
-                        y: one_way,
-                        color: Rgb::GREY,
-                        label: format!("one-way {one_way:.0} ms"),
-                    },
-                    HLine {
-                        y: deadline,
-                        color: Rgb::RED,
-                        label: format!("deadline {deadline:.1} ms"),
-                    },
-                ],
-                regions: Vec::new(),
-            });
+            charts.push(latency_chart(
+                format!("{}, {}, loss {}", s.name, p.transport, p.loss),
+                "application latency (ms)",
+                Series::new(p.transport, points, Style::Points, Rgb::BLUE),
+                one_way,
+                deadline,
+                (deadline, format!("deadline {deadline:.1} ms")),
+            ));
         }
         if charts.is_empty() {
             continue;
@@ -695,28 +671,17 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
             };
             let p = &c.params;
             let one_way = r.one_way_ms;
-            let top = points.iter().map(|q| q.1).fold(one_way + 20.0, f64::max) * 1.05;
-            stack_charts.push(Chart {
-                title: format!("{}, {}, loss {}", s.name, p.transport, p.loss),
-                x_label: "packet generated (s)".into(),
-                y_label: "stack latency (ms)".into(),
-                x_range: None,
-                y_range: Some((0.0, top)),
-                series: vec![Series::new(p.transport, points, Style::Points, Rgb::BLUE)],
-                hlines: vec![
-                    HLine {
-                        y: one_way,
-                        color: Rgb::GREY,
-                        label: format!("one-way {one_way:.0} ms"),
-                    },
-                    HLine {
-                        y: one_way + 15.0,
-                        color: Rgb::RED,
-                        label: format!("one-way + 15 ms ({:.0} ms)", one_way + 15.0),
-                    },
-                ],
-                regions: Vec::new(),
-            });
+            stack_charts.push(latency_chart(
+                format!("{}, {}, loss {}", s.name, p.transport, p.loss),
+                "stack latency (ms)",
+                Series::new(p.transport, points, Style::Points, Rgb::BLUE),
+                one_way,
+                one_way + 20.0,
+                (
+                    one_way + 15.0,
+                    format!("one-way + 15 ms ({:.0} ms)", one_way + 15.0),
+                ),
+            ));
         }
         if !stack_charts.is_empty() {
             let file = format!("stack-{}.png", s.name);
@@ -823,6 +788,40 @@ fn finish(done: &mut Finished<'_, Video>, ctx: &Context<'_>) -> Result<Written, 
         readme,
         figures,
     })
+}
+
+/// A per-packet latency scatter against generation time, with the one-way
+/// delay (grey) and a red `bound`; the y axis reaches at least `floor`.
+fn latency_chart(
+    title: String,
+    y_label: &str,
+    series: Series,
+    one_way: f64,
+    floor: f64,
+    bound: (f64, String),
+) -> Chart {
+    let top = series.points.iter().map(|q| q.1).fold(floor, f64::max) * 1.05;
+    Chart {
+        title,
+        x_label: "packet generated (s)".into(),
+        y_label: y_label.into(),
+        x_range: None,
+        y_range: Some((0.0, top)),
+        series: vec![series],
+        hlines: vec![
+            HLine {
+                y: one_way,
+                color: Rgb::GREY,
+                label: format!("one-way {one_way:.0} ms"),
+            },
+            HLine {
+                y: bound.0,
+                color: Rgb::RED,
+                label: bound.1,
+            },
+        ],
+        regions: Vec::new(),
+    }
 }
 
 /// Summed head-of-line delay per transport over a scenario's lossy

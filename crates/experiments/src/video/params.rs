@@ -10,7 +10,9 @@
 //! one default, written once in [`default`].
 
 use super::{parse_player, parse_reference, parse_resume};
-use crate::units::{de, parse_cross, parse_duration, parse_loss_model, parse_rate, parse_size};
+use crate::units::{
+    de, parse_cross, parse_duration, parse_loss_model, parse_rate, parse_size, Spelling,
+};
 use hollywood_media::video::{OnMissing, Reference, Resume, VideoScenario, VideoSource};
 use hollywood_media::{CrossTraffic, GenericTransport, MessagesScenario};
 use hollywood_sim::LossModel;
@@ -68,25 +70,6 @@ pub struct Player(pub Option<OnMissing>);
 
 fn parse_player_arg(s: &str) -> Result<Player, String> {
     parse_player(s).map(Player)
-}
-
-/// Who names the parameters in an error: the command line (`--size`) or a
-/// plan (`size`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spelling {
-    /// `hollywood sim video`: options.
-    Cli,
-    /// A `video` plan: keys.
-    Plan,
-}
-
-impl Spelling {
-    fn prefix(self) -> &'static str {
-        match self {
-            Spelling::Cli => "--",
-            Spelling::Plan => "",
-        }
-    }
 }
 
 /// A stream's source, path and player (not the transport, the seed or

@@ -140,16 +140,7 @@ impl Adapter for Voip {
                 "the voip adapter sweeps only transport, not '{k}': write one scenario per value"
             ));
         }
-        // One table, two structs: the plan's keys, and the call's.
-        let (mine, call): (toml::Table, toml::Table) = point
-            .params
-            .clone()
-            .into_iter()
-            .partition(|(k, _)| PLAN_KEYS.contains(&k.as_str()));
-        let scenario_err =
-            |e: toml::de::Error| format!("scenario {}: {}", point.scenario, e.message());
-        let raw: PlanKeys = toml::Value::Table(mine).try_into().map_err(scenario_err)?;
-        let params: VoipParams = toml::Value::Table(call).try_into().map_err(scenario_err)?;
+        let (raw, params): (PlanKeys, VoipParams) = point.split_typed(&PLAN_KEYS)?;
         for t in raw.figures.keys() {
             TransportKind::parse(t)?;
         }

@@ -21,7 +21,7 @@ use crate::plot::{self, Chart, Rgb, Series, Style};
 use crate::report::Figure;
 use crate::run::{Adapter, Context, Finished, Written};
 use crate::stats::Stat;
-use crate::units::{parse_duration, parse_fraction, parse_rate};
+use crate::units::{parse_duration, parse_rate, Spelling};
 use hollywood_media::dash::progressive::{Arch, Ch6Scenario, FrameVideo};
 use hollywood_media::dash::Phase;
 use hollywood_media::scenario::models::ch6::{Bounds, DashPath};
@@ -35,63 +35,46 @@ use std::sync::Arc;
 /// The adapter.
 pub struct Ch6;
 
-fn d_rate() -> String {
-    "30mbit".into()
-}
-fn d_duration() -> String {
-    "180s".into()
-}
-fn d_fps() -> u32 {
-    60
-}
-fn d_ratio() -> f64 {
-    5.0
-}
-fn d_spread() -> f64 {
-    0.1
-}
-fn d_cc() -> String {
-    "cubic".into()
-}
-fn d_one() -> u64 {
-    1
-}
+mod params;
+pub use params::Ch6Params;
+
 fn d_mtu() -> f64 {
     1500.0
 }
 
+fn d_true() -> bool {
+    true
+}
+
+/// The plan's own keys (what a point sweeps, eq. 6.11's MTU, lifetimes
+/// and notes); every other key of a point is a [`Ch6Params`] key (shared
+/// with `hollywood dash-ch6`).
+const PLAN_KEYS: [&str; 7] = [
+    "arch",
+    "encoding",
+    "rtt",
+    "frames",
+    "mtu",
+    "lifetimes",
+    "notes",
+];
+
+/// The plan's own keys, as written in the plan.
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
-struct Raw {
+struct PlanKeys {
     arch: String,
     encoding: String,
     rtt: String,
-    loss: String,
+    /// Request-response: frames per chunk, which is the buffer (eq. 6.2);
+    /// progressive: the minimum playout buffer in frames.
     frames: u32,
-    #[serde(default = "d_rate")]
-    rate: String,
-    #[serde(default = "d_duration")]
-    duration: String,
-    #[serde(default = "d_fps")]
-    fps: u32,
-    #[serde(default = "d_ratio")]
-    iframe_ratio: f64,
-    #[serde(default = "d_spread")]
-    spread: f64,
-    #[serde(default = "d_one")]
-    content_seed: u64,
-    #[serde(default = "d_cc")]
-    cc: String,
     #[serde(default = "d_mtu")]
     mtu: f64,
     /// Hollywood: frames carry their playout deadline as lifetime.
     #[serde(default = "d_true")]
     lifetimes: bool,
     notes: Option<String>,
-}
-
-fn d_true() -> bool {
-    true
 }
 
 /// One configuration.
@@ -185,53 +168,31 @@ impl Adapter for Ch6 {
     }
 
     fn configure(&self, point: &Point) -> Result<Ch6Point, String> {
-        let raw: Raw = point.typed()?;
+        let (raw, params): (PlanKeys, Ch6Params) = point.split_typed(&PLAN_KEYS)?;
         let arch = Arch::parse(&raw.arch)?;
         let encoding_bps = parse_rate(&raw.encoding)?;
-        let bottleneck_bps = parse_rate(&raw.rate)?;
         let rtt = parse_duration(&raw.rtt)?;
-        let loss = parse_fraction(&raw.loss)?;
-        if !(0.0..0.5).contains(&loss) {
-            return Err(format!("loss {}: use 0 to 50 %", raw.loss));
-        }
-        let duration = parse_duration(&raw.duration)?;
+        params.validate(Spelling::Plan)?;
         if raw.frames == 0 {
             return Err("frames: at least 1".into());
         }
         if !(raw.mtu.is_finite() && raw.mtu >= 64.0) {
             return Err(format!("mtu {}: use at least 64 bytes", raw.mtu));
         }
-        if !(raw.spread.is_finite() && (0.0..=1.0).contains(&raw.spread)) {
-            return Err(format!("spread {}: use 0 to 1", raw.spread));
-        }
-        // Request-response: the chunk is the buffer (eq. 6.2); progressive
-        // streaming uses 1 s chunks (§6.2) and buffers `frames`.
-        let chunk_frames = match arch {
-            Arch::RequestResponse => raw.frames,
-            _ => raw.fps,
-        };
-        let video = FrameVideo::new(
-            encoding_bps,
-            raw.fps,
-            chunk_frames,
-            duration,
-            raw.iframe_ratio,
-            raw.spread,
-            raw.content_seed,
-        )?;
+        let video = params.video(encoding_bps, params.chunk_frames(arch, raw.frames))?;
         Ok(Ch6Point {
             arch,
             video: Arc::new(video),
             frames: raw.frames,
-            phases: crate::dash::sessions::static_path(bottleneck_bps, rtt, loss),
-            cc: CcAlgorithm::parse(&raw.cc)?,
+            phases: params.phases(rtt),
+            cc: params.cc,
             scenario_index: point.scenario_index,
             encoding_bps,
             rtt_ms: rtt.as_secs_f64() * 1e3,
-            loss,
-            duration_s: duration.as_secs_f64(),
-            bottleneck_bps,
-            fps: raw.fps,
+            loss: params.loss,
+            duration_s: params.duration.as_secs_f64(),
+            bottleneck_bps: params.rate,
+            fps: params.fps,
             mtu: raw.mtu,
             lifetimes: raw.lifetimes,
             notes: raw.notes,
