@@ -58,6 +58,7 @@ mask() {
     s/\b[0-9]+(\.[0-9]+)?x real time\b/WALLx real time/g;
     s/\b(took|in|after) [0-9]+(\.[0-9]+)? ?(s|ms|min)\b/$1 WALL/g;
     s/\b[0-9]+(\.[0-9]+)? s wall\b/WALL/g;
+    s/<td>[0-9]+(\.[0-9]+)? s<\/td>/<td>WALL<\/td>/g; s/, [0-9]+(\.[0-9]+)? s\)/, WALL)/g;
     s/\b[Ss]eeds 003 and 004\b/[TCP-video] and [RTP-QUIC]/g;
     s/\b[Ss]eeds 002 and 004\b/[QUICsilver-2019] and [RTP-QUIC]/g;
     s/\b[Ss]eed[ -]000\b/the thesis/g; s/\b[Ss]eed[ -]001\b/[DASHing-2018]/g;
