@@ -228,9 +228,28 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                         format!("a listener needs an IP address to listen on, not {host:?}")
                     })?
                 };
+                if transport == Some(Protocol::TcpHollywood) {
+                    // Not silent (issue 31): without an engine this
+                    // listener serves TCP Hollywood callers with the
+                    // message layer on kernel TCP, thesis §4.4's partial
+                    // deployment — in order, with head-of-line blocking
+                    // at this end.
+                    eprintln!(
+                        "note: transport=hollywood: this listener has no engine (a TUN device); \
+                         callers get the message layer on kernel TCP here (in-order delivery, \
+                         thesis §4.4 partial deployment)"
+                    );
+                }
                 pre.with_local(LocalEndpoint { ip, port })
             }
             Mode::Caller => {
+                if transport == Some(Protocol::TcpHollywood) {
+                    return Err("transport=hollywood: no engine (a TUN device) was given; \
+                                `transmit` cannot create one yet: leave transport out to race \
+                                QUIC and the message layer on kernel TCP, or name \
+                                transport=kernel"
+                        .into());
+                }
                 let r = match host.parse::<IpAddr>() {
                     Ok(ip) => RemoteEndpoint::new().with_ip_address(ip),
                     Err(_) => RemoteEndpoint::new().with_host_name(host.clone()),
