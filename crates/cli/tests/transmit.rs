@@ -3,7 +3,7 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -26,10 +26,11 @@ fn a_hollywood_listener_without_an_engine_says_what_it_serves() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The listener is up once its port accepts.
-    let t0 = Instant::now();
+    // The listener is up once its port accepts (within 20 s).
+    let mut tries = 0;
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "never listened");
+        tries += 1;
+        assert!(tries < 400, "never listened");
         std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap();
