@@ -64,6 +64,25 @@ pub enum LossModel {
     GilbertElliott(GilbertElliott),
 }
 
+impl std::fmt::Display for LossModel {
+    /// As a user writes it on the command line: `0`, `0.1%`, or
+    /// `gilbert:P,R,BAD,GOOD` with percentages.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LossModel::None => write!(f, "0"),
+            LossModel::Bernoulli(p) => write!(f, "{}%", p * 100.0),
+            LossModel::GilbertElliott(g) => write!(
+                f,
+                "gilbert:{}%,{}%,{}%,{}%",
+                g.p * 100.0,
+                g.r * 100.0,
+                g.loss_bad * 100.0,
+                g.loss_good * 100.0
+            ),
+        }
+    }
+}
+
 impl LossModel {
     /// Long-run fraction of packets lost.
     #[must_use]
@@ -1007,6 +1026,19 @@ impl LinkState {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn loss_models_print_as_a_user_writes_them() {
+        assert_eq!(LossModel::None.to_string(), "0");
+        assert_eq!(LossModel::Bernoulli(0.02).to_string(), "2%");
+        let g = LossModel::GilbertElliott(GilbertElliott {
+            p: 0.01,
+            r: 0.5,
+            loss_good: 0.0,
+            loss_bad: 1.0,
+        });
+        assert_eq!(g.to_string(), "gilbert:1%,50%,100%,0%");
+    }
     use super::*;
     use proptest::prelude::*;
     use std::sync::Arc;

@@ -523,11 +523,11 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
 
 fn print_table(a: &MessagesArgs, reports: &[MessagesReport]) {
     println!(
-        "{} messages of {} B every {:?}, lifetime {:?}, {} Mb/s, RTT {:?}, loss {:?}, seed {} (TCP congestion control {})",
+        "{} messages of {} B every {:?}, lifetime {}, {} Mb/s, RTT {:?}, loss {}, seed {} (TCP congestion control {})",
         a.messages,
         a.size,
         a.interval,
-        a.lifetime.0,
+        a.lifetime.0.map_or("none".to_string(), |l| format!("{l:?}")),
         a.rate as f64 / 1e6,
         a.rtt,
         a.loss,

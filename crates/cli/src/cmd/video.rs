@@ -220,7 +220,7 @@ pub fn run(a: VideoArgs) -> Result<(), String> {
             ),
         };
         println!(
-            "video: {frames_text}; one-way {} ms, {} Mb/s, loss {:?}; buffer {} frames; seed {}",
+            "video: {frames_text}; one-way {} ms, {} Mb/s, loss {}; buffer {} frames; seed {}",
             p.one_way.as_secs_f64() * 1000.0,
             p.rate as f64 / 1e6,
             p.loss,
