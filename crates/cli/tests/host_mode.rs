@@ -299,6 +299,67 @@ fn host_up_status_down_leave_nothing_behind() {
         "the kernel must not refuse (RST) the engine's port"
     );
 
+    // The way out: a SYN the engine sends from 10.203.0.2 leaves
+    // masqueraded to the egress address, from a port above the kernel's
+    // ip_local_port_range (seen by the peer), and the peer's SYN-ACK comes
+    // back into the device addressed to the engine (the peer has no route
+    // to 10.203/16: it answered the egress address).
+    let listener = net
+        .peer
+        .run(|| std::net::TcpListener::bind("192.0.2.1:7100"))
+        .unwrap()
+        .unwrap();
+    let reply = net
+        .ns
+        .run(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let dev = hollywood_io::TunDevice::attach("hwh0", false).unwrap();
+                let syn = hollywood_wire::TcpRepr {
+                    seq: hollywood_wire::SeqNumber(1000),
+                    flags: hollywood_wire::TcpFlags::SYN,
+                    window: 64240,
+                    ..Default::default()
+                };
+                let packet = hollywood_wire::build_tcp_ip(
+                    "10.203.0.2:40000".parse().unwrap(),
+                    "192.0.2.1:7100".parse().unwrap(),
+                    &syn,
+                    &[],
+                );
+                dev.send(&packet).await.unwrap();
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+                loop {
+                    let mut buf = vec![0u8; 2048];
+                    let n = tokio::time::timeout_at(deadline, dev.recv(&mut buf))
+                        .await
+                        .expect("the peer's answer on hwh0 within 4 s")
+                        .unwrap();
+                    if n >= 40 && buf[0] >> 4 == 4 && buf[9] == 6 {
+                        buf.truncate(n);
+                        break buf;
+                    }
+                }
+            })
+        })
+        .unwrap();
+    assert_eq!(reply[12..16], [192, 0, 2, 1], "from the peer");
+    assert_eq!(reply[16..20], [10, 203, 0, 2], "de-NATed to the engine");
+    let tcp = usize::from(reply[0] & 0x0f) * 4;
+    assert_eq!(u16::from_be_bytes([reply[tcp + 2], reply[tcp + 3]]), 40000);
+    assert_eq!(reply[tcp + 13] & 0x12, 0x12, "a SYN-ACK");
+    let seen = net.peer.exec(&["ss", "-Htn", "state", "syn-recv"]).unwrap();
+    let port: u16 = seen
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("192.0.2.2:"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the peer saw no SYN from 192.0.2.2: {seen:?}"));
+    assert!(port >= 61001, "masqueraded source port {port}");
+    drop(listener);
+
     // The same name twice is refused; so is the same port.
     let err = net.fails(&["host", "up", "--name", "web"]);
     assert!(err.contains("\"web\" is already up"), "{err}");
