@@ -442,7 +442,7 @@ fn host_up_handles_an_iptables_forward_drop_and_refuses_a_native_one() {
     // gone with the instance.
     net.exec(&["iptables", "-w", "-P", "FORWARD", "DROP"]);
     let out = net.ok(&["host", "up", "--name", "fw"]);
-    assert!(out.contains("FORWARD policy DROP found"), "{out}");
+    assert!(out.contains("forwarding is dropped by iptables"), "{out}");
     let rules = net.exec(&["iptables", "-w", "-S", "FORWARD"]);
     assert_eq!(rules.matches("hollywood:fw").count(), 2, "{rules}");
     net.ok(&["host", "down", "--name", "fw"]);
@@ -451,6 +451,19 @@ fn host_up_handles_an_iptables_forward_drop_and_refuses_a_native_one() {
     assert!(
         rules.contains("-P FORWARD DROP"),
         "the policy is not ours to change"
+    );
+    net.assert_clean(&before);
+
+    // The same with a policy of ACCEPT and an unconditional DROP at the end.
+    net.exec(&["iptables", "-w", "-P", "FORWARD", "ACCEPT"]);
+    net.exec(&["iptables", "-w", "-A", "FORWARD", "-j", "DROP"]);
+    let out = net.ok(&["host", "up", "--name", "fw2"]);
+    assert!(out.contains("forwarding is dropped by iptables"), "{out}");
+    net.ok(&["host", "down", "--name", "fw2"]);
+    let rules = net.exec(&["iptables", "-w", "-S", "FORWARD"]);
+    assert!(
+        !rules.contains("hollywood:") && rules.contains("-A FORWARD -j DROP"),
+        "{rules}"
     );
     net.assert_clean(&before);
 

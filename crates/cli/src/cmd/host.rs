@@ -78,7 +78,7 @@ pub fn run(c: HostCommand) -> Result<(), String> {
             );
             for h in &st.iptables {
                 println!(
-                    "  FORWARD policy DROP found: added {} -I {}",
+                    "  forwarding is dropped by iptables: added {} -I {}",
                     h.bin,
                     h.rule.join(" ")
                 );

@@ -1,5 +1,7 @@
-//! A FORWARD policy of DROP set by someone else (iptables, ufw, Docker)
-//! drops the engine's forwarded packets whatever our table accepts. Host
+//! A FORWARD policy of DROP set by someone else (iptables, ufw, Docker),
+//! or an unconditional drop or reject at the end of a forward chain
+//! (firewalld), drops the engine's forwarded packets whatever our table
+//! accepts. Host
 //! mode finds it before touching anything and then either punches two
 //! ACCEPT rules for its TUN device into the iptables FORWARD chain,
 //! tagged with the comment `hollywood:<name>` and removed on `down` (and
@@ -138,10 +140,10 @@ pub fn plan(
         let iptables = d.family == "ip" && d.table == "filter" && d.chain == "FORWARD";
         if !iptables {
             return Err(format!(
-                "forwarding for {tun} is blocked by chain {:?} (policy drop) in nftables table {} {}; \
+                "forwarding for {tun} is blocked by chain {:?} ({}) in nftables table {} {}; \
                  an accept in our table cannot override another table's drop, and host mode does not edit \
                  native nftables tables: allow {tun} there (e.g. firewall-cmd --zone=trusted --add-interface={tun}) and retry",
-                d.chain, d.family, d.table
+                d.chain, d.how, d.family, d.table
             ));
         }
         out.extend(holes(iptables_nft, tun, name));
@@ -190,6 +192,7 @@ mod tests {
             family: family.into(),
             table: table.into(),
             chain: chain.into(),
+            how: "policy drop".into(),
         }
     }
 

@@ -245,9 +245,12 @@ pub fn list_tables() -> Result<Vec<(String, String)>> {
     parse_tables(&run_command("nft", &["-j", "list", "tables"])?)
 }
 
-/// A base chain hooked at `forward` in a table that is not host mode's,
-/// whose policy is `drop`: it drops what our table accepts (an accept
-/// ends only its own base chain; a drop anywhere is final).
+/// A base chain hooked at `forward` in a table that is not host mode's
+/// that drops what it does not accept — by its policy or by an
+/// unconditional drop or reject as its last rule (firewalld's
+/// `filter_FORWARD`, an iptables `-A FORWARD -j DROP`): it drops what our
+/// table accepts (an accept ends only its own base chain; a drop anywhere
+/// is final).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardDrop {
     /// Table family (`ip`, `ip6`, `inet`).
@@ -256,33 +259,75 @@ pub struct ForwardDrop {
     pub table: String,
     /// Chain name.
     pub chain: String,
+    /// How it drops: `"policy drop"` or `"drop at the end"`/`"reject at the end"`.
+    pub how: String,
 }
 
-/// The forward-dropping chains in `nft -j list chains` output that can
+/// Whether a rule's expressions are an unconditional drop or reject
+/// (nothing but counters and logs before it); which one.
+fn unconditional_drop(expr: &Value) -> Option<&'static str> {
+    let e = expr.as_array()?;
+    let (last, before) = e.split_last()?;
+    let only_side_effects = before
+        .iter()
+        .all(|x| x.get("counter").is_some() || x.get("log").is_some());
+    if !only_side_effects {
+        return None;
+    }
+    if last.get("drop").is_some() {
+        Some("drop at the end")
+    } else if last.get("reject").is_some() {
+        Some("reject at the end")
+    } else {
+        None
+    }
+}
+
+/// The forward-dropping chains in `nft -j list ruleset` output that can
 /// drop IPv4 (families `ip` and `inet`).
 pub fn parse_forward_drops(json: &str) -> Result<Vec<ForwardDrop>> {
-    Ok(items(json, "nft -j list chains")?
-        .iter()
-        .filter_map(|i| {
-            let c = &i["chain"];
-            let family = c["family"].as_str()?;
-            let table = c["table"].as_str()?;
-            let drops = c["hook"] == "forward" && c["policy"] == "drop";
-            (drops && matches!(family, "ip" | "inet") && !table.starts_with(TABLE_PREFIX)).then(
-                || ForwardDrop {
-                    family: family.to_owned(),
-                    table: table.to_owned(),
-                    chain: c["name"].as_str().unwrap_or_default().to_owned(),
-                },
-            )
-        })
-        .collect())
+    let items = items(json, "nft -j list ruleset")?;
+    let mut out = Vec::new();
+    for i in &items {
+        let c = &i["chain"];
+        let (Some(family), Some(table), Some(chain)) = (
+            c["family"].as_str(),
+            c["table"].as_str(),
+            c["name"].as_str(),
+        ) else {
+            continue;
+        };
+        if c["hook"] != "forward"
+            || !matches!(family, "ip" | "inet")
+            || table.starts_with(TABLE_PREFIX)
+        {
+            continue;
+        }
+        let how = if c["policy"] == "drop" {
+            Some("policy drop")
+        } else {
+            items
+                .iter()
+                .map(|i| &i["rule"])
+                .rfind(|r| r["family"] == family && r["table"] == table && r["chain"] == chain)
+                .and_then(|r| unconditional_drop(&r["expr"]))
+        };
+        if let Some(how) = how {
+            out.push(ForwardDrop {
+                family: family.to_owned(),
+                table: table.to_owned(),
+                chain: chain.to_owned(),
+                how: how.to_owned(),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// The forward-dropping chains of the namespace (nftables and
 /// iptables-nft; iptables-legacy is not visible here).
 pub fn forward_drops() -> Result<Vec<ForwardDrop>> {
-    parse_forward_drops(&run_command("nft", &["-j", "list", "chains"])?)
+    parse_forward_drops(&run_command("nft", &["-j", "list", "ruleset"])?)
 }
 
 /// Packets counted per chain in `nft -j list table …` output (the sum of
@@ -420,14 +465,27 @@ mod tests {
             {"chain":{"family":"inet","table":"hollywood-h0","name":"forward","handle":9,"type":"filter","hook":"forward","prio":0,"policy":"drop"}},
             {"chain":{"family":"ip6","table":"filter","name":"FORWARD","handle":2,"type":"filter","hook":"forward","prio":0,"policy":"drop"}},
             {"chain":{"family":"inet","table":"fw","name":"f","handle":1,"type":"filter","hook":"forward","prio":0,"policy":"accept"}},
-            {"chain":{"family":"ip","table":"filter","name":"DOCKER-USER","handle":5}}]}"#;
+            {"chain":{"family":"ip","table":"filter","name":"DOCKER-USER","handle":5}},
+            {"chain":{"family":"inet","table":"firewalld","name":"filter_FORWARD","hook":"forward","prio":10,"policy":"accept"}},
+            {"rule":{"family":"inet","table":"firewalld","chain":"filter_FORWARD","expr":[{"match":{}},{"accept":null}]}},
+            {"rule":{"family":"inet","table":"firewalld","chain":"filter_FORWARD","expr":[{"reject":{"type":"icmpx","expr":"admin-prohibited"}}]}},
+            {"chain":{"family":"ip","table":"legacyish","name":"FWD","hook":"forward","prio":0,"policy":"accept"}},
+            {"rule":{"family":"ip","table":"legacyish","chain":"FWD","expr":[{"counter":{"packets":0,"bytes":0}},{"drop":null}]}},
+            {"chain":{"family":"ip","table":"open","name":"f","hook":"forward","prio":0,"policy":"accept"}},
+            {"rule":{"family":"ip","table":"open","chain":"f","expr":[{"match":{"op":"==","left":{"meta":{"key":"iifname"}},"right":"x"}},{"drop":null}]}}]}"#;
+        let d = |family: &str, table: &str, chain: &str, how: &str| ForwardDrop {
+            family: family.into(),
+            table: table.into(),
+            chain: chain.into(),
+            how: how.into(),
+        };
         assert_eq!(
             parse_forward_drops(chains).unwrap(),
-            vec![ForwardDrop {
-                family: "ip".into(),
-                table: "filter".into(),
-                chain: "FORWARD".into()
-            }]
+            vec![
+                d("ip", "filter", "FORWARD", "policy drop"),
+                d("inet", "firewalld", "filter_FORWARD", "reject at the end"),
+                d("ip", "legacyish", "FWD", "drop at the end"),
+            ]
         );
         let table = r#"{"nftables":[{"metainfo":{}},{"table":{"family":"inet","name":"hollywood-h0"}},
             {"chain":{"family":"inet","table":"hollywood-h0","name":"forward"}},
