@@ -507,3 +507,145 @@ fn host_up_without_cap_net_admin_says_what_is_missing() {
     assert!(err.contains("needs CAP_NET_ADMIN"), "{err}");
     net.assert_clean(&net.ip_forward());
 }
+
+/// Attach to `hwh0` in `net`'s namespace, write `send` into it if given,
+/// and return the first TCP packet of IP version `version` read back
+/// within 4 s (the kernel's own link-local chatter is skipped).
+fn tcp_from_tun(net: &Net, send: Option<Vec<u8>>, version: u8) -> Vec<u8> {
+    net.ns
+        .run(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let dev = hollywood_io::TunDevice::attach("hwh0", false).unwrap();
+                if let Some(p) = send {
+                    dev.send(&p).await.unwrap();
+                }
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+                loop {
+                    let mut buf = vec![0u8; 2048];
+                    let n = tokio::time::timeout_at(deadline, dev.recv(&mut buf))
+                        .await
+                        .expect("a TCP packet on hwh0 within 4 s")
+                        .unwrap();
+                    let tcp = match buf[0] >> 4 {
+                        4 => n >= 40 && buf[9] == 6,
+                        6 => n >= 60 && buf[6] == 6,
+                        _ => false,
+                    };
+                    if tcp && buf[0] >> 4 == version {
+                        buf.truncate(n);
+                        break buf;
+                    }
+                }
+            })
+        })
+        .unwrap()
+}
+
+#[test]
+fn host_up_with_ipv6_dnats_masquerades_and_restores_forwarding() {
+    let Some((net, _guard)) = net("v6") else {
+        return;
+    };
+    let ip6 = |s: &str| IpAddr::V6(s.parse().unwrap());
+    net.ns
+        .add_addr("hwhm-eg", ip6("2001:db8:2::2"), 64)
+        .unwrap();
+    net.peer
+        .add_addr("hwhm-gw", ip6("2001:db8:2::1"), 64)
+        .unwrap();
+    net.ns
+        .add_route("default", Some(ip6("2001:db8:2::1")), Some("hwhm-eg"))
+        .unwrap();
+    let sysctl = |k: &str| {
+        net.exec(&["cat", &format!("/proc/sys/net/ipv6/conf/{k}")])
+            .trim()
+            .to_owned()
+    };
+    let force = Path::new("/proc/sys/net/ipv6/conf/all/force_forwarding").exists();
+    let keys: &[&str] = if force {
+        &["hwhm-eg/force_forwarding"]
+    } else {
+        &["all/forwarding", "hwhm-eg/accept_ra"]
+    };
+    let before: Vec<String> = keys.iter().map(|k| sysctl(k)).collect();
+
+    let out = net.ok(&["host", "up", "--name", "six", "--listen", "9000"]);
+    assert!(out.contains(", IPv6 kernel fd"), "{out}");
+    let v: Value = serde_json::from_str(&net.ok(&["host", "status", "--json"])).unwrap();
+    let engine6: std::net::Ipv6Addr = v["instances"][0]["engine_v6"]
+        .as_str()
+        .expect("engine_v6 in the state")
+        .parse()
+        .unwrap();
+    assert_eq!(engine6.segments()[0] >> 8, 0xfd, "a ULA");
+    let table = net.exec(&["nft", "list", "table", "inet", "hollywood-six"]);
+    assert!(table.contains(&format!("dnat ip6 to {engine6}")), "{table}");
+    if force {
+        assert_eq!(sysctl("hwhm-eg/force_forwarding"), "1");
+        assert_eq!(sysctl("hwh0/force_forwarding"), "1");
+        assert_eq!(sysctl("all/forwarding"), "0", "global forwarding untouched");
+    } else {
+        assert_eq!(sysctl("all/forwarding"), "1");
+        assert_ne!(
+            sysctl("hwhm-eg/accept_ra"),
+            "1",
+            "a router must keep accepting RAs"
+        );
+    }
+
+    // In: a connection to [2001:db8:2::2]:9000 arrives DNATed to the engine.
+    let syn = net
+        .peer
+        .spawn("hwhm-connect6", || {
+            let to = "[2001:db8:2::2]:9000".parse().unwrap();
+            std::net::TcpStream::connect_timeout(&to, Duration::from_secs(4))
+                .map(drop)
+                .map_err(|e| e.kind())
+        })
+        .unwrap();
+    let p = tcp_from_tun(&net, None, 6);
+    assert_eq!(p[8..24], ip6_octets("2001:db8:2::1"), "source kept");
+    assert_eq!(p[24..40], engine6.octets(), "DNATed to the engine");
+    assert_eq!(u16::from_be_bytes([p[42], p[43]]), 9000);
+    assert_eq!(syn.join().unwrap(), Err(std::io::ErrorKind::TimedOut));
+
+    // Out: the engine's SYN leaves masqueraded; the SYN-ACK comes back.
+    let listener = net
+        .peer
+        .run(|| std::net::TcpListener::bind("[2001:db8:2::1]:7100"))
+        .unwrap()
+        .unwrap();
+    let syn = hollywood_wire::TcpRepr {
+        seq: hollywood_wire::SeqNumber(1000),
+        flags: hollywood_wire::TcpFlags::SYN,
+        window: 64240,
+        ..Default::default()
+    };
+    let packet = hollywood_wire::build_tcp_ip(
+        std::net::SocketAddr::new(IpAddr::V6(engine6), 40000),
+        "[2001:db8:2::1]:7100".parse().unwrap(),
+        &syn,
+        &[],
+    );
+    let r = tcp_from_tun(&net, Some(packet), 6);
+    assert_eq!(r[8..24], ip6_octets("2001:db8:2::1"));
+    assert_eq!(r[24..40], engine6.octets(), "de-NATed to the engine");
+    assert_eq!(u16::from_be_bytes([r[42], r[43]]), 40000);
+    assert_eq!(r[40 + 13] & 0x12, 0x12, "a SYN-ACK");
+    let seen = net.peer.exec(&["ss", "-Htn", "state", "syn-recv"]).unwrap();
+    assert!(seen.contains("[2001:db8:2::2]:"), "masqueraded: {seen:?}");
+    drop(listener);
+
+    net.ok(&["host", "down"]);
+    let after: Vec<String> = keys.iter().map(|k| sysctl(k)).collect();
+    assert_eq!(after, before, "IPv6 sysctls restored ({keys:?})");
+    net.assert_clean("0");
+}
+
+fn ip6_octets(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}

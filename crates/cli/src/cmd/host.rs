@@ -66,8 +66,13 @@ pub fn run(c: HostCommand) -> Result<(), String> {
                 let p: Vec<String> = st.listen.iter().map(u16::to_string).collect();
                 format!("TCP {} forwarded to the engine", p.join(","))
             };
+            let v6 = match (&st.kernel_v6, &st.engine_v6) {
+                (Some(k), Some(e)) => format!(", IPv6 kernel {k}, engine {e}"),
+                _ => ", no IPv6 (no IPv6 default route with a global address on the egress)"
+                    .to_owned(),
+            };
             println!(
-                "host {}: TUN {} (MTU {}), kernel {}, engine {}; masquerade out of {} (ports {}); {listen}",
+                "host {}: TUN {} (MTU {}), kernel {}, engine {}{v6}; masquerade out of {} (ports {}); {listen}",
                 st.name,
                 st.tun,
                 st.mtu,

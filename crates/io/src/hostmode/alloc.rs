@@ -1,9 +1,14 @@
 //! Instance addresses: instance `i` gets `10.203.i.0/30`, the kernel's
 //! side of its TUN device `.1`, the engine `.2`; `i` is the lowest index
 //! not used by another instance whose /30 overlaps no address or route
-//! of the host (a home LAN or VPN in 10.203/16 is left alone).
+//! of the host (a home LAN or VPN in 10.203/16 is left alone). With IPv6,
+//! instance `i` also gets the ULA network `fdGG:GGGG:GGGG:i::/64` (RFC
+//! 4193), kernel `::1`, engine `::2`, where the 40-bit global ID `G` is a
+//! keyed hash of the host's `/etc/machine-id`: stable per host, random-
+//! looking, and not the machine ID itself.
 
-use std::net::Ipv4Addr;
+use std::hash::Hasher;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Prefix length of an instance's IPv4 network.
 pub const PREFIX_V4: u8 = 30;
@@ -24,6 +29,50 @@ pub fn kernel_v4(i: u8) -> Ipv4Addr {
 /// The engine's address behind instance `i`'s TUN device (`10.203.i.2`).
 pub fn engine_v4(i: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 203, i, 2)
+}
+
+/// Prefix length of an instance's IPv6 network.
+pub const PREFIX_V6: u8 = 64;
+
+/// The 40-bit ULA global ID derived from `seed` (the machine ID).
+pub fn ula_global_id(seed: &[u8]) -> [u8; 5] {
+    let mut h =
+        siphasher::sip::SipHasher24::new_with_keys(0x686f_6c6c_7977_6f6f, 0x6420_686f_7374_6d6f);
+    h.write(seed);
+    let b = h.finish().to_be_bytes();
+    [b[0], b[1], b[2], b[3], b[4]]
+}
+
+/// The global ID of this host, from `/etc/machine-id` (or, without one,
+/// from the host name).
+pub fn host_global_id() -> [u8; 5] {
+    let seed = std::fs::read("/etc/machine-id")
+        .or_else(|_| std::fs::read("/proc/sys/kernel/hostname"))
+        .unwrap_or_default();
+    ula_global_id(&seed)
+}
+
+fn v6(g: [u8; 5], i: u8, host: u16) -> Ipv6Addr {
+    Ipv6Addr::new(
+        0xfd00 | u16::from(g[0]),
+        u16::from_be_bytes([g[1], g[2]]),
+        u16::from_be_bytes([g[3], g[4]]),
+        u16::from(i),
+        0,
+        0,
+        0,
+        host,
+    )
+}
+
+/// The kernel's IPv6 address on instance `i`'s TUN device (`…:i::1`).
+pub fn kernel_v6(g: [u8; 5], i: u8) -> Ipv6Addr {
+    v6(g, i, 1)
+}
+
+/// The engine's IPv6 address behind instance `i`'s TUN device (`…:i::2`).
+pub fn engine_v6(g: [u8; 5], i: u8) -> Ipv6Addr {
+    v6(g, i, 2)
 }
 
 /// The TUN device of instance `i` (`hwh<i>`: distinct from the lab's
@@ -99,6 +148,21 @@ mod tests {
         assert_eq!(allocate(&[], &[(Ipv4Addr::new(10, 0, 0, 0), 8)]), None);
         let all: Vec<u8> = (0..=u8::MAX).collect();
         assert_eq!(allocate(&all, &[]), None);
+    }
+
+    #[test]
+    fn ula_addresses_are_fd_slash_8_with_the_index_as_subnet() {
+        let g = ula_global_id(b"0123456789abcdef0123456789abcdef\n");
+        assert_eq!(g, ula_global_id(b"0123456789abcdef0123456789abcdef\n"));
+        assert_ne!(g, ula_global_id(b"another machine\n"));
+        let k = kernel_v6(g, 7);
+        let e = engine_v6(g, 7);
+        assert_eq!(k.segments()[0] >> 8, 0xfd);
+        assert_eq!(k.segments()[3], 7);
+        assert_eq!((k.segments()[7], e.segments()[7]), (1, 2));
+        assert_eq!(k.segments()[..4], e.segments()[..4]);
+        let other = engine_v6(g, 8);
+        assert_ne!(other.segments()[..4], e.segments()[..4]);
     }
 
     #[test]

@@ -104,6 +104,27 @@ pub fn egress() -> Result<Egress> {
     Ok(Egress { dev, gateway, mtu })
 }
 
+/// Whether `ip -6 -j addr show dev X scope global` output lists an address.
+pub fn parse_has_global_v6(json: &str) -> Result<bool> {
+    Ok(parse(json, "ip -6 -j addr show scope global")?
+        .iter()
+        .any(|l| l["addr_info"].as_array().is_some_and(|a| !a.is_empty())))
+}
+
+/// The interface of the IPv6 default route, if there is one and that
+/// interface has a global IPv6 address (else IPv6 is not set up).
+pub fn egress_v6() -> Result<Option<String>> {
+    let routes = run_command("ip", &["-6", "-j", "route", "show", "default"])?;
+    let Some((dev, _)) = parse_default_route(&routes)? else {
+        return Ok(None);
+    };
+    let addrs = run_command(
+        "ip",
+        &["-6", "-j", "addr", "show", "dev", &dev, "scope", "global"],
+    )?;
+    Ok(parse_has_global_v6(&addrs)?.then_some(dev))
+}
+
 /// Every IPv4 address prefix and route prefix (default routes excluded).
 pub fn taken_prefixes() -> Result<Vec<(Ipv4Addr, u8)>> {
     let mut p = parse_addr_prefixes(&run_command("ip", &["-4", "-j", "addr", "show"])?)?;
@@ -179,6 +200,19 @@ mod tests {
                 (Ipv4Addr::new(10, 0, 0, 255), 32)
             ]
         );
+    }
+
+    #[test]
+    fn an_ipv6_default_route_and_global_address_are_found() {
+        let json = r#"[{"dst":"default","gateway":"2001:db8:2::1","dev":"eth0","metric":1024,"pref":"medium"}]"#;
+        assert_eq!(
+            parse_default_route(json).unwrap(),
+            Some(("eth0".into(), None))
+        );
+        let with = r#"[{"ifindex":2,"ifname":"eth0","addr_info":[{"family":"inet6","local":"2001:db8:2::2","prefixlen":64,"scope":"global"}]}]"#;
+        assert!(parse_has_global_v6(with).unwrap());
+        assert!(!parse_has_global_v6("[]").unwrap());
+        assert!(!parse_has_global_v6(r#"[{"ifname":"eth0","addr_info":[]}]"#).unwrap());
     }
 
     #[test]

@@ -129,6 +129,16 @@ pub fn up(opts: &UpOptions) -> Result<State> {
     // A forwarding drop we do not handle fails here, before anything is made.
     let holes = firewall::probe(&tun, &name)?;
     let masq = nft::masq_ports(&sysctl::read("net.ipv4.ip_local_port_range")?);
+    // IPv6 when the IPv6 default route leaves by the same interface and it
+    // has a global address.
+    let v6 =
+        (iproute::egress_v6()?.as_deref() == Some(egress.dev.as_str())).then(alloc::host_global_id);
+    let mut sysctls = vec![IP_FORWARD.to_owned()];
+    if v6.is_some() {
+        let force = sysctl::proc_path("net.ipv6.conf.all.force_forwarding").exists();
+        let accept_ra = sysctl::read(&sysctl::conf_key("ipv6", &egress.dev, "accept_ra"))?;
+        sysctls.extend(sysctl::v6_plan(force, &egress.dev, &accept_ra));
+    }
     let mut st = State {
         version: state::VERSION,
         name: name.clone(),
@@ -142,17 +152,20 @@ pub fn up(opts: &UpOptions) -> Result<State> {
         mtu: egress.mtu,
         kernel_v4: format!("{}/{}", alloc::kernel_v4(index), alloc::PREFIX_V4),
         engine_v4: alloc::engine_v4(index).to_string(),
+        kernel_v6: v6.map(|g| format!("{}/{}", alloc::kernel_v6(g, index), alloc::PREFIX_V6)),
+        engine_v6: v6.map(|g| alloc::engine_v6(g, index).to_string()),
         listen: opts.listen.clone(),
         masq_ports: masq.map(|(lo, hi)| format!("{lo}-{hi}")),
         nft_table: format!("inet {}", nft::table_name(&name)),
         iptables: holes,
-        sysctls: vec![IP_FORWARD.to_owned()],
+        sysctls,
     };
     let rules = nft::Ruleset {
         name: name.clone(),
         tun: tun.clone(),
         egress: egress.dev,
         engine_v4: alloc::engine_v4(index),
+        engine_v6: v6.map(|g| alloc::engine_v6(g, index)),
         listen: opts.listen.clone(),
         masq_ports: masq,
         comment: format!("hollywood host {name} tun={tun}"),
@@ -174,6 +187,14 @@ fn setup(l: &Locked, st: &State, rules: &nft::Ruleset) -> Result<()> {
     let ns = NetNs::current();
     ns.set_mtu(&st.tun, st.mtu)?;
     ns.ip(&["addr", "add", &st.kernel_v4, "dev", &st.tun])?;
+    if let Some(k6) = &st.kernel_v6 {
+        ns.ip(&["-6", "addr", "add", k6, "dev", &st.tun, "nodad"])?;
+        // Forwarding from the TUN device: its own switch, gone with it.
+        let own = sysctl::conf_key("ipv6", &st.tun, "force_forwarding");
+        if sysctl::proc_path(&own).exists() {
+            sysctl::write(&own, "1")?;
+        }
+    }
     ns.link_up(&st.tun)?;
     let mut table = sysctl::load(&l.sysctl_path())?;
     for key in &st.sysctls {
@@ -182,7 +203,7 @@ fn setup(l: &Locked, st: &State, rules: &nft::Ruleset) -> Result<()> {
             &mut table,
             &sysctl::slot(&st.netns, key),
             &current,
-            "1",
+            sysctl::wanted(key),
             &st.name,
         );
         sysctl::store(&l.sysctl_path(), &table)?;
@@ -258,7 +279,7 @@ fn teardown(l: &Locked, st: &State) -> Result<Vec<String>> {
 fn release_sysctls(l: &Locked, netns: &str, keys: &[String], holder: &str) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     let mut table = sysctl::load(&l.sysctl_path())?;
-    for key in keys {
+    for key in keys.iter().rev() {
         let current = sysctl::read(key)?;
         match sysctl::release(&mut table, &sysctl::slot(netns, key), &current, holder) {
             sysctl::Release::Keep => {}

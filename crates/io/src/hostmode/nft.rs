@@ -13,7 +13,7 @@ use crate::netns::run_command;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::process::{Command, Stdio};
 
 /// Prefix of every host-mode table name.
@@ -35,6 +35,9 @@ pub struct Ruleset {
     pub egress: String,
     /// The engine's IPv4 address behind the TUN device.
     pub engine_v4: Ipv4Addr,
+    /// The engine's IPv6 address, when IPv6 is set up (else IPv6 from the
+    /// TUN is dropped).
+    pub engine_v6: Option<Ipv6Addr>,
     /// TCP ports DNATed to the engine (server side); may be empty.
     pub listen: Vec<u16>,
     /// Source ports masquerade maps the engine's connections to (outside
@@ -88,6 +91,11 @@ impl Ruleset {
             line(&format!(
                 "    iifname != \"{tun}\" fib daddr type local tcp dport @ports counter dnat ip to {eng}"
             ));
+            if let Some(e6) = self.engine_v6 {
+                line(&format!(
+                    "    iifname != \"{tun}\" fib daddr type local tcp dport @ports counter dnat ip6 to {e6}"
+                ));
+            }
             line("  }");
             line("  chain output {");
             // `priority dstnat` is refused for the output hook by nft 1.0.6:
@@ -96,6 +104,11 @@ impl Ruleset {
             line(&format!(
                 "    fib daddr type local ip daddr != 127.0.0.0/8 tcp dport @ports counter dnat ip to {eng}"
             ));
+            if let Some(e6) = self.engine_v6 {
+                line(&format!(
+                    "    fib daddr type local ip6 daddr != ::1 tcp dport @ports counter dnat ip6 to {e6}"
+                ));
+            }
             line("  }");
         }
         let masq = match self.masq_ports {
@@ -107,6 +120,11 @@ impl Ruleset {
         line(&format!(
             "    iifname \"{tun}\" oifname \"{eg}\" ip saddr {eng} meta l4proto tcp counter {masq}"
         ));
+        if let Some(e6) = self.engine_v6 {
+            line(&format!(
+                "    iifname \"{tun}\" oifname \"{eg}\" ip6 saddr {e6} meta l4proto tcp counter {masq}"
+            ));
+        }
         line("  }");
         line("  chain forward {");
         line("    type filter hook forward priority filter; policy accept;");
@@ -116,9 +134,14 @@ impl Ruleset {
         line(&format!(
             "    oifname \"{tun}\" ct state invalid counter drop"
         ));
-        line(&format!(
-            "    iifname \"{tun}\" meta nfproto != ipv4 counter drop"
-        ));
+        match self.engine_v6 {
+            Some(e6) => line(&format!(
+                "    iifname \"{tun}\" ip6 saddr != {e6} counter drop"
+            )),
+            None => line(&format!(
+                "    iifname \"{tun}\" meta nfproto != ipv4 counter drop"
+            )),
+        }
         line(&format!(
             "    iifname \"{tun}\" ip saddr != {eng} counter drop"
         ));
@@ -370,6 +393,7 @@ mod tests {
             tun: "hwh0".into(),
             egress: "eth0".into(),
             engine_v4: Ipv4Addr::new(10, 203, 0, 2),
+            engine_v6: None,
             listen: vec![],
             masq_ports: Some((61001, 65535)),
             comment: "hollywood host h0".into(),
@@ -433,12 +457,33 @@ mod tests {
         if !nft_checkable() {
             return;
         }
-        for r in [client(), server()] {
+        let v6 = |r: Ruleset| Ruleset {
+            engine_v6: Some("fd12:3456:789a:0::2".parse().unwrap()),
+            ..r
+        };
+        for r in [client(), server(), v6(client()), v6(server())] {
             check(&r.text()).unwrap_or_else(|e| panic!("{e}\n{}", r.text()));
         }
         // The check is real: a broken rule is refused.
         let broken = client().text().replace("masquerade to", "masquerade too");
         assert!(check(&broken).is_err());
+    }
+
+    #[test]
+    fn with_ipv6_the_engine_gets_dnat_masquerade_and_anti_spoofing_in_both_families() {
+        let r = Ruleset {
+            engine_v6: Some("fd12:3456:789a::2".parse().unwrap()),
+            ..server()
+        };
+        let t = r.text();
+        assert!(t.contains("dnat ip6 to fd12:3456:789a::2"), "{t}");
+        assert!(t.contains("ip6 daddr != ::1 tcp dport @ports counter dnat ip6 to"));
+        assert!(t.contains("ip6 saddr fd12:3456:789a::2 meta l4proto tcp counter masquerade"));
+        assert!(t.contains("iifname \"hwh0\" ip6 saddr != fd12:3456:789a::2 counter drop"));
+        assert!(!t.contains("nfproto"));
+        assert!(server()
+            .text()
+            .contains("meta nfproto != ipv4 counter drop"));
     }
 
     #[test]

@@ -56,6 +56,12 @@ pub struct State {
     pub kernel_v4: String,
     /// The engine's address.
     pub engine_v4: String,
+    /// Kernel side of the TUN device, `fd…:i::1/64`, when IPv6 is set up.
+    #[serde(default)]
+    pub kernel_v6: Option<String>,
+    /// The engine's IPv6 address, when IPv6 is set up.
+    #[serde(default)]
+    pub engine_v6: Option<String>,
     /// TCP ports DNATed to the engine.
     pub listen: Vec<u16>,
     /// Masquerade source ports, `"lo-hi"`, or null for any.
@@ -64,7 +70,8 @@ pub struct State {
     pub nft_table: String,
     /// iptables rules added for a FORWARD policy of DROP.
     pub iptables: Vec<Hole>,
-    /// Sysctls this instance holds (see `super::sysctl`).
+    /// Sysctls this instance holds, in the order they were set (see
+    /// `super::sysctl`; released in reverse).
     pub sysctls: Vec<String>,
 }
 
@@ -224,6 +231,8 @@ mod tests {
             mtu: 1500,
             kernel_v4: "10.203.0.1/30".into(),
             engine_v4: "10.203.0.2".into(),
+            kernel_v6: None,
+            engine_v6: None,
             listen: vec![9000],
             masq_ports: Some("61001-65535".into()),
             nft_table: "inet hollywood-a".into(),

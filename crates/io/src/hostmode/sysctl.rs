@@ -92,9 +92,51 @@ pub fn release(table: &mut Table, slot: &str, current: &str, holder: &str) -> Re
     }
 }
 
-/// `/proc/sys/...` of a dotted key.
+/// `/proc/sys/...` of a dotted key; as in sysctl(8), a `/` in the key
+/// stands for a `.` in a name (`net.ipv6.conf.eth0/100.forwarding` is
+/// interface `eth0.100`).
 pub fn proc_path(key: &str) -> PathBuf {
-    Path::new("/proc/sys").join(key.replace('.', "/"))
+    let rel: String = key
+        .chars()
+        .map(|c| match c {
+            '.' => '/',
+            '/' => '.',
+            c => c,
+        })
+        .collect();
+    Path::new("/proc/sys").join(rel)
+}
+
+/// A sysctl key of interface `dev` (`net.<family>.conf.<dev>.<name>`).
+pub fn conf_key(family: &str, dev: &str, name: &str) -> String {
+    format!("net.{family}.conf.{}.{name}", dev.replace('.', "/"))
+}
+
+/// The value host mode wants for a key it holds: `accept_ra` = 2 (accept
+/// router advertisements while forwarding), everything else 1 (on).
+pub fn wanted(key: &str) -> &'static str {
+    if key.ends_with(".accept_ra") {
+        "2"
+    } else {
+        "1"
+    }
+}
+
+/// The IPv6 sysctls to hold (in the order to set them; release in
+/// reverse) for egress interface `egress`: with `force_forwarding`
+/// (Linux ≥ 6.17) the egress's own, so RA handling is untouched;
+/// otherwise `accept_ra` = 2 on the egress first when it accepts RAs
+/// (`egress_accept_ra` = "1"), then the global `conf.all.forwarding`.
+pub fn v6_plan(force_forwarding: bool, egress: &str, egress_accept_ra: &str) -> Vec<String> {
+    if force_forwarding {
+        return vec![conf_key("ipv6", egress, "force_forwarding")];
+    }
+    let mut keys = Vec::new();
+    if egress_accept_ra == "1" {
+        keys.push(conf_key("ipv6", egress, "accept_ra"));
+    }
+    keys.push("net.ipv6.conf.all.forwarding".to_owned());
+    keys
 }
 
 /// Read a sysctl of the calling thread's namespace (trimmed).
@@ -181,5 +223,30 @@ mod tests {
             proc_path("net.ipv4.ip_forward"),
             PathBuf::from("/proc/sys/net/ipv4/ip_forward")
         );
+        assert_eq!(
+            proc_path(&conf_key("ipv6", "eth0.100", "forwarding")),
+            PathBuf::from("/proc/sys/net/ipv6/conf/eth0.100/forwarding")
+        );
+    }
+
+    #[test]
+    fn ipv6_forwarding_keeps_router_advertisements() {
+        assert_eq!(
+            v6_plan(true, "eth0", "1"),
+            vec!["net.ipv6.conf.eth0.force_forwarding"]
+        );
+        assert_eq!(
+            v6_plan(false, "eth0", "1"),
+            vec![
+                "net.ipv6.conf.eth0.accept_ra",
+                "net.ipv6.conf.all.forwarding"
+            ]
+        );
+        assert_eq!(
+            v6_plan(false, "eth0", "0"),
+            vec!["net.ipv6.conf.all.forwarding"]
+        );
+        assert_eq!(wanted("net.ipv6.conf.eth0.accept_ra"), "2");
+        assert_eq!(wanted("net.ipv6.conf.all.forwarding"), "1");
     }
 }
