@@ -18,7 +18,9 @@
 //! `hollywood-*` table, `hwh<i>` TUN device and `hollywood:` iptables
 //! rule of the namespace).
 //!
-//! IPv4 only so far; the engine's IPv6 is dropped at the TUN by the rules.
+//! IPv6 too when the IPv6 default route leaves by the same interface and
+//! that has a global address (a ULA /64 per instance); otherwise the
+//! rules drop the engine's IPv6 at the TUN.
 //! The module is an I/O adapter: it runs `ip`, `nft` and `iptables` and
 //! writes `/proc/sys` and the run directory, in the calling thread's
 //! network namespace.

@@ -59,7 +59,7 @@ impl Ruleset {
     /// - `forward`: drop conntrack-INVALID packets to and from the TUN
     ///   (they are not NATed and would leave with the private source),
     ///   anything from the TUN that is not from the engine's address, or
-    ///   not IPv4 (IPv6 is not set up), or not leaving by the egress;
+    ///   or IPv6 when it is not set up, or not leaving by the egress;
     ///   accept the rest from the TUN, and toward it only replies and
     ///   DNATed connections;
     /// - `input`: a packet for a listening port that was not DNATed, or a
