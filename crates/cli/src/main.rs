@@ -1,5 +1,6 @@
 //! `hollywood`: the demo, simulations (`sim`), the real-packet lab (`lab`),
-//! reproductions (`repro`), tools (`tools`) and the live relay (`transmit`).
+//! reproductions (`repro`), tools (`tools`), the live relay (`transmit`)
+//! and host mode (`host`).
 //!
 //! Every command that produces results prints a human summary by default and
 //! one JSON object with `--json`, stamped with its schema and parameters
@@ -49,6 +50,9 @@ enum Command {
     Tools(ToolsCommand),
     /// Relay live UDP (MPEG-TS, RTP) over Hollywood, like srt-live-transmit: `transmit udp://:5000 hollywood://HOST:PORT`.
     Transmit(cmd::transmit::TransmitArgs),
+    /// Host mode (root): the engine on this host's own network, `host up --listen 9000` … `host down`.
+    #[command(subcommand)]
+    Host(cmd::host::HostCommand),
 
     // The old top-level names of the commands moved into a group.
     #[command(hide = true)]
@@ -163,6 +167,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Transmit(args) => cmd::transmit::run(args),
+        Command::Host(c) => cmd::host::run(c),
         Command::Sim(SimCommand::Voip(args)) | Command::Voip(args) => cmd::voip::run(args),
         Command::Sim(SimCommand::Video(args)) | Command::Video(args) => cmd::video::run(args),
         Command::Sim(SimCommand::Dash(args)) | Command::Dash(args) => cmd::dash::run(args),

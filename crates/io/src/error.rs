@@ -39,6 +39,9 @@ pub enum Error {
     },
     /// The TCP engine refused an application command.
     Engine(hollywood_tcp::Error),
+    /// Host mode ([`crate::hostmode`]) cannot go on; the message is one
+    /// line saying what is missing or in the way and what to do.
+    HostMode(String),
 }
 
 impl Error {
@@ -77,6 +80,7 @@ impl fmt::Display for Error {
                 write!(f, "thread {thread:?} panicked: {message}")
             }
             Error::Engine(e) => write!(f, "TCP engine: {e}"),
+            Error::HostMode(m) => write!(f, "host mode: {m}"),
         }
     }
 }

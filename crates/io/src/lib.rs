@@ -19,6 +19,9 @@
 //!   (thesis §4.4 partial deployment).
 //! - [`udp`]: any `hollywood_transport::MessageTransport` (QUIC,
 //!   UDP) with its application on a real UDP socket and the OS clock.
+//! - [`hostmode`]: the engine on the host's own network: a persistent
+//!   TUN device, forwarding and NAT (masquerade, DNAT) set up and torn
+//!   down as one thing (`hollywood host up|down|status|clear`).
 //! - [`sys`]: the raw system calls (the only module with `unsafe`).
 //! - [`message`]: what both share: [`SendMessage`], [`ReceivedMessage`],
 //!   [`MessageStream`], [`StreamError`].
@@ -32,6 +35,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod hostmode;
 pub mod kernel;
 pub mod message;
 pub mod netns;

@@ -5,8 +5,10 @@
 //! Why `unsafe` is needed here: creating a TUN interface takes the
 //! `TUNSETIFF` ioctl on a `/dev/net/tun` descriptor, moving a thread into a
 //! network namespace takes `setns(2)`, asking for the effective user id
-//! takes `geteuid(2)`, and tokio's `AsyncFd::register_with_interest` is
-//! `unsafe` because it cannot check that the descriptor stays open. The
+//! takes `geteuid(2)`, making a TUN device persistent takes
+//! `TUNSETPERSIST`, the host-mode state lock takes `flock(2)`, and
+//! tokio's `AsyncFd::register_with_interest` is `unsafe` because it
+//! cannot check that the descriptor stays open. The
 //! lab's link emulator (`hollywood_lab::netem`) waits with `ppoll(2)`
 //! (nanosecond timeouts), sets its timer slack (`prctl`), real-time
 //! priority (`sched_setscheduler`) and CPU affinity; the soak harness reads
@@ -164,6 +166,44 @@ pub(crate) fn set_tun_offload(fd: &impl AsRawFd, flags: libc::c_uint) -> io::Res
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Make the TUN device behind `fd` persistent (`TUNSETPERSIST` 1): it
+/// outlives the descriptor and stays until deleted (`ip link del`), so a
+/// standing host-mode instance (`crate::hostmode`) can create it and an
+/// application attach to it later by name.
+pub(crate) fn set_tun_persist(fd: &impl AsRawFd, persist: bool) -> io::Result<()> {
+    // SAFETY: `fd` is an open TUN descriptor kept alive by the borrow;
+    // TUNSETPERSIST takes its argument by value (0 or 1), no memory is
+    // passed to the kernel.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETPERSIST as _,
+            libc::c_ulong::from(persist),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Take an exclusive `flock(2)` on `file`, waiting for it. The lock is
+/// released when the file (its open file description) is closed.
+pub(crate) fn flock_exclusive(file: &File) -> io::Result<()> {
+    loop {
+        // SAFETY: plain syscall on a descriptor kept open by the borrow of
+        // `file`; no pointers are passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// Wait until `fd` is readable or `timeout` passed (`ppoll`, nanosecond

@@ -10,6 +10,7 @@ pub mod dash;
 pub mod dash_ch6;
 pub mod dash_video;
 pub mod demo;
+pub mod host;
 pub mod interop;
 pub mod lab;
 pub mod messages;

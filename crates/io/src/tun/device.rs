@@ -138,6 +138,42 @@ impl TunDevice {
         Ok(dev)
     }
 
+    /// Attach to an existing TUN device `name` of the calling thread's
+    /// namespace without configuring it: the persistent device of a
+    /// standing host-mode instance ([`crate::hostmode`]), whose MTU and
+    /// addresses `hollywood host up` set. `offload` as in
+    /// [`TunConfig::offload`] (chosen by whoever attaches). Fails if there
+    /// is no such device (instead of creating an unconfigured one) or it is
+    /// already attached. Must be called within a tokio runtime.
+    pub fn attach(name: &str, offload: bool) -> Result<TunDevice> {
+        check_if_name(name)?;
+        let ns = NetNs::current();
+        let link = ns.ip(&["-j", "link", "show", "dev", name])?;
+        let mtu = crate::hostmode::iproute::parse_link_mtu(&link)?.ok_or_else(|| {
+            Error::HostMode(format!("`ip -j link show dev {name}` reports no MTU"))
+        })?;
+        let (fd, name) = sys::open_tun(name, offload)
+            .map_err(|e| Error::io(format!("attach to TUN device {name:?}"), e))?;
+        if offload {
+            sys::set_tun_offload(&fd, OFFLOADS).map_err(|e| {
+                Error::io(
+                    format!("enable checksum/TSO offloads on TUN device {name} (TUNSETOFFLOAD)"),
+                    e,
+                )
+            })?;
+        }
+        let fd = sys::register_async(File::from(fd))
+            .map_err(|e| Error::io(format!("register TUN device {name} with tokio"), e))?;
+        Ok(TunDevice {
+            fd,
+            name,
+            mtu,
+            offload,
+            plain_rx: Mutex::new(PlainRx::default()),
+            offload_errors: AtomicU64::new(0),
+        })
+    }
+
     /// The interface name the kernel assigned.
     pub fn name(&self) -> &str {
         &self.name

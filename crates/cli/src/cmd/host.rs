@@ -1,0 +1,169 @@
+//! `hollywood host up|down|status|clear`: the standing form of host mode
+//! (`hollywood_io::hostmode`): a persistent TUN device `hwh<i>` for the
+//! engine at `10.203.i.2`, IPv4 forwarding, masquerade out of the default
+//! route's interface and DNAT of `--listen` ports to the engine, set up
+//! and torn down as one thing. Needs CAP_NET_ADMIN and the `nft` tool.
+
+use clap::{Args, Subcommand};
+use hollywood_io::hostmode::{self, UpOptions};
+
+/// `hollywood host …`
+#[derive(Subcommand, Debug)]
+pub enum HostCommand {
+    /// Create an instance: persistent TUN device, forwarding, NAT rules (one nftables table).
+    Up(UpArgs),
+    /// Remove an instance and restore what it changed.
+    Down(DownArgs),
+    /// List this network namespace's instances, checked against the system.
+    Status(StatusArgs),
+    /// Remove every host-mode object of this namespace, with or without state files (after a crash).
+    Clear,
+}
+
+/// Arguments of `hollywood host up`.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Instance name (default h<i>, i = the instance index).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// TCP ports to forward (DNAT) to the engine, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub listen: Vec<u16>,
+}
+
+/// Arguments of `hollywood host down`.
+#[derive(Args, Debug)]
+pub struct DownArgs {
+    /// Instance name; may be left out when exactly one instance is up.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// Arguments of `hollywood host status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn err(e: hollywood_io::Error) -> String {
+    e.to_string()
+}
+
+/// Run a `host` command.
+pub fn run(c: HostCommand) -> Result<(), String> {
+    match c {
+        HostCommand::Up(a) => {
+            let st = hostmode::up(&UpOptions {
+                name: a.name,
+                listen: a.listen,
+            })
+            .map_err(err)?;
+            let listen = if st.listen.is_empty() {
+                "no listening ports".to_owned()
+            } else {
+                let p: Vec<String> = st.listen.iter().map(u16::to_string).collect();
+                format!("TCP {} forwarded to the engine", p.join(","))
+            };
+            let v6 = match (&st.kernel_v6, &st.engine_v6) {
+                (Some(k), Some(e)) => format!(", IPv6 kernel {k}, engine {e}"),
+                _ => ", no IPv6 (no IPv6 default route with a global address on the egress)"
+                    .to_owned(),
+            };
+            println!(
+                "host {}: TUN {} (MTU {}), kernel {}, engine {}{v6}; masquerade out of {} (ports {}); {listen}",
+                st.name,
+                st.tun,
+                st.mtu,
+                st.kernel_v4,
+                st.engine_v4,
+                st.egress,
+                st.masq_ports.as_deref().unwrap_or("any"),
+            );
+            for h in &st.iptables {
+                println!(
+                    "  forwarding is dropped by iptables: added {} -I {}",
+                    h.bin,
+                    h.rule.join(" ")
+                );
+            }
+            Ok(())
+        }
+        HostCommand::Down(a) => {
+            let name = match a.name {
+                Some(n) => n,
+                None => only_instance()?,
+            };
+            for line in hostmode::down(&name).map_err(err)? {
+                println!("{line}");
+            }
+            println!("host {name}: down");
+            Ok(())
+        }
+        HostCommand::Status(a) => {
+            let s = hostmode::status().map_err(err)?;
+            if a.json {
+                println!("{}", crate::output::json(&s)?);
+                return Ok(());
+            }
+            println!(
+                "network namespace {}, net.ipv4.ip_forward = {}",
+                s.netns, s.ip_forward
+            );
+            if s.instances.is_empty() {
+                println!("no host-mode instance");
+            }
+            for i in &s.instances {
+                let st = &i.state;
+                let ok = |b: bool| if b { "present" } else { "MISSING" };
+                println!(
+                    "{}: {} TUN {} {}, table {} {}, engine {}, egress {}, listen {:?}, holes {}/{}, counters {:?}",
+                    st.name,
+                    st.phase,
+                    st.tun,
+                    ok(i.tun_present),
+                    st.nft_table,
+                    ok(i.table_present),
+                    st.engine_v4,
+                    st.egress,
+                    st.listen,
+                    i.holes_present,
+                    st.iptables.len(),
+                    i.counters,
+                );
+            }
+            for o in &s.orphans {
+                println!("orphan (hollywood host clear removes it): {o}");
+            }
+            Ok(())
+        }
+        HostCommand::Clear => {
+            let done = hostmode::clear().map_err(err)?;
+            if done.is_empty() {
+                println!("nothing to clear");
+            }
+            for line in done {
+                println!("{line}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The name of the one instance of this namespace, for `down` without
+/// `--name`.
+fn only_instance() -> Result<String, String> {
+    let s = hostmode::status().map_err(err)?;
+    match s.instances.as_slice() {
+        [one] => Ok(one.state.name.clone()),
+        [] => Err("host mode: no instance is up in this network namespace".into()),
+        many => {
+            let names: Vec<&str> = many.iter().map(|i| i.state.name.as_str()).collect();
+            Err(format!(
+                "host mode: several instances are up ({}): give one with --name",
+                names.join(", ")
+            ))
+        }
+    }
+}
