@@ -143,6 +143,8 @@ enum ToolsCommand {
 }
 
 fn main() -> ExitCode {
+    // `hollywood … | head` ends quietly, as Unix tools do.
+    hollywood_io::sys::default_sigpipe();
     // Usage errors exit with status 1 like every other error (clap's own
     // `exit` would use 2); --help and --version print to stdout and exit 0.
     let root = Cli::command();

@@ -669,3 +669,22 @@ fn chaos_keeps_every_invariant_over_a_hundred_thousand_messages() {
     assert_eq!(r["ok"], false);
     assert!(fails(&["sim", "chaos", "--messages", "1000", "--only", "5"]).contains("--only 5"));
 }
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    // `hollywood sim messages | head -1`: the reader is gone before the
+    // table is printed. A Unix tool dies of SIGPIPE, without a panic.
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hollywood"))
+        .args(["sim", "messages", "--transport", "all", "--messages", "500"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(13), "SIGPIPE: {:?}", out.status);
+}

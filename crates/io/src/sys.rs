@@ -327,3 +327,16 @@ pub fn heap_kib() -> i64 {
 pub fn heap_kib() -> i64 {
     0
 }
+
+/// Restore the default action of SIGPIPE (terminate quietly), as a Unix
+/// command-line tool has it: Rust ignores SIGPIPE, so `hollywood … | head`
+/// would otherwise panic on the first write after `head` exits. Call it
+/// first in a binary's `main`, before any thread starts; never in a
+/// library (it changes the process's disposition).
+pub fn default_sigpipe() {
+    // SAFETY: signal() with SIG_DFL installs no handler code; it only
+    // resets the disposition of one signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
