@@ -649,3 +649,149 @@ fn host_up_with_ipv6_dnats_masquerades_and_restores_forwarding() {
 fn ip6_octets(s: &str) -> [u8; 16] {
     s.parse::<std::net::Ipv6Addr>().unwrap().octets()
 }
+
+/// `ip netns exec NS hollywood args…` left running (stdout and stderr
+/// piped), with the test's run directory.
+fn spawn_in(ns: &str, run_dir: &Path, args: &[&str]) -> std::process::Child {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(env!("CARGO_BIN_EXE_hollywood"))
+        .args(args)
+        .env("HOLLYWOOD_RUN_DIR", run_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn hollywood")
+}
+
+/// SIGTERM, then the process's exit status and stderr.
+fn terminate(mut c: std::process::Child) -> (std::process::ExitStatus, String) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &c.id().to_string()])
+        .status();
+    let status = c.wait().expect("wait");
+    let mut err = String::new();
+    if let Some(mut e) = c.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    (status, err)
+}
+
+#[test]
+fn transmit_with_host_relays_over_the_engine_through_the_nat() {
+    // What a user types: `hollywood host up`, then `hollywood transmit
+    // udp://… 'hollywood://SERVER:PORT?transport=hollywood' --host`. The
+    // engine on hwh0 dials the peer; its connection leaves masqueraded
+    // from the host's address, and the peer's `transmit` listener (the
+    // message layer on kernel TCP, thesis §4.4) turns the messages back
+    // into datagrams.
+    let Some((net, _g)) = net("xmit") else { return };
+    let before = net.ip_forward();
+    net.ok(&["host", "up"]);
+    let udp_in = |ns: &NetNs| {
+        let s = ns
+            .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
+            .unwrap()
+            .unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        s
+    };
+    let out = udp_in(&net.peer);
+    let out_port = out.local_addr().unwrap().port();
+    let peer_name = net.peer.name().unwrap().to_owned();
+    let listener = spawn_in(
+        &peer_name,
+        &net.run_dir,
+        &[
+            "transmit",
+            "hollywood://192.0.2.1:9100?mode=listener&transport=kernel",
+            &format!("udp://127.0.0.1:{out_port}"),
+        ],
+    );
+    let src = udp_in(&net.ns);
+    let in_port = {
+        let p = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        p.local_addr().unwrap().port()
+    };
+    let caller = spawn_in(
+        net.name(),
+        &net.run_dir,
+        &[
+            "transmit",
+            &format!("udp://127.0.0.1:{in_port}"),
+            "hollywood://192.0.2.1:9100?transport=hollywood",
+            "--host",
+        ],
+    );
+    // Until the relay is through: probes until one arrives (20 s at most).
+    let mut buf = [0u8; 2048];
+    let mut through = false;
+    for _ in 0..100 {
+        src.send_to(b"probe", ("127.0.0.1", in_port)).unwrap();
+        if let Ok(n) = out.recv(&mut buf) {
+            if &buf[..n] == b"probe" {
+                through = true;
+                break;
+            }
+        }
+    }
+    if !through {
+        let (s, e) = terminate(caller);
+        let (_, le) = terminate(listener);
+        panic!("nothing came through: caller {s:?}: {e}\nlistener: {le}");
+    }
+    // The connection the peer sees is from the host's address, from a
+    // masquerade port: the engine's, not the kernel's.
+    let ss = net
+        .peer
+        .exec(&["ss", "-Htn", "state", "established"])
+        .unwrap();
+    let remote_port = ss
+        .lines()
+        .find_map(|l| {
+            let peer = l.split_whitespace().nth(3)?;
+            peer.strip_prefix("192.0.2.2:")?.parse::<u16>().ok()
+        })
+        .unwrap_or_else(|| panic!("no connection from 192.0.2.2: {ss}"));
+    assert!(remote_port >= 61001, "not a masquerade port: {ss}");
+    // 300 numbered datagrams, 2 ms apart, all arrive intact (no loss on
+    // this path; each one's lifetime is transmit's default 120 ms). Read
+    // as they come: 300 of them overflow a socket's receive buffer.
+    while out.recv(&mut buf).is_ok() {}
+    let reader = net.peer.spawn("udp-out", move || {
+        let mut buf = [0u8; 2048];
+        let mut got = std::collections::BTreeSet::new();
+        while let Ok(n) = out.recv(&mut buf) {
+            if n == 188 * 7 {
+                let i = u32::from_be_bytes(buf[..4].try_into().unwrap());
+                let intact = buf[4..n]
+                    .iter()
+                    .enumerate()
+                    .all(|(k, &b)| b == (k as u32 ^ i) as u8);
+                assert!(intact, "datagram {i} corrupted");
+                got.insert(i);
+            }
+        }
+        got
+    });
+    for i in 0u32..300 {
+        let mut d = vec![0u8; 188 * 7];
+        d[..4].copy_from_slice(&i.to_be_bytes());
+        d[4..]
+            .iter_mut()
+            .enumerate()
+            .for_each(|(k, b)| *b = (k as u32 ^ i) as u8);
+        src.send_to(&d, ("127.0.0.1", in_port)).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let got = reader.expect("reader thread").join().expect("reader");
+    assert_eq!(got.len(), 300, "arrived: {}", got.len());
+    let (status, err) = terminate(caller);
+    assert!(status.success(), "caller after SIGTERM: {status:?}: {err}");
+    assert!(err.contains("engine: attached at 10.203.0.2"), "{err}");
+    let _ = terminate(listener);
+    net.ok(&["host", "down"]);
+    net.assert_clean(&before);
+}

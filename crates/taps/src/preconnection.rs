@@ -9,6 +9,7 @@ use crate::Error;
 use hollywood_io::engine::Stack;
 use hollywood_io::kernel::{KernelOptions, KernelStream};
 use hollywood_io::message::StreamError;
+use hollywood_tcp::Config;
 use hollywood_transport::quic::QuicIdentity;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,6 +129,28 @@ pub struct Engine {
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine").field("addr", &self.addr).finish()
+    }
+}
+
+impl Engine {
+    /// The engine on a standing host-mode instance of this network
+    /// namespace (`hollywood host up`, docs/DEPLOY.md): `name`, or the
+    /// first free one. Its connections leave masqueraded from the host's
+    /// address, and the instance's `--listen` ports reach it. `config`:
+    /// the engine's TCP (e.g. [`Config::hollywood`]). Within a tokio
+    /// runtime.
+    pub fn on_host(name: Option<&str>, config: Config) -> Result<Engine, Error> {
+        let (st, tun) = hollywood_io::hostmode::attach(name)
+            .map_err(|e| Error::Endpoint(format!("host mode: {e}")))?;
+        let addr: IpAddr = st.engine_v4.parse().map_err(|_| {
+            Error::Endpoint(format!(
+                "host mode: instance {} has engine address {:?}",
+                st.name, st.engine_v4
+            ))
+        })?;
+        let stack = Stack::spawn(tun, config)
+            .map_err(|e| Error::Endpoint(format!("host mode: engine on {}: {e}", st.tun)))?;
+        Ok(Engine { stack, addr })
     }
 }
 

@@ -10,7 +10,7 @@ use crate::units::parse_duration;
 use clap::Args;
 use hollywood_taps::relay::{self, Direction, Mode, RelayConfig, RelaySnapshot, RelayStats};
 use hollywood_taps::{
-    Identity, LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters,
+    Engine, Identity, LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters,
     TransportProperties,
 };
 use std::net::{IpAddr, SocketAddr};
@@ -51,6 +51,12 @@ pub struct TransmitArgs {
     /// Racing delay between candidates.
     #[arg(long, default_value = "250ms", value_parser = parse_duration)]
     racing_delay: Duration,
+    /// TCP Hollywood on this host's engine: attach to the standing
+    /// host-mode instance NAME (`hollywood host up`, docs/DEPLOY.md), or
+    /// with no NAME the first free one. A listener's port must be one the
+    /// instance forwards (`host up --listen PORT`). Root.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NAME")]
+    host: Option<String>,
 }
 
 /// One side of the relay.
@@ -218,7 +224,31 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    if a.host.is_some() && a.netns.is_some() {
+        return Err(
+            "--host attaches in this process's network namespace: run the whole \
+                    command there (`ip netns exec NS hollywood transmit …`) instead of --netns"
+                .into(),
+        );
+    }
     rt.block_on(async move {
+        // The engine's TCP: TCP Hollywood (inconsistent retransmissions,
+        // out-of-order delivery; thesis ch. 4) with BBR, as the lab's
+        // engine rows.
+        let engine = match &a.host {
+            Some(name) => {
+                let config = hollywood_tcp::Config {
+                    cc: hollywood_tcp::CcAlgorithm::Bbr,
+                    ..hollywood_tcp::Config::hollywood(true, true)
+                };
+                let e = Engine::on_host((!name.is_empty()).then_some(name.as_str()), config)
+                    .map_err(|e| e.to_string())?;
+                eprintln!("engine: attached at {}", e.addr);
+                pre = pre.with_engine(e);
+                true
+            }
+            None => false,
+        };
         pre = match mode {
             Mode::Listener => {
                 let ip: IpAddr = if host.is_empty() {
@@ -228,7 +258,7 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                         format!("a listener needs an IP address to listen on, not {host:?}")
                     })?
                 };
-                if transport == Some(Protocol::TcpHollywood) {
+                if transport == Some(Protocol::TcpHollywood) && !engine {
                     // Not silent (issue 31): without an engine this
                     // listener serves TCP Hollywood callers with the
                     // message layer on kernel TCP, thesis §4.4's partial
@@ -243,11 +273,11 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                 pre.with_local(LocalEndpoint { ip, port })
             }
             Mode::Caller => {
-                if transport == Some(Protocol::TcpHollywood) {
-                    return Err("transport=hollywood: no engine (a TUN device) was given; \
-                                `transmit` cannot create one yet: leave transport out to race \
-                                QUIC and the message layer on kernel TCP, or name \
-                                transport=kernel"
+                if transport == Some(Protocol::TcpHollywood) && !engine {
+                    return Err("transport=hollywood: no engine was given: attach to a \
+                                host-mode instance with --host (`sudo hollywood host up` first, \
+                                docs/DEPLOY.md), leave transport out to race QUIC and the \
+                                message layer on kernel TCP, or name transport=kernel"
                         .into());
                 }
                 let r = match host.parse::<IpAddr>() {

@@ -298,6 +298,45 @@ fn release_sysctls(l: &Locked, netns: &str, keys: &[String], holder: &str) -> Re
     Ok(notes)
 }
 
+/// The engine's side of a standing instance of this namespace: its state
+/// and its TUN device, attached (`TUNSETIFF` on the persistent `hwh<i>`).
+/// `name`: that instance; `None`: the first (by name) whose device no
+/// other process holds (the kernel refuses a second attach). No offloads:
+/// the kernel forwards and NATs every packet of the device. Must be
+/// called within a tokio runtime.
+pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
+    if let Some(n) = name {
+        state::check_name(n)?;
+    }
+    let instances = {
+        let l = Locked::acquire()?;
+        l.of_netns(&state::current_netns()?)?
+    };
+    let chosen: Vec<State> = instances
+        .into_iter()
+        .filter(|s| name.is_none_or(|n| s.name == n))
+        .collect();
+    if chosen.is_empty() {
+        return Err(Error::HostMode(match name {
+            Some(n) => format!(
+                "no instance named {n:?} is up in this network namespace (`hollywood host status` lists them)"
+            ),
+            None => "no instance is up in this network namespace: `sudo hollywood host up` makes one (docs/DEPLOY.md)".into(),
+        }));
+    }
+    let mut why = Vec::new();
+    for st in chosen {
+        match crate::TunDevice::attach(&st.tun, false) {
+            Ok(tun) => return Ok((st, tun)),
+            Err(e) => why.push(format!("{}: {e}", st.name)),
+        }
+    }
+    Err(Error::HostMode(format!(
+        "no instance could be attached: {}",
+        why.join("; ")
+    )))
+}
+
 /// Take instance `name` of this namespace down. Returns what was done.
 pub fn down(name: &str) -> Result<Vec<String>> {
     state::check_name(name)?;
