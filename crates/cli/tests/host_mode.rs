@@ -795,3 +795,68 @@ fn transmit_with_host_relays_over_the_engine_through_the_nat() {
     net.ok(&["host", "down"]);
     net.assert_clean(&before);
 }
+
+#[test]
+fn transmit_with_host_and_no_instance_makes_its_own_and_leaves_nothing() {
+    // The in-process form: `transmit --host` on a host where nobody ran
+    // `host up` makes an instance for itself. SIGTERM takes it down with
+    // the process; after a SIGKILL, `hollywood host clear` does.
+    let Some((net, _g)) = net("inproc") else {
+        return;
+    };
+    let before = net.ip_forward();
+    let peer_name = net.peer.name().unwrap().to_owned();
+    let listener = spawn_in(
+        &peer_name,
+        &net.run_dir,
+        &[
+            "transmit",
+            "hollywood://192.0.2.1:9100?mode=listener&transport=kernel",
+            "udp://127.0.0.1:9",
+        ],
+    );
+    let in_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for signal in ["TERM", "KILL"] {
+        let caller = spawn_in(
+            net.name(),
+            &net.run_dir,
+            &[
+                "transmit",
+                &format!("udp://127.0.0.1:{in_port}"),
+                "hollywood://192.0.2.1:9100?transport=hollywood",
+                "--host",
+            ],
+        );
+        // Up, as `host status` sees it (20 s at most).
+        let mut up = false;
+        for _ in 0..200 {
+            let v: Value = serde_json::from_str(&net.ok(&["host", "status", "--json"])).unwrap();
+            let i = &v["instances"][0];
+            if i["form"] == "in-process" && i["tun_present"] == true && i["table_present"] == true {
+                up = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if signal == "TERM" {
+            let (status, err) = terminate(caller);
+            assert!(up, "no in-process instance came up: {err}");
+            assert!(status.success(), "{status:?}: {err}");
+            assert!(err.contains("taken down"), "{err}");
+        } else {
+            let mut c = caller;
+            c.kill().unwrap();
+            c.wait().unwrap();
+            assert!(up, "no in-process instance came up");
+            // Left behind, as a SIGKILL leaves it, until `host clear`.
+            assert!(net.tables().iter().any(|t| t.starts_with("hollywood-")));
+            net.ok(&["host", "clear"]);
+        }
+        net.assert_clean(&before);
+    }
+    let _ = terminate(listener);
+}

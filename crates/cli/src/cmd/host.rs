@@ -58,6 +58,7 @@ pub fn run(c: HostCommand) -> Result<(), String> {
             let st = hostmode::up(&UpOptions {
                 name: a.name,
                 listen: a.listen,
+                in_process: false,
             })
             .map_err(err)?;
             let listen = if st.listen.is_empty() {

@@ -8,6 +8,7 @@
 
 use crate::units::parse_duration;
 use clap::Args;
+use hollywood_io::hostmode::{self, UpOptions};
 use hollywood_taps::relay::{self, Direction, Mode, RelayConfig, RelaySnapshot, RelayStats};
 use hollywood_taps::{
     Engine, Identity, LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters,
@@ -54,7 +55,10 @@ pub struct TransmitArgs {
     /// TCP Hollywood on this host's engine: attach to the standing
     /// host-mode instance NAME (`hollywood host up`, docs/DEPLOY.md), or
     /// with no NAME the first free one. A listener's port must be one the
-    /// instance forwards (`host up --listen PORT`). Root.
+    /// instance forwards (`host up --listen PORT`). With no instance up,
+    /// this process makes its own (forwarding its listening port) and
+    /// takes it down when it exits; after a SIGKILL, `hollywood host
+    /// clear` does. Root.
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NAME")]
     host: Option<String>,
 }
@@ -231,7 +235,11 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                 .into(),
         );
     }
-    rt.block_on(async move {
+    // The in-process instance, if this process makes one: taken down when
+    // the relay ends (SIGINT/SIGTERM or an error), after the runtime and
+    // the engine on its device are gone.
+    let mut own: Option<OwnInstance> = None;
+    let r = rt.block_on(async {
         // The engine's TCP: TCP Hollywood (inconsistent retransmissions,
         // out-of-order delivery; thesis ch. 4) with BBR, as the lab's
         // engine rows.
@@ -241,8 +249,26 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                     cc: hollywood_tcp::CcAlgorithm::Bbr,
                     ..hollywood_tcp::Config::hollywood(true, true)
                 };
-                let e = Engine::on_host((!name.is_empty()).then_some(name.as_str()), config)
+                let wanted = (!name.is_empty()).then_some(name.as_str());
+                // No instance up: this process makes its own (the
+                // in-process form) and takes it down when it exits.
+                if !hostmode::any_up().map_err(|e| e.to_string())? {
+                    let st = hostmode::up(&UpOptions {
+                        name: wanted.map(str::to_owned),
+                        listen: match mode {
+                            Mode::Listener => vec![port],
+                            Mode::Caller => Vec::new(),
+                        },
+                        in_process: true,
+                    })
                     .map_err(|e| e.to_string())?;
+                    eprintln!(
+                        "host mode: made instance {} (TUN {}) for this process",
+                        st.name, st.tun
+                    );
+                    own = Some(OwnInstance(st.name));
+                }
+                let e = Engine::on_host(wanted, config).map_err(|e| e.to_string())?;
                 eprintln!("engine: attached at {}", e.addr);
                 pre = pre.with_engine(e);
                 true
@@ -323,7 +349,29 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
         printer.abort();
         print(&stats.snapshot(), t0.elapsed(), a.json);
         r.map_err(|e| e.to_string())
-    })
+    });
+    // The engine's tasks (and its hold on the TUN device) end with the
+    // runtime; then the in-process instance goes.
+    drop(rt);
+    drop(own);
+    r
+}
+
+/// An instance this process made (`transmit --host` with none up): taken
+/// down when dropped, on an error or a panic too. After a SIGKILL, `hollywood
+/// host clear` removes it.
+struct OwnInstance(String);
+
+impl Drop for OwnInstance {
+    fn drop(&mut self) {
+        match hostmode::down(&self.0) {
+            Ok(_) => eprintln!("host mode: instance {} taken down", self.0),
+            Err(e) => eprintln!(
+                "host mode: taking instance {} down failed: {e} (`sudo hollywood host clear`)",
+                self.0
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -80,6 +80,11 @@ pub struct UpOptions {
     pub name: Option<String>,
     /// TCP ports to DNAT to the engine (server side).
     pub listen: Vec<u16>,
+    /// Made by the process that uses it, which takes it down when it
+    /// exits (`transmit --host` with no instance up); recorded in the
+    /// state file as form `in-process` so `host status` tells the two
+    /// apart. `host clear` removes it after a SIGKILL.
+    pub in_process: bool,
 }
 
 /// Bring up a standing instance: persistent TUN device, forwarding,
@@ -145,7 +150,12 @@ pub fn up(opts: &UpOptions) -> Result<State> {
         version: state::VERSION,
         name: name.clone(),
         netns,
-        form: "standing".into(),
+        form: if opts.in_process {
+            "in-process"
+        } else {
+            "standing"
+        }
+        .into(),
         phase: "setting-up".into(),
         index,
         tun: tun.clone(),
@@ -335,6 +345,12 @@ pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
         "no instance could be attached: {}",
         why.join("; ")
     )))
+}
+
+/// Whether an instance is up in this network namespace (any form).
+pub fn any_up() -> Result<bool> {
+    let l = Locked::acquire()?;
+    Ok(!l.of_netns(&state::current_netns()?)?.is_empty())
 }
 
 /// Take instance `name` of this namespace down. Returns what was done.
