@@ -181,6 +181,22 @@ impl Net {
         assert!(files.is_empty(), "state files left: {files:?}");
     }
 
+    /// A TCP connect from the peer namespace to `to`, in a thread (4 s
+    /// timeout): `Ok` if accepted, else why not.
+    fn connect_from_peer(
+        &self,
+        to: &'static str,
+    ) -> hollywood_io::NsThread<Result<(), std::io::ErrorKind>> {
+        self.peer
+            .spawn("hwhm-connect", move || {
+                let to = to.parse().unwrap();
+                std::net::TcpStream::connect_timeout(&to, Duration::from_secs(4))
+                    .map(drop)
+                    .map_err(|e| e.kind())
+            })
+            .unwrap()
+    }
+
     fn state_file(&self, name: &str) -> PathBuf {
         self.run_dir.join(format!("{name}.json"))
     }
@@ -251,15 +267,7 @@ fn host_up_status_down_leave_nothing_behind() {
     // A connection from the peer to the listening port reaches the engine's
     // device DNATed to 10.203.0.2:9000, and the kernel does not answer it
     // (no engine runs here: the connect times out instead of being refused).
-    let syn = net
-        .peer
-        .spawn("hwhm-connect", || {
-            let to = "192.0.2.2:9000".parse().unwrap();
-            std::net::TcpStream::connect_timeout(&to, Duration::from_secs(4))
-                .map(drop)
-                .map_err(|e| e.kind())
-        })
-        .unwrap();
+    let syn = net.connect_from_peer("192.0.2.2:9000");
     let packet = net
         .ns
         .run(|| {
@@ -598,15 +606,7 @@ fn host_up_with_ipv6_dnats_masquerades_and_restores_forwarding() {
     }
 
     // In: a connection to [2001:db8:2::2]:9000 arrives DNATed to the engine.
-    let syn = net
-        .peer
-        .spawn("hwhm-connect6", || {
-            let to = "[2001:db8:2::2]:9000".parse().unwrap();
-            std::net::TcpStream::connect_timeout(&to, Duration::from_secs(4))
-                .map(drop)
-                .map_err(|e| e.kind())
-        })
-        .unwrap();
+    let syn = net.connect_from_peer("[2001:db8:2::2]:9000");
     let p = tcp_from_tun(&net, None, 6);
     assert_eq!(p[8..24], ip6_octets("2001:db8:2::1"), "source kept");
     assert_eq!(p[24..40], engine6.octets(), "DNATed to the engine");

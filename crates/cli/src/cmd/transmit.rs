@@ -240,6 +240,15 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
     // the engine on its device are gone.
     let mut own: Option<OwnInstance> = None;
     let r = rt.block_on(async {
+        // SIGINT and SIGTERM are handled from here on, before any host-mode
+        // instance is made: one arriving during setup ends the relay
+        // cleanly (and the instance goes with it) instead of killing the
+        // process and leaving the instance behind.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term =
+            signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
+        let mut int =
+            signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
         // The engine's TCP: TCP Hollywood (inconsistent retransmissions,
         // out-of-order delivery; thesis ch. 4) with BBR, as the lab's
         // engine rows.
@@ -321,12 +330,9 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
         };
         let stats = Arc::new(RelayStats::default());
         let t0 = tokio::time::Instant::now();
-        let stop = async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
+        let stop = async move {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
+                _ = int.recv() => {}
                 _ = term.recv() => {}
             }
         };

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use tokio::io::unix::AsyncFd;
@@ -110,24 +111,7 @@ impl TunDevice {
                     e,
                 )
             })?;
-        if offload {
-            sys::set_tun_offload(&fd, OFFLOADS).map_err(|e| {
-                Error::io(
-                    format!("enable checksum/TSO offloads on TUN device {name} (TUNSETOFFLOAD)"),
-                    e,
-                )
-            })?;
-        }
-        let fd = sys::register_async(File::from(fd))
-            .map_err(|e| Error::io(format!("register TUN device {name} with tokio"), e))?;
-        let dev = TunDevice {
-            fd,
-            name,
-            mtu: config.mtu,
-            offload,
-            plain_rx: Mutex::new(PlainRx::default()),
-            offload_errors: AtomicU64::new(0),
-        };
+        let dev = TunDevice::from_fd(fd, name, config.mtu, offload)?;
         ns.set_mtu(&dev.name, config.mtu)?;
         for &(addr, prefix) in &config.addrs {
             ns.add_addr(&dev.name, addr, prefix)?;
@@ -154,6 +138,12 @@ impl TunDevice {
         })?;
         let (fd, name) = sys::open_tun(name, offload)
             .map_err(|e| Error::io(format!("attach to TUN device {name:?}"), e))?;
+        TunDevice::from_fd(fd, name, mtu, offload)
+    }
+
+    /// An opened device's descriptor, offloads enabled if asked, registered
+    /// with the runtime's reactor (both `create` and `attach`).
+    fn from_fd(fd: OwnedFd, name: String, mtu: u32, offload: bool) -> Result<TunDevice> {
         if offload {
             sys::set_tun_offload(&fd, OFFLOADS).map_err(|e| {
                 Error::io(
