@@ -814,6 +814,7 @@ fn start_relays(
             to: LOCAL_OUT.parse()?,
         },
         latency,
+        reorder: relay::default_reorder(latency),
     };
     let tx = RelayConfig {
         preconnection: base(&ns_a)
@@ -824,6 +825,7 @@ fn start_relays(
             bind: LOCAL_IN.parse()?,
         },
         latency,
+        reorder: relay::default_reorder(latency),
     };
     let mut relays = Relays {
         rt,

@@ -32,6 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             to: "127.0.0.1:5001".parse()?,
         },
         latency,
+        reorder: relay::default_reorder(latency),
     };
     let sender = RelayConfig {
         preconnection: Preconnection::new(
@@ -44,6 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             bind: "127.0.0.1:5000".parse()?,
         },
         latency,
+        reorder: relay::default_reorder(latency),
     };
     let (rx_stats, tx_stats) = (
         Arc::new(RelayStats::default()),

@@ -76,6 +76,7 @@ pub mod preconnection;
 pub mod properties;
 pub mod quic;
 pub mod relay;
+pub mod reorder;
 mod sockets;
 
 pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef};

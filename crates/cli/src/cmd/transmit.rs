@@ -30,6 +30,12 @@ pub struct TransmitArgs {
     /// Each datagram's lifetime: one that cannot be sent within it is dropped.
     #[arg(long, default_value = "120ms", value_parser = parse_duration)]
     latency: Duration,
+    /// Receiving: how long a message may wait for a missing earlier one so
+    /// that datagrams leave in the sender's order (TCP Hollywood and QUIC
+    /// deliver as messages arrive; an MPEG-TS demuxer needs order).
+    /// Default: half of --latency. 0: forward as messages arrive.
+    #[arg(long, value_parser = parse_duration)]
+    reorder: Option<Duration>,
     /// Print statistics every this many milliseconds (0: only at the end).
     #[arg(short = 's', long = "stats", default_value_t = 0)]
     stats_ms: u64,
@@ -146,11 +152,14 @@ fn print(snap: &RelaySnapshot, elapsed: Duration, json: bool) {
             "received": snap.received,
             "udp_out": snap.udp_out,
             "udp_out_bytes": snap.udp_out_bytes,
+            "reorder_held": snap.reorder.held,
+            "reorder_gaps_skipped": snap.reorder.gaps_skipped,
+            "reorder_behind": snap.reorder.behind,
         });
         println!("{v}");
     } else {
         println!(
-            "{:7.1}s {proto:9} udp in {} ({} B) | sent {} expired {} abandoned {} errors {} | received {} udp out {} ({} B)",
+            "{:7.1}s {proto:9} udp in {} ({} B) | sent {} expired {} abandoned {} errors {} | received {} udp out {} ({} B) | reordered {} gaps skipped {} behind {}",
             elapsed.as_secs_f64(),
             snap.udp_in,
             snap.udp_in_bytes,
@@ -160,7 +169,10 @@ fn print(snap: &RelaySnapshot, elapsed: Duration, json: bool) {
             snap.send_errors,
             snap.received,
             snap.udp_out,
-            snap.udp_out_bytes
+            snap.udp_out_bytes,
+            snap.reorder.held,
+            snap.reorder.gaps_skipped,
+            snap.reorder.behind
         );
     }
 }
@@ -327,6 +339,9 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
             mode,
             direction,
             latency: a.latency,
+            reorder: a
+                .reorder
+                .unwrap_or_else(|| relay::default_reorder(a.latency)),
         };
         let stats = Arc::new(RelayStats::default());
         let t0 = tokio::time::Instant::now();
