@@ -118,6 +118,8 @@ enum LabGroup {
     Netem(cmd::netem::NetemCommand),
     /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood: on time, in one table.
     Compare(cmd::compare::CompareArgs),
+    /// ffmpeg's live stream from a host behind NAT over a long lossy path: transmit with the engine (host mode), the kernel-TCP fallback and SRT, as a user runs them.
+    Internet(cmd::internet::InternetArgs),
     /// Partial deployments on real packets: engine or Linux at each end, lossy path, wire audited.
     Interop(cmd::interop::InteropArgs),
     /// Thesis §5.3's deployability experiment through a middlebox: always-inconsistent server, lossy Linux client.
@@ -183,6 +185,7 @@ fn main() -> ExitCode {
         Command::Lab(LabGroup::Namespaces(c)) => cmd::lab::run(c),
         Command::Lab(LabGroup::Netem(c)) | Command::Netem(c) => cmd::netem::run(c),
         Command::Lab(LabGroup::Compare(args)) | Command::Compare(args) => cmd::compare::run(args),
+        Command::Lab(LabGroup::Internet(args)) => cmd::internet::run(args),
         Command::Lab(LabGroup::Interop(args)) | Command::Interop(args) => cmd::interop::run(args),
         Command::Lab(LabGroup::Middlebox(args)) | Command::Middlebox(args) => {
             cmd::middlebox::run(args)
