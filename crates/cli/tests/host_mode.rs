@@ -860,3 +860,123 @@ fn transmit_with_host_and_no_instance_makes_its_own_and_leaves_nothing() {
     }
     let _ = terminate(listener);
 }
+
+#[test]
+fn an_unprivileged_user_attaches_to_an_instance_given_to_it() {
+    // `sudo hollywood host up --user nobody`, then `hollywood transmit …
+    // --host` as nobody (no capabilities): it attaches to the TUN device
+    // it owns and relays over the engine. Without `--user` the same
+    // command fails with one line that names `--user`.
+    let Some((net, _g)) = net("user") else { return };
+    if !hollywood_test_support::have_tool("setpriv", "--version") {
+        hollywood_test_support::skip("needs setpriv (package util-linux)");
+        return;
+    }
+    const NOBODY: &str = "65534";
+    // A copy of the binary that nobody may run (the build directory may
+    // be private to root).
+    let bin_dir = std::env::temp_dir().join(format!("hwhm-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("hollywood");
+    std::fs::copy(env!("CARGO_BIN_EXE_hollywood"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [&bin_dir, &bin] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_nobody = |args: &[&str]| {
+        let mut v = vec![
+            "setpriv",
+            "--reuid",
+            NOBODY,
+            "--regid",
+            NOBODY,
+            "--clear-groups",
+            "--inh-caps=-all",
+            bin.to_str().unwrap(),
+        ];
+        v.extend_from_slice(args);
+        Command::new("ip")
+            .args(["netns", "exec", net.name()])
+            .args(&v)
+            .env("HOLLYWOOD_RUN_DIR", &net.run_dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn as nobody")
+    };
+    let caller_args = [
+        "transmit",
+        "udp://127.0.0.1:5300",
+        "hollywood://192.0.2.1:9300?transport=hollywood",
+        "--host",
+    ];
+    // Debian's udev opens /dev/net/tun to everyone (mode 0666; the
+    // kernel then checks the device's owner); a container may not.
+    let tun_dev = std::path::Path::new("/dev/net/tun");
+    let mode = std::fs::metadata(tun_dev).unwrap().permissions().mode() & 0o777;
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ =
+                std::fs::set_permissions("/dev/net/tun", std::fs::Permissions::from_mode(self.0));
+        }
+    }
+    let _restore = Restore(mode);
+    if mode != 0o666 {
+        eprintln!("note: /dev/net/tun is mode {mode:o} here; 0666 (as Debian's udev sets it) for this test");
+        std::fs::set_permissions(tun_dev, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    // Not given to anyone: refused, with the way out named.
+    net.ok(&["host", "up"]);
+    let o = as_nobody(&caller_args).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "attached without owning it: {err}");
+    assert!(err.contains("--user"), "{err}");
+    net.ok(&["host", "down"]);
+
+    let up = net.ok(&["host", "up", "--user", "nobody"]);
+    assert!(up.contains("belongs to uid 65534"), "{up}");
+    let out = net
+        .peer
+        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
+        .unwrap()
+        .unwrap();
+    out.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let out_port = out.local_addr().unwrap().port();
+    let listener = spawn_in(
+        net.peer.name().unwrap(),
+        &net.run_dir,
+        &[
+            "transmit",
+            "hollywood://192.0.2.1:9300?mode=listener&transport=kernel",
+            &format!("udp://127.0.0.1:{out_port}"),
+        ],
+    );
+    let caller = as_nobody(&caller_args);
+    let src = net
+        .ns
+        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
+        .unwrap()
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let mut through = false;
+    for _ in 0..100 {
+        src.send_to(b"as nobody", ("127.0.0.1", 5300)).unwrap();
+        if let Ok(n) = out.recv(&mut buf) {
+            through = &buf[..n] == b"as nobody";
+            if through {
+                break;
+            }
+        }
+    }
+    let (status, err) = terminate(caller);
+    let _ = terminate(listener);
+    assert!(through, "nothing came through: {status:?}: {err}");
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(err.contains("engine: attached at 10.203.0.2"), "{err}");
+    let before = net.ip_forward();
+    net.ok(&["host", "down"]);
+    let _ = std::fs::remove_dir_all(&bin_dir);
+    let _ = before;
+}

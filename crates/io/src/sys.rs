@@ -127,8 +127,13 @@ pub(crate) fn enter_netns(ns_file: &File) -> io::Result<()> {
 
 /// Whether the process runs with effective user id 0.
 pub(crate) fn is_root() -> bool {
+    euid() == 0
+}
+
+/// The effective user id.
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no arguments, cannot fail and touches no memory.
-    unsafe { libc::geteuid() == 0 }
+    unsafe { libc::geteuid() }
 }
 
 /// Register a non-blocking file with the current tokio runtime's reactor for
@@ -187,6 +192,43 @@ pub(crate) fn set_tun_persist(fd: &impl AsRawFd, persist: bool) -> io::Result<()
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Give the TUN device behind `fd` an owner (`TUNSETOWNER`): that user
+/// may then attach to the persistent device (`TUNSETIFF`) without
+/// CAP_NET_ADMIN, so an unprivileged service can use a standing host-mode
+/// instance.
+pub(crate) fn set_tun_owner(fd: &impl AsRawFd, uid: u32) -> io::Result<()> {
+    // SAFETY: `fd` is an open TUN descriptor kept alive by the borrow;
+    // TUNSETOWNER takes the uid by value, no memory is passed.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETOWNER as _,
+            libc::c_ulong::from(uid),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Take a shared `flock(2)` on `file` (open for reading is enough),
+/// waiting for it.
+pub(crate) fn flock_shared(file: &File) -> io::Result<()> {
+    loop {
+        // SAFETY: plain syscall on a descriptor kept open by the borrow of
+        // `file`; no pointers are passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// Take an exclusive `flock(2)` on `file`, waiting for it. The lock is

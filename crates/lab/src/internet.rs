@@ -30,7 +30,10 @@
 //!   unmodified peers; receiver-side deployment);
 //! - `srt`: `srt-live-transmit` at both ends, UDP open, latency by the
 //!   rule of [`crate::compare::srt_latency_for`] (inside the deadline with
-//!   a jitter margin).
+//!   a jitter margin);
+//! - `quic`: the caller without `--host` against the engine listener, UDP
+//!   open: racing's QUIC, which the listener serves on the same port
+//!   number as the engine's TCP.
 //!
 //! The stream is ffmpeg's, encoded live (`testsrc2`, H.264, constant TS
 //! mux rate, 1316-byte datagrams). What the measurement needs is taken
@@ -76,6 +79,10 @@ pub enum Transport {
     FallbackToEngine(String),
     /// `srt-live-transmit` at both ends, UDP open.
     Srt,
+    /// `transmit` without host mode calling the engine listener
+    /// (`--host`), UDP open: racing picks QUIC, served on the same port
+    /// number as the engine's TCP.
+    Quic,
 }
 
 impl Transport {
@@ -87,6 +94,7 @@ impl Transport {
             Transport::Fallback("cubic".into()),
             Transport::Srt,
             Transport::FallbackToEngine("cubic".into()),
+            Transport::Quic,
         ]
     }
 
@@ -97,6 +105,7 @@ impl Transport {
             Transport::Fallback(cc) => format!("fallback-{cc}"),
             Transport::FallbackToEngine(cc) => format!("fallback-{cc}-to-engine"),
             Transport::Srt => "srt".into(),
+            Transport::Quic => "quic".into(),
         }
     }
 
@@ -107,6 +116,7 @@ impl Transport {
         match s {
             "engine" => return Ok(Transport::Engine),
             "srt" => return Ok(Transport::Srt),
+            "quic" => return Ok(Transport::Quic),
             _ => {}
         }
         if let Some(rest) = s.strip_prefix("fallback-") {
@@ -119,12 +129,12 @@ impl Transport {
             }
         }
         Err(format!(
-            "unknown transport '{s}': use engine, fallback-<cc> (e.g. fallback-cubic), fallback-<cc>-to-engine or srt"
+            "unknown transport '{s}': use engine, fallback-<cc> (e.g. fallback-cubic), fallback-<cc>-to-engine, srt or quic"
         ))
     }
 
     fn udp_blocked(&self) -> bool {
-        !matches!(self, Transport::Srt)
+        !matches!(self, Transport::Srt | Transport::Quic)
     }
 
     fn kernel_cc(&self) -> Option<&str> {
@@ -566,7 +576,10 @@ fn run_row(spec: &InternetSpec, lab_name: &str, t: &Transport) -> Result<Row, Er
             vec!["srt-live-transmit", "-q", &from_src, &srt_call],
         ),
         _ => {
-            let engine_server = matches!(t, Transport::Engine | Transport::FallbackToEngine(_));
+            let engine_server = matches!(
+                t,
+                Transport::Engine | Transport::FallbackToEngine(_) | Transport::Quic
+            );
             let engine_client = matches!(t, Transport::Engine);
             let mut s = vec![bin.as_str(), "transmit", &listen_url, &to_rec];
             s.extend(["--latency", &deadline, "--json"]);
@@ -671,7 +684,7 @@ fn run_row(spec: &InternetSpec, lab_name: &str, t: &Transport) -> Result<Row, Er
     } else {
         0
     };
-    let wire = if matches!(t, Transport::Srt) {
+    let wire = if matches!(t, Transport::Srt | Transport::Quic) {
         None
     } else {
         Some(wire_of(&wire_pcap)?)

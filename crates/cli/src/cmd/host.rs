@@ -29,6 +29,28 @@ pub struct UpArgs {
     /// TCP ports to forward (DNAT) to the engine, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub listen: Vec<u16>,
+    /// Give the TUN device to this user (name or uid): that user's
+    /// processes (`transmit --host`, a service) attach without root.
+    #[arg(long, value_parser = parse_user)]
+    pub user: Option<u32>,
+}
+
+/// A user name or uid → uid (names through `id -u`, so NSS users work).
+fn parse_user(s: &str) -> Result<u32, String> {
+    if let Ok(uid) = s.parse::<u32>() {
+        return Ok(uid);
+    }
+    let o = std::process::Command::new("id")
+        .args(["-u", "--", s])
+        .output()
+        .map_err(|e| format!("id -u {s}: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("no such user: {s}"));
+    }
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| format!("id -u {s}: not a uid"))
 }
 
 /// Arguments of `hollywood host down`.
@@ -55,10 +77,12 @@ fn err(e: hollywood_io::Error) -> String {
 pub fn run(c: HostCommand) -> Result<(), String> {
     match c {
         HostCommand::Up(a) => {
+            let a_user = a.user;
             let st = hostmode::up(&UpOptions {
                 name: a.name,
                 listen: a.listen,
                 in_process: false,
+                owner: a.user,
             })
             .map_err(err)?;
             let listen = if st.listen.is_empty() {
@@ -82,6 +106,12 @@ pub fn run(c: HostCommand) -> Result<(), String> {
                 st.egress,
                 st.masq_ports.as_deref().unwrap_or("any"),
             );
+            if let (Some(uid), Some(_)) = (st.owner, a_user) {
+                println!(
+                    "  TUN {} belongs to uid {uid}: its processes attach without root",
+                    st.tun
+                );
+            }
             for h in &st.iptables {
                 println!(
                     "  forwarding is dropped by iptables: added {} -I {}",

@@ -43,7 +43,8 @@ pub struct InternetArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Rows, comma-separated: engine, fallback-<cc>, fallback-<cc>-to-engine,
-    /// srt (default: engine,fallback-bbr,fallback-cubic,srt,fallback-cubic-to-engine).
+    /// srt, quic (default: engine,fallback-bbr,fallback-cubic,srt,
+    /// fallback-cubic-to-engine,quic).
     #[arg(long, value_delimiter = ',', value_parser = Transport::parse)]
     transports: Vec<Transport>,
     /// Recordings, captures and each command's log, one folder per row.

@@ -281,6 +281,7 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                             Mode::Caller => Vec::new(),
                         },
                         in_process: true,
+                        owner: None,
                     })
                     .map_err(|e| e.to_string())?;
                     eprintln!(

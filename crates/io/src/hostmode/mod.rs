@@ -85,6 +85,10 @@ pub struct UpOptions {
     /// state file as form `in-process` so `host status` tells the two
     /// apart. `host clear` removes it after a SIGKILL.
     pub in_process: bool,
+    /// Give the TUN device to this user (uid, `TUNSETOWNER`), who may then
+    /// attach to it without CAP_NET_ADMIN (`host up --user`); default:
+    /// this process's user, so only it and CAP_NET_ADMIN may attach.
+    pub owner: Option<u32>,
 }
 
 /// Bring up a standing instance: persistent TUN device, forwarding,
@@ -171,6 +175,12 @@ pub fn up(opts: &UpOptions) -> Result<State> {
         nft_table: format!("inet {}", nft::table_name(&name)),
         iptables: holes,
         sysctls,
+        // Always an owner: the kernel lets anyone who can open
+        // /dev/net/tun (mode 0666 on Debian) attach to a persistent TUN
+        // device with neither owner nor group, and read and write the
+        // engine's connections. Without --user it is the creator (root),
+        // so attaching takes CAP_NET_ADMIN.
+        owner: Some(opts.owner.unwrap_or_else(sys::euid)),
     };
     let rules = nft::Ruleset {
         name: name.clone(),
@@ -195,7 +205,7 @@ pub fn up(opts: &UpOptions) -> Result<State> {
 }
 
 fn setup(l: &Locked, st: &State, rules: &nft::Ruleset) -> Result<()> {
-    create_persistent_tun(&st.tun)?;
+    create_persistent_tun(&st.tun, st.owner)?;
     let ns = NetNs::current();
     ns.set_mtu(&st.tun, st.mtu)?;
     ns.ip(&["addr", "add", &st.kernel_v4, "dev", &st.tun])?;
@@ -233,9 +243,17 @@ fn setup(l: &Locked, st: &State, rules: &nft::Ruleset) -> Result<()> {
 /// Create TUN device `name` (`IFF_TUN | IFF_NO_PI`) and make it persistent:
 /// it stays after this process exits, unconfigured until `ip` sets it up,
 /// for an application to attach to ([`crate::TunDevice::attach`]).
-pub fn create_persistent_tun(name: &str) -> Result<()> {
+pub fn create_persistent_tun(name: &str, owner: Option<u32>) -> Result<()> {
     let (fd, _) = sys::open_tun(name, false)
         .map_err(|e| Error::io(format!("create TUN device {name}"), e))?;
+    if let Some(uid) = owner {
+        sys::set_tun_owner(&fd, uid).map_err(|e| {
+            Error::io(
+                format!("give TUN device {name} to uid {uid} (TUNSETOWNER)"),
+                e,
+            )
+        })?;
+    }
     sys::set_tun_persist(&fd, true).map_err(|e| {
         Error::io(
             format!("make TUN device {name} persistent (TUNSETPERSIST)"),
@@ -318,9 +336,9 @@ pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
     if let Some(n) = name {
         state::check_name(n)?;
     }
-    let instances = {
-        let l = Locked::acquire()?;
-        l.of_netns(&state::current_netns()?)?
+    let instances = match Locked::read_only()? {
+        Some(l) => l.of_netns(&state::current_netns()?)?,
+        None => Vec::new(),
     };
     let chosen: Vec<State> = instances
         .into_iter()
@@ -338,7 +356,29 @@ pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
     for st in chosen {
         match crate::TunDevice::attach(&st.tun, false) {
             Ok(tun) => return Ok((st, tun)),
-            Err(e) => why.push(format!("{}: {e}", st.name)),
+            Err(e) => {
+                // Without CAP_NET_ADMIN only the device's owner may attach.
+                let tun_dev = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/net/tun");
+                let hint = if tun_dev
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+                {
+                    " (/dev/net/tun is not open to this user: Debian's udev makes it mode 0666, this system has it closed; `chmod 0666 /dev/net/tun` or a udev rule opens it — the device's owner check still applies)".into()
+                } else if check_privileges().is_err() {
+                    match st.owner {
+                        Some(uid) if uid != sys::euid() => format!(
+                            " (the device belongs to uid {uid}; without CAP_NET_ADMIN only its owner may attach: `sudo hollywood host up --user USER` gives it to another)"
+                        ),
+                        _ => String::new(),
+                    }
+                } else {
+                    String::new()
+                };
+                why.push(format!("{}: {e}{hint}", st.name));
+            }
         }
     }
     Err(Error::HostMode(format!(
@@ -349,8 +389,10 @@ pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
 
 /// Whether an instance is up in this network namespace (any form).
 pub fn any_up() -> Result<bool> {
-    let l = Locked::acquire()?;
-    Ok(!l.of_netns(&state::current_netns()?)?.is_empty())
+    match Locked::read_only()? {
+        Some(l) => Ok(!l.of_netns(&state::current_netns()?)?.is_empty()),
+        None => Ok(false),
+    }
 }
 
 /// Take instance `name` of this namespace down. Returns what was done.

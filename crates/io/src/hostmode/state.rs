@@ -73,6 +73,10 @@ pub struct State {
     /// Sysctls this instance holds, in the order they were set (see
     /// `super::sysctl`; released in reverse).
     pub sysctls: Vec<String>,
+    /// The user (uid) that owns the TUN device and may attach to it
+    /// without CAP_NET_ADMIN (`host up --user`), if any.
+    #[serde(default)]
+    pub owner: Option<u32>,
 }
 
 /// The run directory (`HOLLYWOOD_RUN_DIR` or [`RUN_DIR`]).
@@ -145,6 +149,23 @@ impl Locked {
         crate::sys::flock_exclusive(&lock)
             .map_err(|e| Error::io(format!("lock {}", path.display()), e))?;
         Ok(Locked { dir, _lock: lock })
+    }
+
+    /// A shared lock for reading the instances (attaching to one), which
+    /// needs no write access: an unprivileged user of a standing instance
+    /// (`host up --user`) can take it. `None` when host mode never ran
+    /// here (no lock file: no instance).
+    pub fn read_only() -> Result<Option<Locked>> {
+        let dir = run_dir();
+        let path = dir.join("host.lock");
+        let lock = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(format!("open {}", path.display()), e)),
+        };
+        crate::sys::flock_shared(&lock)
+            .map_err(|e| Error::io(format!("lock {}", path.display()), e))?;
+        Ok(Some(Locked { dir, _lock: lock }))
     }
 
     /// The directory.
@@ -238,6 +259,7 @@ mod tests {
             nft_table: "inet hollywood-a".into(),
             iptables: vec![],
             sysctls: vec!["net.ipv4.ip_forward".into()],
+            owner: None,
         }
     }
 
