@@ -30,6 +30,9 @@ struct Net {
     run_dir: PathBuf,
     _veth: VethPair,
     peer: NetNs,
+    /// Held until everything above is gone (fields drop after `drop`, in
+    /// order): the next test starts on a clean machine.
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Drop for Net {
@@ -39,7 +42,7 @@ impl Drop for Net {
     }
 }
 
-fn net(tag: &str) -> Option<(Net, std::sync::MutexGuard<'static, ()>)> {
+fn net(tag: &str) -> Option<(Net, ())> {
     if !hollywood_io::is_root() {
         hollywood_test_support::skip("needs root (network namespaces, TUN devices, nftables)");
         return None;
@@ -69,8 +72,9 @@ fn net(tag: &str) -> Option<(Net, std::sync::MutexGuard<'static, ()>)> {
             run_dir,
             _veth: veth,
             peer,
+            _serial: guard,
         },
-        guard,
+        (),
     ))
 }
 
@@ -738,9 +742,12 @@ fn transmit_with_host_relays_over_the_engine_through_the_nat() {
         }
     }
     if !through {
+        let peer_ss = net.peer.exec(&["ss", "-Htan"]).unwrap_or_default();
+        let host_ss = net.ns.exec(&["ss", "-Htuan"]).unwrap_or_default();
+        let table = net.ns.exec(&["nft", "list", "ruleset"]).unwrap_or_default();
         let (s, e) = terminate(caller);
         let (_, le) = terminate(listener);
-        panic!("nothing came through: caller {s:?}: {e}\nlistener: {le}");
+        panic!("nothing came through: caller {s:?}: {e}\nlistener: {le}\npeer sockets:\n{peer_ss}\nhost sockets:\n{host_ss}\nruleset:\n{table}");
     }
     // The connection the peer sees is from the host's address, from a
     // masquerade port: the engine's, not the kernel's.

@@ -354,7 +354,9 @@ pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
     }
     let mut why = Vec::new();
     for st in chosen {
-        match crate::TunDevice::attach(&st.tun, false) {
+        // Checksum and segmentation offloads on (IFF_VNET_HDR, TSO): the
+        // flags are the attaching queue's, set at TUNSETIFF.
+        match crate::TunDevice::attach(&st.tun, true) {
             Ok(tun) => return Ok((st, tun)),
             Err(e) => {
                 // Without CAP_NET_ADMIN only the device's owner may attach.
