@@ -497,14 +497,19 @@ impl PacketHook for PayloadCheckHook {
 /// from a new port) are not affected.
 ///
 /// The forged RSTs carry the sequence number the receiver expects
-/// (RFC 5961 §3.2: exactly `RCV.NXT`, else only a challenge ACK): toward
-/// the sender of a packet `P`, `P.ack` (what that sender expects next);
-/// toward the other end, the acknowledgment number of the last packet the
-/// box saw from it.
+/// (RFC 5961 §3.2: exactly `RCV.NXT` resets; elsewhere in the window it
+/// only draws a challenge ACK; outside, nothing): toward the sender of a
+/// packet `P`, `P.ack` (what that sender expects next); toward the other
+/// end, two: the acknowledgment number of the last packet the box saw
+/// from it (exact unless an ACK is still delayed), and one byte below the
+/// highest sequence number forwarded to it (inside its window: its
+/// challenge ACK then meets the blocklist, which answers it exactly).
 pub struct ResetOnMismatchHook {
     flows: HashMap<(SocketAddr, SocketAddr), FlowState>,
     /// Last acknowledgment number seen per direction (src, dst).
     last_ack: HashMap<(SocketAddr, SocketAddr), SeqNumber>,
+    /// Highest sequence number forwarded per direction (end of data).
+    high: HashMap<(SocketAddr, SocketAddr), SeqNumber>,
     /// Blocklisted 4-tuples, stored as (lower, higher) address pair.
     blocked: std::collections::HashSet<(SocketAddr, SocketAddr)>,
     reverse: Vec<Vec<u8>>,
@@ -517,6 +522,7 @@ impl ResetOnMismatchHook {
         ResetOnMismatchHook {
             flows: HashMap::new(),
             last_ack: HashMap::new(),
+            high: HashMap::new(),
             blocked: Default::default(),
             reverse: Vec::new(),
             counters,
@@ -591,18 +597,32 @@ impl PacketHook for ResetOnMismatchHook {
             c.retransmission as u64,
         );
         if c.differing == 0 {
+            if !payload.is_empty() {
+                let end = tcp.seq + payload.len();
+                let high = self.high.entry((src, dst)).or_insert(end);
+                if end > *high {
+                    *high = end;
+                }
+            }
             out.push(packet);
             return;
         }
         // A rewritten retransmission: drop it, reset both ends, block.
         bump(&self.counters, "dropped_inconsistent", 1);
         bump(&self.counters, "flows_reset", 1);
-        bump(&self.counters, "rst_forged", 2);
         self.blocked.insert(key);
         self.reverse
             .push(Self::rst_to_sender(src, dst, &tcp, payload.len()));
-        let toward_receiver = self.last_ack.get(&(dst, src)).copied().unwrap_or(tcp.seq);
-        out.push(Self::rst(src, dst, toward_receiver));
+        let exact = self.last_ack.get(&(dst, src)).copied();
+        let in_window = self.high.get(&(src, dst)).map(|&h| h - 1);
+        let mut seqs: Vec<SeqNumber> = [exact, in_window].into_iter().flatten().collect();
+        if seqs.is_empty() {
+            seqs.push(tcp.seq);
+        }
+        for &seq in &seqs {
+            out.push(Self::rst(src, dst, seq));
+        }
+        bump(&self.counters, "rst_forged", 1 + seqs.len() as u64);
     }
 
     fn take_reverse(&mut self) -> Vec<Vec<u8>> {
@@ -1094,10 +1114,16 @@ pub fn run(spec: &Spec) -> Result<Report> {
                             EndpointEvent::Conn { handle, event } if Some(handle) == conn => {
                                 match event {
                                     Event::Reset => {
-                                        let st = step
-                                            .endpoint()
+                                        // The endpoint has removed the
+                                        // connection: its last counters
+                                        // (res.stats can miss what the
+                                        // last flush sent).
+                                        let ep = step.endpoint();
+                                        let st = ep
                                             .connection(handle)
-                                            .map(|c| c.stats().clone())
+                                            .map(|c| c.stats())
+                                            .or_else(|| ep.final_stats(handle))
+                                            .cloned()
                                             .or_else(|| res.stats.clone())
                                             .unwrap_or_default();
                                         match policy.on_reset(
@@ -1475,7 +1501,7 @@ mod tests {
             seg_ack(SRV, CLI, 1000, 7, &[0xfe; 100]),
             &mut out,
         );
-        assert_eq!(out.len(), 1, "the segment is replaced by a RST");
+        assert_eq!(out.len(), 2, "the segment is replaced by two RSTs");
         let (src, dst, tcp) = parsed(&out[0]);
         assert_eq!((src, dst), (SRV.parse().unwrap(), CLI.parse().unwrap()));
         assert!(tcp.flags.rst());
@@ -1484,6 +1510,10 @@ mod tests {
             SeqNumber(1000),
             "the client's RCV.NXT (its last ACK)"
         );
+        let (src, dst, tcp) = parsed(&out[1]);
+        assert_eq!((src, dst), (SRV.parse().unwrap(), CLI.parse().unwrap()));
+        assert!(tcp.flags.rst());
+        assert_eq!(tcp.seq, SeqNumber(1199), "inside the client's window");
         let back = h.take_reverse();
         assert_eq!(back.len(), 1);
         let (src, dst, tcp) = parsed(&back[0]);
@@ -1528,7 +1558,7 @@ mod tests {
         assert_eq!(m.get("flows_reset"), Some(&1));
         assert_eq!(m.get("dropped_inconsistent"), Some(&1));
         assert_eq!(m.get("dropped_blocklisted"), Some(&2));
-        assert_eq!(m.get("rst_forged"), Some(&4));
+        assert_eq!(m.get("rst_forged"), Some(&5));
     }
 
     #[test]
