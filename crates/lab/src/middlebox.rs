@@ -38,11 +38,12 @@ use crate::topology::{Host, Lab, LabSpec};
 use hollywood_io::TunHost;
 use hollywood_sim::{LinkConfig, MiddleboxConfig, MiddleboxKind, Node};
 use hollywood_tcp::{Config, ConnHandle, ConnectionStats, EndpointEvent, Event, HollywoodConfig};
+use hollywood_wire::{build_tcp_ip, SeqNumber, TcpFlags, TcpRepr};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -83,17 +84,25 @@ pub enum Kind {
     /// Strict normaliser in the emulator: a data segment whose bytes differ
     /// from bytes already forwarded at the same sequence numbers is dropped.
     PayloadCheck,
+    /// Intrusion-prevention box in the emulator ([`ResetOnMismatchHook`]):
+    /// a data segment whose bytes differ from bytes already forwarded at the
+    /// same sequence numbers is dropped, both ends get a forged RST, and
+    /// the 4-tuple is blocklisted (every later packet of it is dropped and
+    /// answered with a RST). Thesis §4.5: a middlebox that treats an
+    /// inconsistent retransmission as an attack.
+    ResetOnMismatch,
 }
 
 impl Kind {
     /// Every kind, in table order.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::None,
         Kind::Conntrack,
         Kind::SplitProxy,
         Kind::Resegment,
         Kind::Cache,
         Kind::PayloadCheck,
+        Kind::ResetOnMismatch,
     ];
 
     /// The command-line name.
@@ -105,6 +114,7 @@ impl Kind {
             Kind::Resegment => "resegment",
             Kind::Cache => "cache",
             Kind::PayloadCheck => "payload-check",
+            Kind::ResetOnMismatch => "reset-on-mismatch",
         }
     }
 
@@ -124,22 +134,27 @@ pub enum Design {
     /// [TCP-video] §7.2 (experimental): every retransmission is skipped and
     /// the next expected sequence announced in an option.
     SeqGap,
+    /// Standard TCP: the same engine with every Hollywood wire change off
+    /// (a retransmission carries the original bytes). The baseline.
+    Standard,
 }
 
 impl Design {
+    /// Every design.
+    pub const ALL: [Design; 3] = [Design::Ir, Design::SeqGap, Design::Standard];
+
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {
             Design::Ir => "ir",
             Design::SeqGap => "seq-gap",
+            Design::Standard => "standard",
         }
     }
 
     /// Parse a command-line name.
     pub fn parse(s: &str) -> Option<Design> {
-        [Design::Ir, Design::SeqGap]
-            .into_iter()
-            .find(|d| d.name() == s)
+        Design::ALL.into_iter().find(|d| d.name() == s)
     }
 }
 
@@ -276,6 +291,12 @@ pub struct Report {
     pub segments_spliced: u64,
     /// RST segments in either capture.
     pub resets: u64,
+    /// Times the application reconnected in consistent mode after a reset
+    /// that followed inconsistent retransmissions ([`ReconnectPolicy`]):
+    /// 0 or 1.
+    pub reconnects: u32,
+    /// Why it reconnected (the server's `Reconnected` event).
+    pub reconnect_reason: Option<String>,
     /// Sequence holes in the client's capture (server → client).
     pub seq_holes_on_client_wire: u64,
     /// Segments with the "next expected sequence" option at the client.
@@ -465,6 +486,240 @@ impl PacketHook for PayloadCheckHook {
     }
 }
 
+/// An intrusion-prevention box that resets connections carrying
+/// inconsistent retransmissions (thesis §4.5: a middlebox may take a
+/// retransmission whose payload differs from the original for an
+/// injection attack). A data segment whose bytes differ from the bytes it
+/// first forwarded at those sequence numbers (as [`PayloadCheckHook`]
+/// tells) is dropped; the box forges a RST toward each end and
+/// blocklists the 4-tuple: from then on every packet of it, either way,
+/// is dropped and its sender gets a RST. Other 4-tuples (a reconnection
+/// from a new port) are not affected.
+///
+/// The forged RSTs carry the sequence number the receiver expects
+/// (RFC 5961 §3.2: exactly `RCV.NXT` resets; elsewhere in the window it
+/// only draws a challenge ACK; outside, nothing): toward the sender of a
+/// packet `P`, `P.ack` (what that sender expects next); toward the other
+/// end, two: the acknowledgment number of the last packet the box saw
+/// from it (exact unless an ACK is still delayed), and one byte below the
+/// highest sequence number forwarded to it (inside its window: its
+/// challenge ACK then meets the blocklist, which answers it exactly).
+pub struct ResetOnMismatchHook {
+    flows: HashMap<(SocketAddr, SocketAddr), FlowState>,
+    /// Last acknowledgment number seen per direction (src, dst).
+    last_ack: HashMap<(SocketAddr, SocketAddr), SeqNumber>,
+    /// Highest sequence number forwarded per direction (end of data).
+    high: HashMap<(SocketAddr, SocketAddr), SeqNumber>,
+    /// Blocklisted 4-tuples, stored as (lower, higher) address pair.
+    blocked: std::collections::HashSet<(SocketAddr, SocketAddr)>,
+    reverse: Vec<Vec<u8>>,
+    counters: Counters,
+}
+
+impl ResetOnMismatchHook {
+    /// A fresh box with an empty blocklist.
+    pub fn new(counters: Counters) -> ResetOnMismatchHook {
+        ResetOnMismatchHook {
+            flows: HashMap::new(),
+            last_ack: HashMap::new(),
+            high: HashMap::new(),
+            blocked: Default::default(),
+            reverse: Vec::new(),
+            counters,
+        }
+    }
+
+    fn key(a: SocketAddr, b: SocketAddr) -> (SocketAddr, SocketAddr) {
+        if a <= b {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
+
+    /// A RST from `from` to `to` with sequence number `seq`.
+    fn rst(from: SocketAddr, to: SocketAddr, seq: SeqNumber) -> Vec<u8> {
+        let tcp = TcpRepr {
+            seq,
+            flags: TcpFlags::RST,
+            ..Default::default()
+        };
+        build_tcp_ip(from, to, &tcp, &[])
+    }
+
+    /// A RST to the sender of `tcp` (sent `src` → `dst`), from `dst`.
+    fn rst_to_sender(src: SocketAddr, dst: SocketAddr, tcp: &TcpRepr, len: usize) -> Vec<u8> {
+        if tcp.flags.ack() {
+            Self::rst(dst, src, tcp.ack)
+        } else {
+            // RFC 9293 §3.10.7.1: no ACK → <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
+            let t = TcpRepr {
+                seq: SeqNumber(0),
+                ack: tcp.seq + tcp.segment_len(len),
+                flags: TcpFlags::RST | TcpFlags::ACK,
+                ..Default::default()
+            };
+            build_tcp_ip(dst, src, &t, &[])
+        }
+    }
+}
+
+impl PacketHook for ResetOnMismatchHook {
+    fn on_packet(&mut self, _now: u64, _dir: Direction, packet: Vec<u8>, out: &mut Vec<Vec<u8>>) {
+        let Some((src, dst, tcp, payload)) = capture::parse_lenient(&packet) else {
+            out.push(packet);
+            return;
+        };
+        let key = Self::key(src, dst);
+        if tcp.flags.rst() {
+            // A RST ends the flow; pass it (the box's blocklist stays).
+            out.push(packet);
+            return;
+        }
+        if self.blocked.contains(&key) {
+            bump(&self.counters, "dropped_blocklisted", 1);
+            bump(&self.counters, "rst_forged", 1);
+            self.reverse
+                .push(Self::rst_to_sender(src, dst, &tcp, payload.len()));
+            return;
+        }
+        if tcp.flags.ack() {
+            self.last_ack.insert((src, dst), tcp.ack);
+        }
+        let c = self
+            .flows
+            .entry((src, dst))
+            .or_default()
+            .on_segment(&tcp, payload);
+        bump(
+            &self.counters,
+            "retransmissions_seen",
+            c.retransmission as u64,
+        );
+        if c.differing == 0 {
+            if !payload.is_empty() {
+                let end = tcp.seq + payload.len();
+                let high = self.high.entry((src, dst)).or_insert(end);
+                if end > *high {
+                    *high = end;
+                }
+            }
+            out.push(packet);
+            return;
+        }
+        // A rewritten retransmission: drop it, reset both ends, block.
+        bump(&self.counters, "dropped_inconsistent", 1);
+        bump(&self.counters, "flows_reset", 1);
+        self.blocked.insert(key);
+        self.reverse
+            .push(Self::rst_to_sender(src, dst, &tcp, payload.len()));
+        let exact = self.last_ack.get(&(dst, src)).copied();
+        let in_window = self.high.get(&(src, dst)).map(|&h| h - 1);
+        let mut seqs: Vec<SeqNumber> = [exact, in_window].into_iter().flatten().collect();
+        if seqs.is_empty() {
+            seqs.push(tcp.seq);
+        }
+        for &seq in &seqs {
+            out.push(Self::rst(src, dst, seq));
+        }
+        bump(&self.counters, "rst_forged", 1 + seqs.len() as u64);
+    }
+
+    fn take_reverse(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.reverse)
+    }
+}
+
+/// Why the application reconnected (issue 31 item 3, thesis §4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReconnectReason {
+    /// The connection was reset after it had sent inconsistent
+    /// retransmissions: a middlebox that resets on a payload mismatch.
+    ResetAfterInconsistentRetransmission,
+    /// The connection was reset after its sender had already stopped
+    /// rewriting (`Event::RewritingStopped`: a payload-checking path).
+    ResetAfterRewritingStopped,
+}
+
+impl ReconnectReason {
+    /// The report name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReconnectReason::ResetAfterInconsistentRetransmission => {
+                "reset-after-inconsistent-retransmission"
+            }
+            ReconnectReason::ResetAfterRewritingStopped => "reset-after-rewriting-stopped",
+        }
+    }
+}
+
+/// What the application does about a reset ([`ReconnectPolicy::on_reset`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResetVerdict {
+    /// Reconnect once, with inconsistent retransmissions off
+    /// ([`consistent_config`]), and resume where the peer stopped.
+    Reconnect(ReconnectReason),
+    /// A real error: the connection is dead.
+    Fail(String),
+}
+
+/// The application's answer to a reset on a TCP Hollywood connection.
+///
+/// Thesis §4.5: inconsistent retransmissions must not make a connection
+/// less deployable than standard TCP. A middlebox that takes a rewritten
+/// retransmission for an attack and resets the connection (an IPS: Kind
+/// [`Kind::ResetOnMismatch`]) would leave the application dead, so a
+/// reset that follows inconsistent retransmissions (or the payload-check
+/// fallback, `Event::RewritingStopped`) is answered by reconnecting *once*
+/// in consistent mode. A reset of a connection that never rewrote, or a
+/// second reset after the reconnection, is a real error: no loop.
+///
+/// The policy is pure (no clock, no I/O): the caller feeds it what the
+/// engine counted and acts on the verdict.
+#[derive(Debug, Clone, Default)]
+pub struct ReconnectPolicy {
+    reconnected: Option<ReconnectReason>,
+}
+
+impl ReconnectPolicy {
+    /// A connection was reset after sending `ir_sent` inconsistent
+    /// retransmissions; `rewriting_stopped`: the engine had fallen back to
+    /// the original bytes (thesis §4.5 payload-check signal).
+    pub fn on_reset(&mut self, ir_sent: u64, rewriting_stopped: bool) -> ResetVerdict {
+        if let Some(r) = self.reconnected {
+            return ResetVerdict::Fail(format!(
+                "reset again in consistent mode (after reconnecting: {})",
+                r.name()
+            ));
+        }
+        let reason = if rewriting_stopped {
+            ReconnectReason::ResetAfterRewritingStopped
+        } else if ir_sent > 0 {
+            ReconnectReason::ResetAfterInconsistentRetransmission
+        } else {
+            return ResetVerdict::Fail("connection reset".into());
+        };
+        self.reconnected = Some(reason);
+        ResetVerdict::Reconnect(reason)
+    }
+
+    /// The reconnection made, if any.
+    pub fn reconnected(&self) -> Option<ReconnectReason> {
+        self.reconnected
+    }
+}
+
+/// `c` with every inconsistent retransmission switched off (the config of
+/// a reconnection, [`ReconnectPolicy`]).
+pub fn consistent_config(c: &Config) -> Config {
+    let mut c = c.clone();
+    c.hollywood.inconsistent_retransmissions = false;
+    c.hollywood.always_inconsistent = false;
+    c.hollywood.seq_gap_lifetime = None;
+    c
+}
+
 /// Config of the server engine for `design`.
 pub fn server_config(design: Design) -> Config {
     Config {
@@ -479,20 +734,44 @@ pub fn server_config(design: Design) -> Config {
 
 #[derive(Debug, Default)]
 struct ServerResult {
+    /// The current connection's counters.
     stats: Option<ConnectionStats>,
-    reset: bool,
+    /// Counters of a connection replaced by a reconnection.
+    earlier: Option<ConnectionStats>,
+    /// Why the connection died (a reset the policy did not recover).
+    reset: Option<String>,
     timed_out: bool,
     accepted: u32,
+    reconnect: Option<ReconnectReason>,
 }
+
+/// The counters of two connections of one transfer, added up.
+fn add_stats(a: &ConnectionStats, b: &ConnectionStats) -> ConnectionStats {
+    let mut s = b.clone();
+    s.retransmitted_segments += a.retransmitted_segments;
+    s.always_ir_segments += a.always_ir_segments;
+    s.seq_gap_skips += a.seq_gap_skips;
+    s.rewriting_stopped = s.rewriting_stopped.max(a.rewriting_stopped);
+    s
+}
+
+/// Bytes a reconnecting client sends first: the stream offset (u64, big
+/// endian) it has received up to.
+const RESUME_LEN: usize = 8;
 
 #[derive(Debug, Default)]
 struct ClientResult {
     bytes: Vec<u8>,
     failure: Option<String>,
+    /// Connections made after a reset (at most one).
+    reconnects: u32,
 }
 
 /// The client: connect (retrying while the server or proxy comes up) and
-/// read until EOF, error, stall or deadline.
+/// read until EOF, error, stall or deadline. Reset once, it reconnects
+/// (from a new port) and asks the server to resume at the offset it has,
+/// [`RESUME_LEN`] bytes; the server decides whether to serve it
+/// ([`ReconnectPolicy`]). A second reset is a failure.
 fn run_client(
     target: SocketAddr,
     expect: usize,
@@ -516,6 +795,12 @@ fn run_client(
         }
     };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let reconnect = |have: usize| -> std::io::Result<TcpStream> {
+        let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(2))?;
+        s.write_all(&(have as u64).to_be_bytes())?;
+        s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        Ok(s)
+    };
     let mut buf = vec![0u8; 64 * 1024];
     let mut last_progress = Instant::now();
     loop {
@@ -535,6 +820,22 @@ fn run_client(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && r.reconnects == 0 => {
+                r.reconnects += 1;
+                match reconnect(r.bytes.len()) {
+                    Ok(s) => {
+                        stream = s;
+                        last_progress = Instant::now();
+                    }
+                    Err(e) => {
+                        r.failure = Some(format!(
+                            "reconnect after a reset: {e} after {} bytes",
+                            r.bytes.len()
+                        ));
+                        return r;
+                    }
+                }
+            }
             Err(e) => {
                 r.failure = Some(format!("read: {e} after {} bytes", r.bytes.len()));
                 return r;
@@ -696,6 +997,7 @@ pub fn run(spec: &Spec) -> Result<Report> {
             counters.clone(),
         ))),
         Kind::PayloadCheck => Some(Box::new(PayloadCheckHook::new(counters.clone()))),
+        Kind::ResetOnMismatch => Some(Box::new(ResetOnMismatchHook::new(counters.clone()))),
         _ => None,
     };
     let link = LinkConfig::new(0, spec.delay);
@@ -784,7 +1086,8 @@ pub fn run(spec: &Spec) -> Result<Report> {
         let _g = rt.enter();
         lab.engine_tun(Host::B)?
     };
-    let mut host = TunHost::new(tun, server_config(spec.design))?;
+    let config = server_config(spec.design);
+    let mut host = TunHost::new(tun, config.clone())?;
     host.listen(server_addr)?;
     let data = Arc::new(pattern(spec.seed, spec.bytes));
     let stop = Arc::new(AtomicBool::new(false));
@@ -793,9 +1096,12 @@ pub fn run(spec: &Spec) -> Result<Report> {
         let stop = stop.clone();
         rt.spawn(async move {
             let mut res = ServerResult::default();
+            let mut policy = ReconnectPolicy::default();
             let mut conn: Option<ConnHandle> = None;
             let mut sent = 0usize;
             let mut closed = false;
+            // After a reconnection: the resume offset is read first.
+            let mut resume: Option<Vec<u8>> = None;
             let r = host
                 .drive(|step| {
                     let events: Vec<EndpointEvent> = step.events().to_vec();
@@ -807,7 +1113,51 @@ pub fn run(spec: &Spec) -> Result<Report> {
                             }
                             EndpointEvent::Conn { handle, event } if Some(handle) == conn => {
                                 match event {
-                                    Event::Reset => res.reset = true,
+                                    Event::Reset => {
+                                        // The endpoint has removed the
+                                        // connection: its last counters
+                                        // (res.stats can miss what the
+                                        // last flush sent).
+                                        let ep = step.endpoint();
+                                        let st = ep
+                                            .connection(handle)
+                                            .map(|c| c.stats())
+                                            .or_else(|| ep.final_stats(handle))
+                                            .cloned()
+                                            .or_else(|| res.stats.clone())
+                                            .unwrap_or_default();
+                                        match policy.on_reset(
+                                            st.always_ir_segments,
+                                            st.rewriting_stopped > 0,
+                                        ) {
+                                            ResetVerdict::Reconnect(reason) => {
+                                                // The application's
+                                                // `Reconnected` event: the
+                                                // next connection to this
+                                                // port is consistent.
+                                                res.reconnect = Some(reason);
+                                                res.earlier = Some(st);
+                                                res.stats = None;
+                                                let ep = step.endpoint();
+                                                let relisten =
+                                                    ep.unlisten(server_addr).and_then(|()| {
+                                                        ep.listen_with(
+                                                            server_addr,
+                                                            consistent_config(&config),
+                                                        )
+                                                    });
+                                                if let Err(e) = relisten {
+                                                    res.reset = Some(format!("re-listen: {e}"));
+                                                }
+                                                conn = None;
+                                                resume = Some(Vec::new());
+                                                closed = false;
+                                            }
+                                            ResetVerdict::Fail(why) => {
+                                                res.reset = Some(format!("server: {why}"))
+                                            }
+                                        }
+                                    }
                                     Event::TimedOut => res.timed_out = true,
                                     _ => {}
                                 }
@@ -816,13 +1166,26 @@ pub fn run(spec: &Spec) -> Result<Report> {
                         }
                     }
                     if let Some(c) = conn.and_then(|h| step.endpoint().connection_mut(h)) {
-                        while sent < data.len() {
+                        if let Some(got) = resume.as_mut() {
+                            let mut buf = [0u8; RESUME_LEN];
+                            let want = RESUME_LEN - got.len();
+                            if let Ok(n) = c.recv(&mut buf[..want]) {
+                                got.extend_from_slice(&buf[..n]);
+                            }
+                            if got.len() == RESUME_LEN {
+                                let mut off = [0u8; RESUME_LEN];
+                                off.copy_from_slice(got);
+                                sent = (u64::from_be_bytes(off) as usize).min(data.len());
+                                resume = None;
+                            }
+                        }
+                        while resume.is_none() && sent < data.len() {
                             match c.send(&data[sent..]) {
                                 Ok(n) if n > 0 => sent += n,
                                 _ => break,
                             }
                         }
-                        if sent == data.len() && !closed {
+                        if resume.is_none() && sent == data.len() && !closed {
                             c.close();
                             closed = true;
                         }
@@ -890,7 +1253,11 @@ pub fn run(spec: &Spec) -> Result<Report> {
 
     let t = tally(&data, &client.bytes, &client_wire.retransmission_ranges);
     let spliced = mixed_ranges(&data, &client.bytes, &server_wire.inconsistent_ranges);
-    let stats = server_res.stats.clone().unwrap_or_default();
+    let current = server_res.stats.clone().unwrap_or_default();
+    let stats = match &server_res.earlier {
+        Some(e) => add_stats(e, &current),
+        None => current,
+    };
     let mut failure = client.failure;
     if failure.is_none() && client.bytes.len() < spec.bytes {
         failure = Some(format!(
@@ -902,8 +1269,8 @@ pub fn run(spec: &Spec) -> Result<Report> {
     if server_res.accepted == 0 {
         failure.get_or_insert_with(|| "the server never accepted a connection".into());
     }
-    if server_res.reset {
-        failure.get_or_insert_with(|| "server connection reset".into());
+    if let Some(why) = &server_res.reset {
+        failure.get_or_insert_with(|| why.clone());
     }
     if server_res.timed_out {
         failure.get_or_insert_with(|| "server connection timed out".into());
@@ -940,6 +1307,8 @@ pub fn run(spec: &Spec) -> Result<Report> {
         offsets_with_other_bytes: t.other,
         segments_spliced: spliced,
         resets,
+        reconnects: u32::from(server_res.reconnect.is_some()),
+        reconnect_reason: server_res.reconnect.map(|r| r.name().to_string()),
         seq_holes_on_client_wire: client_wire.seq_holes,
         next_expected_options_on_client_wire: client_wire.next_expected_options,
         middlebox,
@@ -992,7 +1361,6 @@ impl Drop for TempDir {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hollywood_wire::{build_tcp_ip, SeqNumber, TcpFlags, TcpRepr};
 
     #[test]
     fn tally_tells_original_from_complement() {
@@ -1052,6 +1420,147 @@ mod tests {
         assert_eq!(m.get("retransmissions_seen"), Some(&2));
     }
 
+    /// A segment `src` → `dst` acknowledging `ack`.
+    fn seg_ack(src: &str, dst: &str, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+        let tcp = TcpRepr {
+            seq: SeqNumber(seq),
+            ack: SeqNumber(ack),
+            flags: TcpFlags::ACK,
+            ..Default::default()
+        };
+        build_tcp_ip(src.parse().unwrap(), dst.parse().unwrap(), &tcp, payload)
+    }
+
+    const SRV: &str = "10.0.0.1:4001";
+    const CLI: &str = "10.0.0.2:5000";
+
+    fn parsed(p: &[u8]) -> (SocketAddr, SocketAddr, TcpRepr) {
+        let s = hollywood_wire::parse_tcp_ip(p).expect("valid checksums");
+        (s.src, s.dst, s.tcp)
+    }
+
+    #[test]
+    fn reset_on_mismatch_passes_identical_retransmissions() {
+        let c = Counters::default();
+        let mut h = ResetOnMismatchHook::new(c.clone());
+        let mut out = Vec::new();
+        h.on_packet(
+            0,
+            Direction::BtoA,
+            seg_ack(SRV, CLI, 1000, 7, &[1; 100]),
+            &mut out,
+        );
+        h.on_packet(
+            0,
+            Direction::AtoB,
+            seg_ack(CLI, SRV, 7, 1000, &[]),
+            &mut out,
+        );
+        h.on_packet(
+            0,
+            Direction::BtoA,
+            seg_ack(SRV, CLI, 1000, 7, &[1; 100]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 3, "all forwarded unchanged");
+        assert!(h.take_reverse().is_empty());
+        let m = c.lock().unwrap();
+        assert_eq!(m.get("retransmissions_seen"), Some(&1));
+        assert_eq!(m.get("flows_reset"), None);
+    }
+
+    #[test]
+    fn reset_on_mismatch_resets_both_ends_and_blocks_the_four_tuple() {
+        let c = Counters::default();
+        let mut h = ResetOnMismatchHook::new(c.clone());
+        let mut out = Vec::new();
+        h.on_packet(
+            0,
+            Direction::BtoA,
+            seg_ack(SRV, CLI, 1000, 7, &[1; 100]),
+            &mut out,
+        );
+        h.on_packet(
+            0,
+            Direction::BtoA,
+            seg_ack(SRV, CLI, 1100, 7, &[2; 100]),
+            &mut out,
+        );
+        // The client lost 1000..1100 behind the box: it acknowledges 1000.
+        h.on_packet(
+            0,
+            Direction::AtoB,
+            seg_ack(CLI, SRV, 7, 1000, &[]),
+            &mut out,
+        );
+        out.clear();
+        // The inconsistent retransmission (the complement).
+        h.on_packet(
+            0,
+            Direction::BtoA,
+            seg_ack(SRV, CLI, 1000, 7, &[0xfe; 100]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 2, "the segment is replaced by two RSTs");
+        let (src, dst, tcp) = parsed(&out[0]);
+        assert_eq!((src, dst), (SRV.parse().unwrap(), CLI.parse().unwrap()));
+        assert!(tcp.flags.rst());
+        assert_eq!(
+            tcp.seq,
+            SeqNumber(1000),
+            "the client's RCV.NXT (its last ACK)"
+        );
+        let (src, dst, tcp) = parsed(&out[1]);
+        assert_eq!((src, dst), (SRV.parse().unwrap(), CLI.parse().unwrap()));
+        assert!(tcp.flags.rst());
+        assert_eq!(tcp.seq, SeqNumber(1199), "inside the client's window");
+        let back = h.take_reverse();
+        assert_eq!(back.len(), 1);
+        let (src, dst, tcp) = parsed(&back[0]);
+        assert_eq!((src, dst), (CLI.parse().unwrap(), SRV.parse().unwrap()));
+        assert!(tcp.flags.rst());
+        assert_eq!(
+            tcp.seq,
+            SeqNumber(7),
+            "the server's RCV.NXT (the segment's ACK)"
+        );
+        // From now on the 4-tuple is reset, either way, even consistent data.
+        out.clear();
+        h.on_packet(
+            0,
+            Direction::AtoB,
+            seg_ack(CLI, SRV, 7, 1000, &[]),
+            &mut out,
+        );
+        h.on_packet(
+            0,
+            Direction::BtoA,
+            seg_ack(SRV, CLI, 1200, 7, &[3; 100]),
+            &mut out,
+        );
+        assert!(out.is_empty(), "blocklisted packets are dropped");
+        let back = h.take_reverse();
+        assert_eq!(back.len(), 2);
+        let (_, dst, tcp) = parsed(&back[0]);
+        assert_eq!((dst, tcp.seq), (CLI.parse().unwrap(), SeqNumber(1000)));
+        let (_, dst, tcp) = parsed(&back[1]);
+        assert_eq!((dst, tcp.seq), (SRV.parse().unwrap(), SeqNumber(7)));
+        // Another 4-tuple (a reconnection from a new port) passes.
+        h.on_packet(
+            0,
+            Direction::BtoA,
+            seg_ack(SRV, "10.0.0.2:5001", 1000, 7, &[1; 100]),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert!(h.take_reverse().is_empty());
+        let m = c.lock().unwrap();
+        assert_eq!(m.get("flows_reset"), Some(&1));
+        assert_eq!(m.get("dropped_inconsistent"), Some(&1));
+        assert_eq!(m.get("dropped_blocklisted"), Some(&2));
+        assert_eq!(m.get("rst_forged"), Some(&5));
+    }
+
     #[test]
     fn resegment_hook_keeps_the_bytes() {
         let c = Counters::default();
@@ -1078,11 +1587,41 @@ mod tests {
     }
 
     #[test]
+    fn reconnect_policy_reconnects_once_and_only_after_rewriting() {
+        // A connection that never rewrote: a reset is a real error.
+        let mut p = ReconnectPolicy::default();
+        assert!(matches!(p.on_reset(0, false), ResetVerdict::Fail(_)));
+        assert_eq!(p.reconnected(), None);
+        // Reset after inconsistent retransmissions: reconnect, once.
+        let mut p = ReconnectPolicy::default();
+        assert_eq!(
+            p.on_reset(4, false),
+            ResetVerdict::Reconnect(ReconnectReason::ResetAfterInconsistentRetransmission)
+        );
+        let again = p.on_reset(0, false);
+        assert!(
+            matches!(&again, ResetVerdict::Fail(w) if w.contains("consistent mode")),
+            "{again:?}"
+        );
+        // The payload-check signal counts as evidence too.
+        let mut p = ReconnectPolicy::default();
+        assert_eq!(
+            p.on_reset(3, true),
+            ResetVerdict::Reconnect(ReconnectReason::ResetAfterRewritingStopped)
+        );
+        // The reconnection's config rewrites nothing.
+        let c = consistent_config(&server_config(Design::Ir));
+        assert!(!c.hollywood.always_inconsistent);
+        assert!(!c.hollywood.inconsistent_retransmissions);
+        assert!(server_config(Design::Ir).hollywood.always_inconsistent);
+    }
+
+    #[test]
     fn names_round_trip() {
         for k in Kind::ALL {
             assert_eq!(Kind::parse(k.name()), Some(k));
         }
-        for d in [Design::Ir, Design::SeqGap] {
+        for d in Design::ALL {
             assert_eq!(Design::parse(d.name()), Some(d));
         }
         assert_eq!(Kind::parse("nat"), None);

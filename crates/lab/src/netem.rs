@@ -88,6 +88,14 @@ impl Direction {
         }
     }
 
+    /// The other way.
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::AtoB => Direction::BtoA,
+            Direction::BtoA => Direction::AtoB,
+        }
+    }
+
     /// Both directions, a→b first.
     pub const BOTH: [Direction; 2] = [Direction::AtoB, Direction::BtoA];
 }
@@ -99,6 +107,14 @@ pub trait PacketHook: Send {
     /// packets to `out` (they go through the link model in that order).
     /// `now_ns` counts from the emulator's start.
     fn on_packet(&mut self, now_ns: u64, dir: Direction, packet: Vec<u8>, out: &mut Vec<Vec<u8>>);
+
+    /// Packets to send back the other way, taken right after each
+    /// [`PacketHook::on_packet`] (a middlebox answering the sender, e.g. a
+    /// forged RST). They skip the link model: the box answers from where it
+    /// sits, at once. None by default.
+    fn take_reverse(&mut self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
 }
 
 /// The emulated path in one direction.
@@ -698,7 +714,18 @@ impl Worker {
                     let packet = buf[..n].to_vec();
                     hooked.clear();
                     match self.hook.as_mut() {
-                        Some(h) => h.on_packet(now, d, packet, &mut hooked),
+                        Some(h) => {
+                            h.on_packet(now, d, packet, &mut hooked);
+                            let back = d.reverse().index();
+                            for p in h.take_reverse() {
+                                seq += 1;
+                                lines[back].push(InFlight {
+                                    at_ns: now,
+                                    seq,
+                                    packet: p,
+                                });
+                            }
+                        }
                         None => hooked.push(packet),
                     }
                     for packet in hooked.drain(..) {

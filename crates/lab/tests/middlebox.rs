@@ -244,3 +244,34 @@ fn seq_gap_design_through_a_split_proxy() {
     assert!(r.engine_seq_gap_skips > 0);
     assert_eq!(r.outcome, Outcome::Failed, "{r:?}");
 }
+
+#[test]
+fn reset_on_mismatch_hollywood_reconnects_once_and_standard_tcp_never_needs_to() {
+    let Some(_g) = setup("reset_on_mismatch_hollywood_reconnects_once") else {
+        return;
+    };
+    // Issue 31 item 3 (thesis §4.5): an IPS resets a connection carrying
+    // an inconsistent retransmission and blocks its 4-tuple. The TCP
+    // Hollywood application reconnects once, consistent, resumes where
+    // the client stopped and completes.
+    let r = go(&spec("rom", Kind::ResetOnMismatch, Design::Ir));
+    loss_was_induced(&r);
+    assert_eq!(r.middlebox.get("flows_reset"), Some(&1), "{r:?}");
+    assert!(r.resets > 0, "RSTs on the wire: {r:?}");
+    assert_eq!(r.reconnects, 1, "{r:?}");
+    assert_eq!(
+        r.reconnect_reason.as_deref(),
+        Some("reset-after-inconsistent-retransmission")
+    );
+    assert_eq!(r.failure, None, "{r:?}");
+    assert_eq!(r.bytes_delivered, r.bytes_expected);
+    assert_eq!(r.outcome, Outcome::OriginalDelivered, "{r:?}");
+    assert_eq!(r.offsets_with_ir_bytes, 0, "the box dropped every rewrite");
+    // Standard TCP through the same box: identical retransmissions pass.
+    let r = go(&spec("roms", Kind::ResetOnMismatch, Design::Standard));
+    loss_was_induced(&r);
+    assert!(r.retransmissions_sent > 0, "{r:?}");
+    assert_eq!(r.middlebox.get("flows_reset"), None, "{r:?}");
+    assert_eq!((r.reconnects, r.resets), (0, 0), "{r:?}");
+    assert_eq!(r.outcome, Outcome::OriginalDelivered, "{r:?}");
+}

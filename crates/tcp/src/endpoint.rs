@@ -49,7 +49,7 @@
 //! come late, not early, and the minimum RTT is left to real samples).
 
 use crate::config::Config;
-use crate::conn::{Connection, Event, State};
+use crate::conn::{Connection, ConnectionStats, Event, State};
 use crate::isn::IsnGenerator;
 use crate::time::Instant;
 use crate::Error;
@@ -187,7 +187,13 @@ pub struct Endpoint {
     rr: u64,
     scratch: Vec<u8>,
     stats: EndpointStats,
+    /// Counters of the last [`FINAL_STATS_KEPT`] announced connections
+    /// removed, oldest first ([`Endpoint::final_stats`]).
+    final_stats: VecDeque<(u64, ConnectionStats)>,
 }
+
+/// Removed connections whose counters [`Endpoint::final_stats`] keeps.
+pub const FINAL_STATS_KEPT: usize = 64;
 
 impl Endpoint {
     /// An endpoint whose connections use `config` unless overridden.
@@ -207,6 +213,7 @@ impl Endpoint {
             rr: 0,
             scratch: Vec::new(),
             stats: EndpointStats::default(),
+            final_stats: VecDeque::new(),
         }
     }
 
@@ -350,7 +357,28 @@ impl Endpoint {
             }
             self.dirty.remove(&h);
             self.stats.connections_closed += 1;
+            if e.announced {
+                if self.final_stats.len() == FINAL_STATS_KEPT {
+                    self.final_stats.pop_front();
+                }
+                self.final_stats.push_back((h, e.conn.stats().clone()));
+            }
         }
+    }
+
+    /// The counters of connection `h` as they were when the endpoint
+    /// removed it (once its `Closed` was reported: a reset, a timeout, an
+    /// abort, the end of TIME-WAIT); the last [`FINAL_STATS_KEPT`] are
+    /// kept. An application that reads `Event::Reset` finds the connection
+    /// already gone, and may need what it did last, e.g. whether it had
+    /// sent inconsistent retransmissions (thesis §4.5: a firewall resets
+    /// such a connection; reconnect with them disabled).
+    pub fn final_stats(&self, h: ConnHandle) -> Option<&ConnectionStats> {
+        self.final_stats
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == h.0)
+            .map(|(_, s)| s)
     }
 
     /// Connection `h` no longer counts as half-open (accepted or gone).

@@ -51,7 +51,7 @@ pub use conn::{
     ArrivedSegment, Connection, ConnectionStats, Event, Negotiated, OooStats, SendMessageError,
     State,
 };
-pub use endpoint::{ConnHandle, Endpoint, EndpointEvent, EndpointStats};
+pub use endpoint::{ConnHandle, Endpoint, EndpointEvent, EndpointStats, FINAL_STATS_KEPT};
 pub use hollywood::{
     check_dependency, ExpiredMessage, ExpiryReason, HollywoodStats, MessageMeta, MetaError, Resend,
 };

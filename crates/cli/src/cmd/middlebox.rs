@@ -12,11 +12,13 @@ use std::path::PathBuf;
 /// Arguments of `hollywood middlebox`.
 #[derive(Args, Debug)]
 pub struct MiddleboxArgs {
-    /// none | conntrack | split-proxy | resegment | cache | payload-check | all
+    /// none | conntrack | split-proxy | resegment | cache | payload-check |
+    /// reset-on-mismatch | all
     #[arg(long, default_value = "none")]
     kind: String,
     /// ir (TCP Hollywood: every retransmission inconsistent) | seq-gap
-    /// ([TCP-video] §7.2, experimental: every retransmission skipped)
+    /// ([TCP-video] §7.2, experimental: every retransmission skipped) |
+    /// standard (standard TCP: retransmissions carry the original bytes)
     #[arg(long, default_value = "ir")]
     design: String,
     /// Bytes the server sends.
@@ -54,7 +56,7 @@ pub struct MiddleboxArgs {
 
 fn row(r: &Report) -> String {
     format!(
-        "{:<14} {:<8} {:<19} {:>9}/{:<9} {:>5} {:>6} {:>6} {:>8} {:>8} {:>5}  {}",
+        "{:<17} {:<8} {:<19} {:>9}/{:<9} {:>5} {:>6} {:>6} {:>8} {:>8} {:>5} {:>6}  {}",
         r.kind.name(),
         r.design.name(),
         r.outcome.name(),
@@ -66,7 +68,11 @@ fn row(r: &Report) -> String {
         r.offsets_with_ir_bytes,
         r.offsets_with_original_bytes,
         r.resets,
-        r.failure.as_deref().unwrap_or("")
+        r.reconnects,
+        r.failure
+            .as_deref()
+            .or(r.reconnect_reason.as_deref())
+            .unwrap_or("")
     )
 }
 
@@ -77,13 +83,17 @@ pub fn run(a: MiddleboxArgs) -> Result<(), String> {
     } else {
         vec![Kind::parse(&a.kind).ok_or_else(|| {
             format!(
-                "unknown --kind {:?}: use none, conntrack, split-proxy, resegment, cache, payload-check or all",
+                "unknown --kind {:?}: use none, conntrack, split-proxy, resegment, cache, payload-check, reset-on-mismatch or all",
                 a.kind
             )
         })?]
     };
-    let design = Design::parse(&a.design)
-        .ok_or_else(|| format!("unknown --design {:?}: use ir or seq-gap", a.design))?;
+    let design = Design::parse(&a.design).ok_or_else(|| {
+        format!(
+            "unknown --design {:?}: use ir, seq-gap or standard",
+            a.design
+        )
+    })?;
     let loss_point = match a.loss_at.as_str() {
         "client" => LossPoint::Client,
         "upstream" => LossPoint::Upstream,
@@ -115,7 +125,7 @@ pub fn run(a: MiddleboxArgs) -> Result<(), String> {
         if !a.json {
             if reports.is_empty() {
                 println!(
-                    "{:<14} {:<8} {:<19} {:>19} {:>5} {:>6} {:>6} {:>8} {:>8} {:>5}",
+                    "{:<17} {:<8} {:<19} {:>19} {:>5} {:>6} {:>6} {:>8} {:>8} {:>5} {:>6}",
                     "middlebox",
                     "design",
                     "outcome",
@@ -125,7 +135,8 @@ pub fn run(a: MiddleboxArgs) -> Result<(), String> {
                     "IR@cl",
                     "IRbytes",
                     "origB",
-                    "RSTs"
+                    "RSTs",
+                    "reconn"
                 );
             }
             println!("{}", row(&r));

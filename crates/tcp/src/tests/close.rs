@@ -71,6 +71,21 @@ fn abort_resets_the_peer() {
 }
 
 #[test]
+fn a_reset_connections_counters_outlive_it() {
+    let mut p = Pair::default_pair(25);
+    let (ha, hb) = p.connect();
+    assert_eq!(p.ca(ha).send(&[7; 5_000]), Ok(5_000));
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(p.a.final_stats(ha), None, "still open");
+    p.cb(hb).abort();
+    p.run_for(Duration::from_millis(100));
+    assert!(has_event(&p.a_events, ha, Event::Reset));
+    assert!(p.a.connection(ha).is_none(), "removed");
+    let st = p.a.final_stats(ha).expect("kept");
+    assert_eq!(st.data_bytes_first_sent, 5_000, "{st:?}");
+}
+
+#[test]
 fn close_with_lost_fin_retransmits_it() {
     let mut p = Pair::default_pair(24);
     let (ha, hb) = p.connect();
