@@ -51,7 +51,7 @@ use crate::topology::{Host, Lab, LabSpec};
 use hollywood_media::Percentiles;
 use hollywood_sim::{LinkConfig, LossModel};
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -229,8 +229,10 @@ pub struct Row {
     pub transport: String,
     /// The protocol the caller reported (racing's choice), if it said.
     pub protocol: Option<String>,
-    /// Datagrams ffmpeg handed to the sender.
+    /// Datagrams ffmpeg handed to the sender, counted (unique bytes).
     pub chunks: u64,
+    /// Datagrams left out as ambiguous ([`Measured::ambiguous`]).
+    pub ambiguous: u64,
     /// Delivered within the deadline.
     pub on_time: u64,
     /// Delivered after it.
@@ -708,11 +710,12 @@ fn run_row(spec: &InternetSpec, lab_name: &str, t: &Transport) -> Result<Row, Er
     Ok(Row {
         transport: t.name(),
         protocol,
-        chunks: sent.len() as u64,
+        chunks: m.chunks,
+        ambiguous: m.ambiguous,
         on_time: m.on_time,
         late: m.late,
         never: m.never,
-        on_time_fraction: m.on_time as f64 / (sent.len().max(1)) as f64,
+        on_time_fraction: m.on_time as f64 / m.chunks.max(1) as f64,
         out_of_order: m.out_of_order,
         bad_deliveries: m.bad,
         arrived_out_of_order,
@@ -774,6 +777,13 @@ pub fn udp_payloads(pcap: &Path, port: u16) -> Result<Vec<(u64, Vec<u8>)>, Error
 /// On-time accounting of `got` against `sent` (each a capture's times).
 #[derive(Debug, Default, PartialEq)]
 pub struct Measured {
+    /// Chunks counted: those whose bytes occur once in what was sent.
+    pub chunks: u64,
+    /// Chunks left out because other chunks have the same bytes (TS null
+    /// padding at a constant mux rate): which one arrived is ambiguous,
+    /// and matching them by order would charge a dropped one's send time
+    /// to the next one.
+    pub ambiguous: u64,
     /// Delivered within the deadline.
     pub on_time: u64,
     /// Delivered after it.
@@ -782,28 +792,38 @@ pub struct Measured {
     pub never: u64,
     /// Delivered behind a chunk sent after them.
     pub out_of_order: u64,
-    /// Unknown or repeated deliveries.
+    /// Deliveries of bytes never sent, or of a chunk already delivered.
     pub bad: u64,
     /// Delays of what arrived (ms).
     pub delays: Percentiles,
 }
 
-/// Match deliveries to sent chunks by their bytes (the earliest sent chunk
-/// with those bytes not yet delivered; identical chunks — TS null padding —
-/// are interchangeable) and count.
+/// Match deliveries to sent chunks by their bytes and count. Chunks whose
+/// bytes occur more than once in `sent` are left out (see
+/// [`Measured::ambiguous`]), and so are their deliveries.
 pub fn measure(sent: &[(u64, Vec<u8>)], got: &[(u64, Vec<u8>)], deadline: Duration) -> Measured {
-    let mut ids: HashMap<&[u8], VecDeque<usize>> = HashMap::new();
+    let mut ids: HashMap<&[u8], Option<usize>> = HashMap::new();
     for (i, (_, d)) in sent.iter().enumerate() {
-        ids.entry(d.as_slice()).or_default().push_back(i);
+        ids.entry(d.as_slice())
+            .and_modify(|e| *e = None)
+            .or_insert(Some(i));
     }
     let mut arrival: Vec<Option<u64>> = vec![None; sent.len()];
     let mut m = Measured::default();
     let mut highest: Option<usize> = None;
     for (t, d) in got {
-        let Some(i) = ids.get_mut(d.as_slice()).and_then(VecDeque::pop_front) else {
+        let i = match ids.get(d.as_slice()) {
+            Some(Some(i)) => *i,
+            Some(None) => continue,
+            None => {
+                m.bad += 1;
+                continue;
+            }
+        };
+        if arrival[i].is_some() {
             m.bad += 1;
             continue;
-        };
+        }
         arrival[i] = Some(*t);
         if highest.is_some_and(|h| i < h) {
             m.out_of_order += 1;
@@ -812,7 +832,12 @@ pub fn measure(sent: &[(u64, Vec<u8>)], got: &[(u64, Vec<u8>)], deadline: Durati
     }
     let limit = deadline.as_nanos() as u64;
     let mut delays = Vec::new();
-    for (i, (s, _)) in sent.iter().enumerate() {
+    for (i, (s, d)) in sent.iter().enumerate() {
+        if ids.get(d.as_slice()) != Some(&Some(i)) {
+            m.ambiguous += 1;
+            continue;
+        }
+        m.chunks += 1;
         match arrival[i] {
             Some(a) => {
                 let d = a.saturating_sub(*s);
@@ -917,11 +942,11 @@ mod tests {
         }
         assert!(Transport::parse("fallback-").is_err());
         assert!(Transport::parse("fallback--to-engine").is_err());
-        assert!(Transport::parse("quic").is_err());
+        assert!(Transport::parse("tcp").is_err());
     }
 
     #[test]
-    fn measure_matches_by_bytes_and_counts_order_and_lateness() {
+    fn measure_matches_by_bytes_leaves_out_repeated_chunks_and_counts_order_and_lateness() {
         let ms = 1_000_000;
         let sent = vec![
             (0, vec![1]),
@@ -929,20 +954,22 @@ mod tests {
             (20 * ms, vec![0]),
             (30 * ms, vec![0]),
             (40 * ms, vec![9]),
+            (50 * ms, vec![5]),
         ];
         let got = vec![
             (50 * ms, vec![2]),
             (60 * ms, vec![1]),  // behind 2: out of order, 60 ms
-            (70 * ms, vec![0]),  // the first 0
-            (300 * ms, vec![0]), // the second 0: late
-            (310 * ms, vec![0]), // a third 0 was never sent
-            (320 * ms, vec![7]), // unknown
+            (70 * ms, vec![0]),  // ambiguous: not counted
+            (300 * ms, vec![5]), // late
+            (310 * ms, vec![5]), // twice
+            (320 * ms, vec![7]), // never sent
         ];
         let m = measure(&sent, &got, Duration::from_millis(100));
-        assert_eq!((m.on_time, m.late, m.never), (3, 1, 1));
+        assert_eq!((m.chunks, m.ambiguous), (4, 2));
+        assert_eq!((m.on_time, m.late, m.never), (2, 1, 1));
         assert_eq!(m.out_of_order, 1);
         assert_eq!(m.bad, 2);
-        assert_eq!(m.delays.max, 270.0);
+        assert_eq!(m.delays.max, 250.0);
     }
 
     #[test]
