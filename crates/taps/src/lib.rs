@@ -78,7 +78,7 @@ pub mod quic;
 pub mod relay;
 mod sockets;
 
-pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef};
+pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef, RecvHalf, SendHalf};
 pub use hollywood_transport::secure::Identity;
 pub use preconnection::{Engine, Listener, LocalEndpoint, Preconnection, RemoteEndpoint};
 pub use properties::{

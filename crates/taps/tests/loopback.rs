@@ -352,3 +352,65 @@ async fn quic_alone_connects() {
         .await;
     assert_eq!(r.unwrap().protocol(), Protocol::Quic);
 }
+
+#[tokio::test]
+async fn split_halves_receive_in_one_task_while_another_sends() {
+    for protocol in [Protocol::KernelTcp, Protocol::Quic] {
+        let addr = echo_server(
+            TransportProperties::media(),
+            SecurityParameters::Disabled,
+            &[protocol],
+        )
+        .await;
+        let c = client(addr)
+            .with_protocols(&[protocol])
+            .initiate()
+            .await
+            .unwrap();
+        let (mut tx, mut rx) = c.split();
+        assert_eq!((tx.protocol(), rx.protocol()), (protocol, protocol));
+        assert_eq!(tx.remote_addr(), rx.remote_addr());
+        let n = 200;
+        // The receiver waits first: nothing has been sent yet.
+        let receiver = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(m) = rx.receive().await.unwrap() {
+                got.push(String::from_utf8(m.data).unwrap());
+            }
+            got
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !receiver.is_finished(),
+            "{protocol}: nothing to receive yet"
+        );
+        for i in 0..n {
+            let ctx = MessageContext::default().ordered(false);
+            tx.send(format!("message {i}").into_bytes(), ctx)
+                .await
+                .unwrap();
+        }
+        tx.close().await.unwrap();
+        let mut got = tokio::time::timeout(Duration::from_secs(10), receiver)
+            .await
+            .expect("the echoes within 10 s")
+            .unwrap();
+        got.sort();
+        let mut want: Vec<String> = (0..n).map(|i| format!("message {i}")).collect();
+        want.sort();
+        assert_eq!(got, want, "{protocol}");
+        let stats = tx.stats();
+        assert_eq!(
+            (stats.sent, stats.received),
+            (n as u64, n as u64),
+            "{protocol}"
+        );
+        let mut sent = 0;
+        while let Some(e) = tx.try_event() {
+            if matches!(e, Event::Sent { .. }) {
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, n, "{protocol}: a Sent event per message");
+    }
+}
