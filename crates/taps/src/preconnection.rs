@@ -152,6 +152,59 @@ impl Engine {
             .map_err(|e| Error::Endpoint(format!("host mode: engine on {}: {e}", st.tun)))?;
         Ok(Engine { stack, addr })
     }
+
+    /// The process's default engine: on the first standing host-mode
+    /// instance of the calling thread's network namespace (`hollywood host
+    /// up`), attached at the first call and shared by every later one
+    /// (the kernel lets one process hold an instance's TUN device; this
+    /// process holds it until it exits). TCP Hollywood's engine TCP:
+    /// inconsistent retransmissions, out-of-order delivery and BBR
+    /// ([`host_config`]), as `hollywood transmit --host`. Attached again
+    /// when the runtime it ran in has ended. Fails with what is missing:
+    /// no instance is up (and whether this process could use one), or
+    /// the instance's device is held by another process.
+    ///
+    /// [`Preconnection::initiate`] and [`Preconnection::listen`] use it
+    /// when no engine was given (see [`Preconnection::without_host_engine`]).
+    pub async fn host() -> Result<Engine, Error> {
+        static HOST: tokio::sync::Mutex<Option<Engine>> = tokio::sync::Mutex::const_new(None);
+        let mut cached = HOST.lock().await;
+        if let Some(e) = cached.as_ref() {
+            if e.stack.stats().await.is_ok() {
+                return Ok(e.clone());
+            }
+            // Its runtime ended, and the device was let go with it.
+            *cached = None;
+        }
+        let cap = std::fs::read_to_string("/proc/self/status")
+            .is_ok_and(|s| hollywood_io::hostmode::cap_net_admin_in(&s));
+        let lacks = if cap {
+            ""
+        } else {
+            ", and this process lacks CAP_NET_ADMIN to attach to one"
+        };
+        // Without a run directory nothing is up (and none is made here).
+        let up = hollywood_io::hostmode::state::run_dir().is_dir()
+            && hollywood_io::hostmode::any_up().unwrap_or(false);
+        if !up {
+            return Err(Error::NoCandidate(format!(
+                "no host-mode instance is up in this network namespace{lacks}: \
+                 `sudo hollywood host up` makes one (docs/DEPLOY.md)"
+            )));
+        }
+        let e = Engine::on_host(None, host_config())?;
+        *cached = Some(e.clone());
+        Ok(e)
+    }
+}
+
+/// The engine TCP of [`Engine::host`]: TCP Hollywood (inconsistent
+/// retransmissions, out-of-order delivery; thesis ch. 4) with BBR.
+pub fn host_config() -> Config {
+    Config {
+        cc: hollywood_tcp::CcAlgorithm::Bbr,
+        ..Config::hollywood(true, true)
+    }
 }
 
 /// Everything a connection is made from (RFC 9622 §6).
@@ -165,8 +218,15 @@ pub struct Preconnection {
     establishment_timeout: Duration,
     protocols: Vec<Protocol>,
     engine: Option<Engine>,
+    host_engine: bool,
+    /// Why the default engine is not there, once `initiate` or `listen`
+    /// looked for it.
+    no_host_engine: Option<String>,
     namespace: Option<String>,
 }
+
+/// Whether the one-line notice about a missing default engine was printed.
+static NOTICE: std::sync::Once = std::sync::Once::new();
 
 impl Preconnection {
     /// With the given properties and security, racing every protocol.
@@ -180,6 +240,8 @@ impl Preconnection {
             establishment_timeout: DEFAULT_ESTABLISHMENT_TIMEOUT,
             protocols: Protocol::ALL.to_vec(),
             engine: None,
+            host_engine: true,
+            no_host_engine: None,
             namespace: None,
         }
     }
@@ -219,12 +281,60 @@ impl Preconnection {
         self
     }
 
-    /// Offer TCP Hollywood on the engine (without it the candidate is
-    /// left out).
+    /// Offer TCP Hollywood on this engine. Without one, `initiate` and
+    /// `listen` use the default engine, [`Engine::host`], when a
+    /// host-mode instance is up in the calling thread's network namespace
+    /// (and the endpoint is not a loopback address, which the engine
+    /// cannot reach, and no [`Preconnection::with_namespace`] was given);
+    /// otherwise the candidate is left out, with a one-line notice on
+    /// stderr (once per process) saying what is missing.
     #[must_use]
     pub fn with_engine(mut self, engine: Engine) -> Preconnection {
         self.engine = Some(engine);
         self
+    }
+
+    /// Never use the default engine ([`Engine::host`]): TCP Hollywood is
+    /// a candidate only with [`Preconnection::with_engine`]. For an
+    /// application (or a test) that must not hold a host-mode instance's
+    /// TUN device, or must not change protocol when one comes up.
+    #[must_use]
+    pub fn without_host_engine(mut self) -> Preconnection {
+        self.host_engine = false;
+        self
+    }
+
+    /// With the default engine, if it is wanted and can be had: a copy
+    /// with [`Engine::host`] as its engine, or with why not noted (and
+    /// the notice printed). `ip`: the remote (or local) address.
+    async fn with_default_engine(&self, ip: IpAddr) -> std::borrow::Cow<'_, Preconnection> {
+        use std::borrow::Cow;
+        let wanted = self.engine.is_none()
+            && self.host_engine
+            && self.namespace.is_none()
+            && !ip.is_loopback()
+            && self
+                .properties
+                .candidates(&self.protocols)
+                .is_ok_and(|c| c.contains(&Protocol::TcpHollywood));
+        if !wanted {
+            return Cow::Borrowed(self);
+        }
+        let mut me = self.clone();
+        match Engine::host().await {
+            Ok(e) => me.engine = Some(e),
+            Err(e) => {
+                let why = match e {
+                    Error::NoCandidate(s) => s,
+                    e => e.to_string(),
+                };
+                NOTICE.call_once(|| {
+                    eprintln!("hollywood: TCP Hollywood left out of the race: {why}");
+                });
+                me.no_host_engine = Some(why);
+            }
+        }
+        Cow::Owned(me)
     }
 
     /// Make kernel sockets (TCP, and UDP for QUIC) in the named network
@@ -256,7 +366,17 @@ impl Preconnection {
         let mut left_out = Vec::new();
         if self.engine.is_none() && c.contains(&Protocol::TcpHollywood) {
             c.retain(|p| *p != Protocol::TcpHollywood);
-            left_out.push("hollywood: no engine (a TUN device) was given".to_string());
+            left_out.push(match &self.no_host_engine {
+                Some(why) => format!("hollywood: no engine: {why}"),
+                None if !self.host_engine => {
+                    "hollywood: no engine was given (and the default is off: without_host_engine)"
+                        .to_string()
+                }
+                None => "hollywood: no engine was given, and a host-mode instance \
+                         (`sudo hollywood host up`, docs/DEPLOY.md) is used only for a \
+                         non-loopback endpoint of this network namespace"
+                    .to_string(),
+            });
         }
         if c.is_empty() {
             return Err(Error::NoCandidate(left_out.join("; ")));
@@ -283,6 +403,13 @@ impl Preconnection {
             .ok_or_else(|| Error::Endpoint("no remote endpoint".into()))?
             .resolve()
             .await?;
+        self.with_default_engine(remote.ip())
+            .await
+            .race(remote)
+            .await
+    }
+
+    async fn race(&self, remote: SocketAddr) -> Result<Connection, Error> {
         let (candidates, mut reasons) = self.candidates()?;
         let mut set: JoinSet<(Protocol, Result<Connection, String>)> = JoinSet::new();
         let mut next = 0;
@@ -392,6 +519,13 @@ impl Preconnection {
         let local = self
             .local
             .ok_or_else(|| Error::Endpoint("listen needs a local endpoint".into()))?;
+        self.with_default_engine(local.ip)
+            .await
+            .listen_at(local)
+            .await
+    }
+
+    async fn listen_at(&self, local: LocalEndpoint) -> Result<Listener, Error> {
         let (candidates, _) = self.candidates().or_else(|e| {
             // A server without an engine still serves engine clients.
             self.properties

@@ -414,3 +414,35 @@ async fn split_halves_receive_in_one_task_while_another_sends() {
         assert_eq!(sent, n, "{protocol}: a Sent event per message");
     }
 }
+
+#[tokio::test]
+async fn tcp_hollywood_alone_without_an_engine_fails_naming_host_up() {
+    // No host-mode instance is up in the test's namespace (its run
+    // directory is private to host-mode tests), so asking for TCP
+    // Hollywood alone cannot silently run something else.
+    let remote = RemoteEndpoint::from_addr("192.0.2.1:9".parse().unwrap());
+    let pre = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(remote)
+        .with_protocols(&[Protocol::TcpHollywood]);
+    match pre.initiate().await {
+        Err(Error::NoCandidate(why)) => {
+            assert!(why.contains("hollywood host up"), "{why}");
+        }
+        other => panic!("expected no candidate, got {other:?}"),
+    }
+    match pre.clone().without_host_engine().initiate().await {
+        Err(Error::NoCandidate(why)) => {
+            assert!(why.contains("without_host_engine"), "{why}");
+        }
+        other => panic!("expected no candidate, got {other:?}"),
+    }
+    // On loopback the default is not looked for: the engine cannot
+    // reach it.
+    let local = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr("127.0.0.1:9".parse().unwrap()))
+        .with_protocols(&[Protocol::TcpHollywood]);
+    match local.initiate().await {
+        Err(Error::NoCandidate(why)) => assert!(why.contains("non-loopback"), "{why}"),
+        other => panic!("expected no candidate, got {other:?}"),
+    }
+}
