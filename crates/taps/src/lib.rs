@@ -79,6 +79,7 @@ pub mod relay;
 mod sockets;
 
 pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef, RecvHalf, SendHalf};
+pub use hollywood_tcp::CcAlgorithm;
 pub use hollywood_transport::secure::{Identity, SERVER_NAME};
 pub use preconnection::{Engine, Listener, LocalEndpoint, Preconnection, RemoteEndpoint};
 pub use properties::{

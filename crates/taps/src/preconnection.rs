@@ -9,7 +9,7 @@ use crate::Error;
 use hollywood_io::engine::Stack;
 use hollywood_io::kernel::{KernelOptions, KernelStream};
 use hollywood_io::message::StreamError;
-use hollywood_tcp::Config;
+use hollywood_tcp::{CcAlgorithm, Config, KeepaliveConfig};
 use hollywood_transport::quic::QuicIdentity;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -223,6 +223,8 @@ pub struct Preconnection {
     /// looked for it.
     no_host_engine: Option<String>,
     namespace: Option<String>,
+    congestion: Option<CcAlgorithm>,
+    keep_alive: Option<Duration>,
 }
 
 /// Whether the one-line notice about a missing default engine was printed.
@@ -243,6 +245,8 @@ impl Preconnection {
             host_engine: true,
             no_host_engine: None,
             namespace: None,
+            congestion: None,
+            keep_alive: None,
         }
     }
 
@@ -345,6 +349,91 @@ impl Preconnection {
     pub fn with_namespace(mut self, name: impl Into<String>) -> Preconnection {
         self.namespace = Some(name.into());
         self
+    }
+
+    /// The congestion controller of every candidate (thesis §7.2: a
+    /// socket option selects it): on the engine and on QUIC our NewReno,
+    /// CUBIC or BBR; on kernel TCP the kernel's module of that name
+    /// (`TCP_CONGESTION` `reno`, `cubic`, `bbr`; an attempt fails if the
+    /// kernel has none). Default: BBR on the engine (of [`Engine::host`];
+    /// a given engine's own) and on QUIC, the kernel's default on kernel
+    /// TCP.
+    #[must_use]
+    pub fn with_congestion_control(mut self, cc: CcAlgorithm) -> Preconnection {
+        self.congestion = Some(cc);
+        self
+    }
+
+    /// Keep-alive (RFC 9622 §8.1.4 `keepAliveTimeout`; thesis §7.1, to
+    /// refresh NAT and firewall bindings while the application is silent):
+    /// a probe after `idle` without traffic, on every candidate (TCP
+    /// keep-alive on the engine and the kernel, a PING on QUIC). Default:
+    /// off.
+    #[must_use]
+    pub fn with_keep_alive(mut self, idle: Duration) -> Preconnection {
+        self.keep_alive = Some(idle);
+        self
+    }
+
+    /// The congestion controller set with
+    /// [`Preconnection::with_congestion_control`].
+    pub fn congestion_control(&self) -> Option<CcAlgorithm> {
+        self.congestion
+    }
+
+    /// The keep-alive set with [`Preconnection::with_keep_alive`].
+    pub fn keep_alive(&self) -> Option<Duration> {
+        self.keep_alive
+    }
+
+    /// The QUIC configuration of this preconnection's properties and
+    /// connection options.
+    fn quic_config(&self, ordered: bool) -> hollywood_transport::quic::QuicConfig {
+        use hollywood_transport::quic::QuicCc;
+        let mut c = quic::config(ordered);
+        if let Some(cc) = self.congestion {
+            c.cc = match cc {
+                CcAlgorithm::NewReno => QuicCc::NewReno,
+                CcAlgorithm::Cubic => QuicCc::Cubic,
+                CcAlgorithm::Bbr => QuicCc::Bbr,
+            };
+        }
+        c.keep_alive = self.keep_alive;
+        c
+    }
+
+    /// The engine connection's configuration: `None` (the engine's own)
+    /// unless a connection option changes it.
+    fn engine_config(&self, engine: &Engine) -> Option<Config> {
+        if self.congestion.is_none() && self.keep_alive.is_none() {
+            return None;
+        }
+        let mut c = engine.stack.config().clone();
+        if let Some(cc) = self.congestion {
+            c.cc = cc;
+        }
+        if let Some(idle) = self.keep_alive {
+            c.keepalive = Some(KeepaliveConfig {
+                idle,
+                interval: idle,
+                ..KeepaliveConfig::default()
+            });
+        }
+        Some(c)
+    }
+
+    /// The kernel stream options of this preconnection.
+    fn kernel_options(&self) -> KernelOptions {
+        KernelOptions {
+            notsent_lowat: Some(KERNEL_NOTSENT_LOWAT),
+            congestion: self.congestion.map(|cc| match cc {
+                CcAlgorithm::NewReno => "reno",
+                CcAlgorithm::Cubic => "cubic",
+                CcAlgorithm::Bbr => "bbr",
+            }),
+            keepalive: self.keep_alive,
+            ..KernelOptions::default()
+        }
     }
 
     /// The namespace set with [`Preconnection::with_namespace`].
@@ -472,7 +561,7 @@ impl Preconnection {
         match p {
             Protocol::Quic => {
                 let id = self.quic_client_identity().map_err(|e| e.to_string())?;
-                let cfg = quic::config(sem.ordered_default);
+                let cfg = self.quic_config(sem.ordered_default);
                 let c = quic::connect(self.namespace.as_deref(), remote, local, &id, cfg).await?;
                 let peer = c.peer;
                 let (tx, rx) = c.split();
@@ -483,7 +572,7 @@ impl Preconnection {
                 let from = SocketAddr::new(engine.addr, local.map_or(0, |l| l.port()));
                 let mut s = engine
                     .stack
-                    .connect(from, remote, None)
+                    .connect(from, remote, self.engine_config(engine))
                     .await
                     .map_err(|e| e.to_string())?;
                 if let SecurityParameters::Pinned(id) = &self.security {
@@ -498,8 +587,8 @@ impl Preconnection {
                     socket.bind(l).map_err(|e| format!("bind {l}: {e}"))?;
                 }
                 let tcp = socket.connect(remote).await.map_err(|e| e.to_string())?;
-                let mut s =
-                    KernelStream::with_options(tcp, kernel_options()).map_err(|e| e.to_string())?;
+                let mut s = KernelStream::with_options(tcp, self.kernel_options())
+                    .map_err(|e| e.to_string())?;
                 if let SecurityParameters::Pinned(id) = &self.security {
                     s = s.secure_client(id).await.map_err(|e| e.to_string())?;
                 }
@@ -551,7 +640,7 @@ impl Preconnection {
                 let at = SocketAddr::new(engine.addr, tcp_port);
                 let mut l = engine
                     .stack
-                    .listen(at, None)
+                    .listen(at, self.engine_config(engine))
                     .await
                     .map_err(|e| Error::Endpoint(format!("engine listen on {at}: {e}")))?;
                 addrs.push((Protocol::TcpHollywood, at));
@@ -608,7 +697,7 @@ impl Preconnection {
                 self.namespace.as_deref(),
                 at,
                 id,
-                quic::config(sem.ordered_default),
+                self.quic_config(sem.ordered_default),
             )
             .await
             .map_err(Error::Endpoint)?;
@@ -644,13 +733,6 @@ impl Preconnection {
     }
 }
 
-fn kernel_options() -> KernelOptions {
-    KernelOptions {
-        notsent_lowat: Some(KERNEL_NOTSENT_LOWAT),
-        ..KernelOptions::default()
-    }
-}
-
 async fn accept_kernel(
     l: TcpListener,
     me: Preconnection,
@@ -668,7 +750,7 @@ async fn accept_kernel(
         let (me, tx, failed) = (me.clone(), tx.clone(), failed.clone());
         tokio::spawn(async move {
             let s = async {
-                let s = KernelStream::with_options(tcp, kernel_options())?;
+                let s = KernelStream::with_options(tcp, me.kernel_options())?;
                 match &me.security {
                     SecurityParameters::Pinned(id) => s.secure_server(id).await,
                     SecurityParameters::Disabled => Ok::<_, StreamError>(s),

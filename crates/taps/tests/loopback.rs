@@ -446,3 +446,46 @@ async fn tcp_hollywood_alone_without_an_engine_fails_naming_host_up() {
         other => panic!("expected no candidate, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn congestion_control_and_keep_alive_reach_the_kernel_socket() {
+    // What the kernel reports for the caller's socket (`ss -tni`):
+    // its congestion module and a keep-alive timer.
+    let addr = echo_server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    let ss = |c: &Connection| {
+        let local_of_peer = c.remote_addr();
+        let out = std::process::Command::new("ss")
+            .args(["-tnio", "state", "established", "dst"])
+            .arg(local_of_peer.to_string())
+            .output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let plain = client(addr)
+        .with_protocols(&[Protocol::KernelTcp])
+        .initiate()
+        .await
+        .unwrap();
+    let Ok(before) = ss(&plain) else {
+        eprintln!(
+            "skip: congestion_control_and_keep_alive_reach_the_kernel_socket needs ss (iproute2)"
+        );
+        return;
+    };
+    assert!(!before.contains("keepalive"), "{before}");
+    let pre = client(addr)
+        .with_protocols(&[Protocol::KernelTcp])
+        .with_congestion_control(hollywood_taps::CcAlgorithm::NewReno)
+        .with_keep_alive(Duration::from_secs(30));
+    assert_eq!(pre.keep_alive(), Some(Duration::from_secs(30)));
+    let c = pre.initiate().await.unwrap();
+    let after = ss(&c).unwrap();
+    // ss lists both connections to the server; the second one has them.
+    assert!(after.contains(" reno "), "{after}");
+    assert!(after.contains("timer:(keepalive"), "{after}");
+    drop((plain, c));
+}
