@@ -8,7 +8,8 @@
  *      -lpthread -ldl -lm -o duplex
  *   ./duplex IP:PORT CERT.pem KEY.pem [any|quic|hollywood|kernel] [handles|porting] [N]
  *
- * CERT and KEY are the listener's (the caller pins the certificate).
+ * CERT and KEY are the listener's (the caller pins the certificate); KEY
+ * "-" gives the caller the certificate alone (hw_security_trust_file).
  * "hollywood" is TCP Hollywood on the engine of a host-mode instance
  * (`sudo hollywood host up`). "porting" uses the layer with the original
  * TCP Hollywood API's shape: hwp_socket, hwp_setopt (protocols, TLS,
@@ -129,7 +130,9 @@ int main(int argc, char **argv) {
                     : strcmp(proto, "hollywood") == 0 ? HW_TCP_HOLLYWOOD
                     : strcmp(proto, "kernel") == 0    ? HW_KERNEL_TCP
                                                       : 0;
-    hw_security *sec = hw_security_from_files(argv[2], argv[3], NULL);
+    /* KEY "-": a caller with the certificate alone. */
+    hw_security *sec = strcmp(argv[3], "-") == 0 ? hw_security_trust_file(argv[2], NULL)
+                                                 : hw_security_from_files(argv[2], argv[3], NULL);
     if (!sec) {
         fprintf(stderr, "TLS: %s\n", hw_last_error());
         return 1;

@@ -163,6 +163,19 @@ struct hw_security *hw_security_from_files(const char *cert_file,
                                            const char *server_name);
 
 /*
+ TLS for a caller that has the listener's certificate only (PEM or
+ DER, no key): it trusts that certificate for `server_name` (NULL:
+ "hollywood.invalid") and nothing else. A listener cannot serve with
+ it (`hw_listen_secure` fails). NULL, with the reason in
+ `hw_last_error()`, when the file cannot be read or is not a
+ certificate. Free with `hw_security_free`.
+
+ # Safety
+ `cert_file` and `server_name` are NULL or NUL-terminated strings.
+ */
+struct hw_security *hw_security_trust_file(const char *cert_file, const char *server_name);
+
+/*
  Free TLS settings (connections made with them keep what they need).
 
  # Safety

@@ -240,6 +240,18 @@ fn protocol_bit(p: Protocol) -> u32 {
 
 /// # Safety
 /// `s` is NULL or a NUL-terminated string.
+unsafe fn server_name_or_default<'a>(s: *const c_char) -> Result<&'a str, String> {
+    if s.is_null() {
+        return Ok(hollywood_taps::SERVER_NAME);
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| "server name is not UTF-8".to_string())
+}
+
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
 unsafe fn path<'a>(s: *const c_char, what: &str) -> Result<&'a std::path::Path, String> {
     if s.is_null() {
         return Err(format!("{what} is NULL"));
@@ -280,15 +292,41 @@ pub unsafe extern "C" fn hw_security_from_files(
         let cert = unsafe { path(cert_file, "certificate file") }?;
         // SAFETY: forwarded from the caller.
         let key = unsafe { path(key_file, "key file") }?;
-        let name = if server_name.is_null() {
-            hollywood_taps::SERVER_NAME
-        } else {
-            // SAFETY: the caller passes a NUL-terminated string.
-            unsafe { CStr::from_ptr(server_name) }
-                .to_str()
-                .map_err(|_| "server name is not UTF-8".to_string())?
-        };
+        // SAFETY: forwarded from the caller.
+        let name = unsafe { server_name_or_default(server_name) }?;
         Identity::from_files(cert, key, name)
+    })();
+    match r {
+        Ok(id) => Box::into_raw(Box::new(hw_security {
+            params: SecurityParameters::pinned(id),
+        })),
+        Err(e) => {
+            set_error(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// TLS for a caller that has the listener's certificate only (PEM or
+/// DER, no key): it trusts that certificate for `server_name` (NULL:
+/// "hollywood.invalid") and nothing else. A listener cannot serve with
+/// it (`hw_listen_secure` fails). NULL, with the reason in
+/// `hw_last_error()`, when the file cannot be read or is not a
+/// certificate. Free with `hw_security_free`.
+///
+/// # Safety
+/// `cert_file` and `server_name` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn hw_security_trust_file(
+    cert_file: *const c_char,
+    server_name: *const c_char,
+) -> *mut hw_security {
+    let r = (|| {
+        // SAFETY: forwarded from the caller.
+        let cert = unsafe { path(cert_file, "certificate file") }?;
+        // SAFETY: forwarded from the caller.
+        let name = unsafe { server_name_or_default(server_name) }?;
+        Identity::trusting_file(cert, name)
     })();
     match r {
         Ok(id) => Box::into_raw(Box::new(hw_security {

@@ -142,6 +142,33 @@ fn a_c_program_sends_in_one_thread_while_another_receives_with_tls() {
             );
         }
     }
+    // A caller with the certificate alone (no key) connects too.
+    let addr = common::echo_listener(
+        &rt,
+        Preconnection::new(
+            TransportProperties::media(),
+            SecurityParameters::pinned(id.clone()),
+        )
+        .with_local(LocalEndpoint::from_addr("127.0.0.1:0".parse().unwrap()))
+        .with_protocols(&[Protocol::KernelTcp, Protocol::Quic]),
+    );
+    for name in ["kernel", "quic"] {
+        let out = common::run_within(
+            Command::new(&exe)
+                .arg(addr.to_string())
+                .arg(&cert)
+                .args(["-", name, "handles", "50"]),
+            Duration::from_secs(60),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{name}, certificate alone: {stdout}{stderr}"
+        );
+        let bit = if name == "kernel" { 4 } else { 1 };
+        assert!(stdout.contains(&common::duplex_line(bit, 50)), "{stdout}");
+    }
     // A caller that pins another certificate is refused.
     let (other_cert, other_key) = common::cert_files(&dir.join("other"));
     let addr = common::echo_listener(

@@ -608,6 +608,15 @@ impl Preconnection {
         let local = self
             .local
             .ok_or_else(|| Error::Endpoint("listen needs a local endpoint".into()))?;
+        if let SecurityParameters::Pinned(id) = &self.security {
+            if !id.can_serve() {
+                return Err(Error::Security(
+                    "a listener needs the certificate's key (Identity::from_files), not the \
+                     certificate alone (Identity::trusting_file)"
+                        .into(),
+                ));
+            }
+        }
         self.with_default_engine(local.ip)
             .await
             .listen_at(local)

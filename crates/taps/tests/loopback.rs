@@ -489,3 +489,41 @@ async fn congestion_control_and_keep_alive_reach_the_kernel_socket() {
     assert!(after.contains("timer:(keepalive"), "{after}");
     drop((plain, c));
 }
+
+#[tokio::test]
+async fn a_caller_with_the_certificate_alone_connects_and_a_listener_cannot_serve_with_it() {
+    let id = Identity::generate().unwrap();
+    let dir = std::env::temp_dir().join(format!("hollywood-trust-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let der = dir.join("cert.der");
+    std::fs::write(&der, id.cert_der().as_ref()).unwrap();
+    let trusting = Identity::trusting_file(&der, id.name()).unwrap();
+    assert!(id.can_serve() && !trusting.can_serve());
+    let addr = echo_server(
+        TransportProperties::media(),
+        SecurityParameters::pinned(id),
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    let mut conn = Preconnection::new(
+        TransportProperties::media(),
+        SecurityParameters::pinned(trusting.clone()),
+    )
+    .with_remote(RemoteEndpoint::from_addr(addr))
+    .with_protocols(&[Protocol::KernelTcp])
+    .initiate()
+    .await
+    .unwrap();
+    round_trip(&mut conn, 5).await;
+    let c = Preconnection::new(
+        TransportProperties::media(),
+        SecurityParameters::pinned(trusting),
+    )
+    .with_local(local());
+    match c.listen().await {
+        Err(Error::Security(why)) => assert!(why.contains("key"), "{why}"),
+        other => panic!("a listener without the key: {other:?}"),
+    }
+    assert!(Identity::trusting_file(&dir.join("none.der"), "x.example").is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
