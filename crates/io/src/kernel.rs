@@ -84,6 +84,15 @@ pub struct KernelOptions {
     /// default) leaves the kernel's default (no limit), as an ordinary
     /// socket application runs.
     pub notsent_lowat: Option<u32>,
+    /// Linux `TCP_CONGESTION`: the kernel's congestion control module by
+    /// name (`reno`, `cubic`, `bbr`, …). Setting it fails when the module
+    /// is neither loaded nor allowed (`net.ipv4.tcp_allowed_congestion_control`)
+    /// and this process may not load it. `None`: the kernel's default.
+    pub congestion: Option<&'static str>,
+    /// TCP keep-alive (`SO_KEEPALIVE`): the first probe after this much
+    /// idle time, then probes at the same interval (`TCP_KEEPIDLE`,
+    /// `TCP_KEEPINTVL`; the kernel's count of probes). `None`: off.
+    pub keepalive: Option<Duration>,
 }
 
 /// The message layer over a kernel TCP connection.
@@ -161,8 +170,19 @@ impl KernelStream {
         options: KernelOptions,
     ) -> Result<KernelStream, StreamError> {
         stream.set_nodelay(true)?;
+        let sock = socket2::SockRef::from(&stream);
         if let Some(lowat) = options.notsent_lowat {
-            socket2::SockRef::from(&stream).set_tcp_notsent_lowat(lowat)?;
+            sock.set_tcp_notsent_lowat(lowat)?;
+        }
+        if let Some(cc) = options.congestion {
+            sock.set_tcp_congestion(cc.as_bytes())
+                .map_err(|e| std::io::Error::new(e.kind(), format!("TCP_CONGESTION {cc}: {e}")))?;
+        }
+        if let Some(idle) = options.keepalive {
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(idle)
+                .with_interval(idle);
+            sock.set_tcp_keepalive(&ka)?;
         }
         let (r, w) = stream.into_split();
         Ok(KernelStream {

@@ -13,8 +13,12 @@
 #define HW_QUIC 1
 
 /*
- TCP Hollywood on the engine (needs the Rust API's `Engine`; not
- offered through C yet).
+ TCP Hollywood on the engine: the engine of a standing host-mode
+ instance of the process's network namespace (`sudo hollywood host
+ up`, docs/DEPLOY.md), attached at the first call that races it to a
+ non-loopback address. Without one it is left out of a race (with a
+ one-line notice on stderr, once), and asked for alone it fails naming
+ `hollywood host up`.
  */
 #define HW_TCP_HOLLYWOOD 2
 
@@ -24,7 +28,75 @@
 #define HW_KERNEL_TCP 4
 
 /*
- An established connection.
+ `hwp_setopt` / `hwp_getopt`: the protocols a descriptor may race
+ (`uint32_t`, a mask of `HW_*`; 0: all). Before connect or listen.
+ */
+#define HWP_OPT_PROTOCOLS 1
+
+/*
+ The congestion controller (`int`, one of `HWP_CC_*`; thesis §7.2: "a
+ socket option may be used to select the desired congestion control
+ algorithm"). The engine and QUIC run ours; kernel TCP gets the
+ kernel's module of that name (`TCP_CONGESTION`; a kernel without it
+ fails that candidate). Before connect or listen.
+ */
+#define HWP_OPT_CONGESTION 2
+
+/*
+ Keep-alive (`uint32_t` milliseconds of idle time before a probe; 0:
+ off, the default): TCP keep-alive on the engine and the kernel, a PING
+ on QUIC; refreshes NAT and firewall bindings while the application is
+ silent (thesis §7.1). Before connect or listen.
+ */
+#define HWP_OPT_KEEPALIVE_MS 3
+
+/*
+ The lifetime `hwp_send_message` gives a message whose `lifetime_ms` is
+ 0 (`uint32_t` milliseconds; 0: none, reliable). Any time; a listener's
+ is its accepted descriptors' default.
+ */
+#define HWP_OPT_LIFETIME_MS 4
+
+/*
+ TLS: set with a `const hw_security *` (`len` = `sizeof(hw_security
+ *)`; NULL: off) from `hw_security_from_files`, which may be freed
+ afterwards; `hwp_getopt` gives an `int`, 1 when TLS is on. Before
+ connect or listen.
+ */
+#define HWP_OPT_SECURITY 5
+
+/*
+ `hwp_getopt` only, on a connected descriptor: the protocol it runs
+ over (`int`: `HW_QUIC`, `HW_TCP_HOLLYWOOD` or `HW_KERNEL_TCP`).
+ */
+#define HWP_OPT_PROTOCOL 6
+
+/*
+ `HWP_OPT_CONGESTION`: each protocol's default (BBR on the engine and
+ QUIC, the kernel's default on kernel TCP).
+ */
+#define HWP_CC_DEFAULT 0
+
+/*
+ `HWP_OPT_CONGESTION`: NewReno (RFC 5681, RFC 6582; the kernel's `reno`).
+ */
+#define HWP_CC_NEWRENO 1
+
+/*
+ `HWP_OPT_CONGESTION`: CUBIC (RFC 9438).
+ */
+#define HWP_CC_CUBIC 2
+
+/*
+ `HWP_OPT_CONGESTION`: BBR.
+ */
+#define HWP_CC_BBR 3
+
+/*
+ An established connection. Its sending calls (`hw_send`, `hw_close`)
+ and its receiving call (`hw_receive`) may run in different threads at
+ once: a thread blocked in `hw_receive` does not hold up `hw_send`.
+ Two threads sending (or two receiving) take turns.
  */
 typedef struct hw_connection hw_connection;
 
@@ -32,6 +104,13 @@ typedef struct hw_connection hw_connection;
  A listener.
  */
 typedef struct hw_listener hw_listener;
+
+/*
+ TLS 1.3 settings for `hw_initiate_secure` / `hw_listen_secure`: a
+ certificate that a listener presents and a caller pins as the only one
+ it trusts (docs/SECURITY.md).
+ */
+typedef struct hw_security hw_security;
 
 /*
  A message's properties (RFC 9622 §9.1.3 plus thesis Table 7.2).
@@ -66,8 +145,48 @@ extern "C" {
 const char *hw_last_error(void);
 
 /*
+ TLS from files: a certificate and its PKCS#8 private key (PEM or DER),
+ the certificate valid for `server_name` (a DNS name or an IP address
+ in its subject alternative names; NULL: "hollywood.invalid"). A
+ listener presents the certificate; a caller given the same files
+ trusts that certificate only (it is pinned), on every protocol. The
+ files are checked now: NULL, with the reason in `hw_last_error()`,
+ when one cannot be read or parsed or a caller would refuse the
+ certificate. Free with `hw_security_free`.
+
+ # Safety
+ `cert_file` and `key_file` are NULL or NUL-terminated strings;
+ `server_name` is NULL or a NUL-terminated string.
+ */
+struct hw_security *hw_security_from_files(const char *cert_file,
+                                           const char *key_file,
+                                           const char *server_name);
+
+/*
+ TLS for a caller that has the listener's certificate only (PEM or
+ DER, no key): it trusts that certificate for `server_name` (NULL:
+ "hollywood.invalid") and nothing else. A listener cannot serve with
+ it (`hw_listen_secure` fails). NULL, with the reason in
+ `hw_last_error()`, when the file cannot be read or is not a
+ certificate. Free with `hw_security_free`.
+
+ # Safety
+ `cert_file` and `server_name` are NULL or NUL-terminated strings.
+ */
+struct hw_security *hw_security_trust_file(const char *cert_file, const char *server_name);
+
+/*
+ Free TLS settings (connections made with them keep what they need).
+
+ # Safety
+ `s` is NULL or from `hw_security_from_files`, not used afterwards.
+ */
+void hw_security_free(struct hw_security *s);
+
+/*
  Connect to `remote` ("IP:PORT"), racing the protocols in `mask` (0:
- all). NULL on failure.
+ all), without TLS over TCP (QUIC encrypts without authenticating).
+ NULL on failure.
 
  # Safety
  `remote` is NULL or a NUL-terminated string.
@@ -75,13 +194,35 @@ const char *hw_last_error(void);
 struct hw_connection *hw_initiate(const char *remote, uint32_t mask);
 
 /*
- Listen at `local` ("IP:PORT", port 0: any) on the protocols in `mask`.
- NULL on failure.
+ `hw_initiate` with TLS (`sec`; NULL: none): every candidate runs TLS
+ 1.3 and trusts only the certificate of `sec`.
+
+ # Safety
+ `remote` is NULL or a NUL-terminated string; `sec` is NULL or live.
+ */
+struct hw_connection *hw_initiate_secure(const char *remote,
+                                         uint32_t mask,
+                                         const struct hw_security *sec);
+
+/*
+ Listen at `local` ("IP:PORT", port 0: any) on the protocols in `mask`,
+ without TLS over TCP. NULL on failure.
 
  # Safety
  `local` is NULL or a NUL-terminated string.
  */
 struct hw_listener *hw_listen(const char *local, uint32_t mask);
+
+/*
+ `hw_listen` with TLS (`sec`; NULL: none): every connection presents
+ the certificate of `sec`; a caller that does not trust it is refused.
+
+ # Safety
+ `local` is NULL or a NUL-terminated string; `sec` is NULL or live.
+ */
+struct hw_listener *hw_listen_secure(const char *local,
+                                     uint32_t mask,
+                                     const struct hw_security *sec);
 
 /*
  The port a listener listens on.
@@ -159,7 +300,55 @@ int hw_close(struct hw_connection *c);
 void hw_free(struct hw_connection *c);
 
 /*
- Connect to `remote` ("IP:PORT"); a descriptor (≥ 3) or -1.
+ Thesis Table 7.2 `socket`: a new descriptor, neither connected nor
+ listening, whose options (`hwp_setopt`) `hwp_connect_socket` or
+ `hwp_listen_socket` then use. Always succeeds.
+ */
+int hwp_socket(void);
+
+/*
+ Thesis Table 7.2 `setsockopt`: set option `opt` (`HWP_OPT_*`) of
+ descriptor `sd` from `len` bytes at `value`. 0 or -1 (unknown option,
+ wrong length, a bad value, or an option that only a descriptor not yet
+ connected or listening takes).
+
+ # Safety
+ `value` points to `len` readable bytes.
+ */
+int hwp_setopt(int sd, int opt, const void *value, uintptr_t len);
+
+/*
+ Thesis Table 7.2 `getsockopt`: option `opt` of `sd` into `value`, which
+ has `*len` bytes; `*len` becomes the bytes written (4). 0 or -1.
+
+ # Safety
+ `len` points to a readable and writable size; `value` to `*len`
+ writable bytes.
+ */
+int hwp_getopt(int sd, int opt, void *value, uintptr_t *len);
+
+/*
+ Thesis Table 7.2 `connect`: connect descriptor `sd` (from `hwp_socket`)
+ to `remote` ("IP:PORT") with its options. 0 or -1.
+
+ # Safety
+ `remote` is NULL or a NUL-terminated string.
+ */
+int hwp_connect_socket(int sd, const char *remote);
+
+/*
+ Thesis Table 7.2 `bind` and `listen`: listen with descriptor `sd` (from
+ `hwp_socket`) at `local` ("IP:PORT") with its options; accepted
+ descriptors get its `HWP_OPT_LIFETIME_MS`. 0 or -1.
+
+ # Safety
+ `local` is NULL or a NUL-terminated string.
+ */
+int hwp_listen_socket(int sd, const char *local);
+
+/*
+ Connect to `remote` ("IP:PORT") with default options: `hwp_socket`
+ then `hwp_connect_socket`. A descriptor (≥ 3) or -1.
 
  # Safety
  `remote` is NULL or a NUL-terminated string.
@@ -167,12 +356,18 @@ void hw_free(struct hw_connection *c);
 int hwp_connect(const char *remote);
 
 /*
- Listen at `local` ("IP:PORT"); a descriptor or -1.
+ Listen at `local` ("IP:PORT") with default options: `hwp_socket` then
+ `hwp_listen_socket`. A descriptor or -1.
 
  # Safety
  `local` is NULL or a NUL-terminated string.
  */
 int hwp_listen(const char *local);
+
+/*
+ The port a listening descriptor listens on, or -1.
+ */
+int hwp_listen_port(int sd);
 
 /*
  Accept on a listening descriptor; a connected descriptor or -1.
@@ -181,8 +376,10 @@ int hwp_accept(int sd);
 
 /*
  Thesis Table 7.2 `send_message`: `len` bytes on `substream`, useful for
- `lifetime_ms` (0: no limit), depending on message `depends_on` (-1:
- none). Returns the message's sequence number, or -1.
+ `lifetime_ms` (0: the descriptor's `HWP_OPT_LIFETIME_MS`, whose default
+ 0 is no limit), depending on message `depends_on` (-1: none). Returns
+ the message's sequence number, or -1. May run while another thread
+ waits in `hwp_recv_message` on the same descriptor.
 
  # Safety
  `buf` points to `len` readable bytes.
@@ -204,8 +401,17 @@ int64_t hwp_send_message(int sd,
 int64_t hwp_recv_message(int sd, uint8_t *buf, uintptr_t len, uint16_t *substream);
 
 /*
- Close a descriptor: a connection closes its sending direction and is
- freed; a listener stops. 0 or -1.
+ Close the sending direction of a connected descriptor after what is
+ queued (as `shutdown(sd, SHUT_WR)`); its peer's messages can still be
+ received (`hwp_recv_message` returns 0 at their end), and another
+ thread may be waiting in `hwp_recv_message` meanwhile. 0 or -1.
+ */
+int hwp_shutdown(int sd);
+
+/*
+ Thesis Table 7.2 `close`: a connection closes its sending direction
+ (after what is queued) and is freed; a listener stops; an unconnected
+ descriptor goes. 0 or -1.
  */
 int hwp_close(int sd);
 

@@ -4,20 +4,29 @@
 //! Two layers over the same connections:
 //!
 //! - **`hw_*`**: the Transport Services model (RFC 9622) with handles —
-//!   `hw_initiate` races QUIC and kernel TCP (TCP Hollywood on the engine
-//!   needs a TUN device, which the Rust API takes), `hw_listen` /
-//!   `hw_accept`, `hw_send` with a message context (lifetime, sub-stream,
-//!   dependency, ordering), `hw_receive`, `hw_close`, `hw_free`;
+//!   `hw_initiate` races QUIC, TCP Hollywood on the engine of a host-mode
+//!   instance (`hollywood host up`) when one is up, and kernel TCP;
+//!   `hw_listen` / `hw_accept`; `hw_send` with a message context
+//!   (lifetime, sub-stream, dependency, ordering); `hw_receive`;
+//!   `hw_close`; `hw_free`; TLS from certificate files
+//!   (`hw_security_from_files`, `hw_initiate_secure`,
+//!   `hw_listen_secure`);
 //! - **`hwp_*`**: a porting layer with the shape of the original TCP
 //!   Hollywood API (thesis ch. 7, Table 7.2): integer descriptors,
 //!   `hwp_send_message(sd, buf, len, lifetime_ms, depends_on, substream)`
 //!   returning the message's sequence number, `hwp_recv_message(sd, buf,
 //!   len, &substream)`, so an application written against it ports by
-//!   relinking.
+//!   relinking; `hwp_socket` and `hwp_setopt` / `hwp_getopt` (the
+//!   `HWP_OPT_*` options: protocols, congestion control, keep-alive,
+//!   default lifetime, TLS) before `hwp_connect_socket` /
+//!   `hwp_listen_socket`.
 //!
 //! Every call blocks the calling thread on an internal tokio runtime (two
-//! worker threads, started at the first call). Errors return -1 or NULL;
-//! `hw_last_error()` gives the calling thread's last error as text.
+//! worker threads, started at the first call). A connection's sending and
+//! receiving calls may run in different threads at once (one thread
+//! blocked in `hw_receive` while another calls `hw_send`). Errors return
+//! -1 or NULL; `hw_last_error()` gives the calling thread's last error as
+//! text.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 // The adapter owns its runtime and threads.
@@ -26,8 +35,9 @@
 #![allow(non_camel_case_types)]
 
 use hollywood_taps::{
-    Connection, Listener, LocalEndpoint, MessageContext, MessageRef, Preconnection, Protocol,
-    RemoteEndpoint, SecurityParameters, TransportProperties,
+    CcAlgorithm, Connection, Identity, Listener, LocalEndpoint, MessageContext, MessageRef,
+    Preconnection, Protocol, RecvHalf, RemoteEndpoint, SecurityParameters, SendHalf,
+    TransportProperties,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -38,8 +48,12 @@ use std::time::Duration;
 
 /// Protocols for `hw_initiate` / `hw_listen` (a bit mask; 0 = all).
 pub const HW_QUIC: u32 = 1;
-/// TCP Hollywood on the engine (needs the Rust API's `Engine`; not
-/// offered through C yet).
+/// TCP Hollywood on the engine: the engine of a standing host-mode
+/// instance of the process's network namespace (`sudo hollywood host
+/// up`, docs/DEPLOY.md), attached at the first call that races it to a
+/// non-loopback address. Without one it is left out of a race (with a
+/// one-line notice on stderr, once), and asked for alone it fails naming
+/// `hollywood host up`.
 pub const HW_TCP_HOLLYWOOD: u32 = 2;
 /// The message layer on kernel TCP.
 pub const HW_KERNEL_TCP: u32 = 4;
@@ -59,9 +73,33 @@ pub struct hw_msg_ctx {
     pub ordered: c_int,
 }
 
-/// An established connection.
+/// An established connection. Its sending calls (`hw_send`, `hw_close`)
+/// and its receiving call (`hw_receive`) may run in different threads at
+/// once: a thread blocked in `hw_receive` does not hold up `hw_send`.
+/// Two threads sending (or two receiving) take turns.
 pub struct hw_connection {
-    conn: tokio::sync::Mutex<Connection>,
+    protocol: Protocol,
+    tx: tokio::sync::Mutex<SendHalf>,
+    rx: tokio::sync::Mutex<RecvHalf>,
+}
+
+impl hw_connection {
+    fn new(c: Connection) -> hw_connection {
+        let protocol = c.protocol();
+        let (tx, rx) = c.split();
+        hw_connection {
+            protocol,
+            tx: tokio::sync::Mutex::new(tx),
+            rx: tokio::sync::Mutex::new(rx),
+        }
+    }
+}
+
+/// TLS 1.3 settings for `hw_initiate_secure` / `hw_listen_secure`: a
+/// certificate that a listener presents and a caller pins as the only one
+/// it trusts (docs/SECURITY.md).
+pub struct hw_security {
+    params: SecurityParameters,
 }
 
 /// A listener.
@@ -110,24 +148,119 @@ fn protocols(mask: u32) -> Result<Vec<Protocol>, String> {
         return Err(format!("unknown protocol bits {mask:#x}"));
     }
     let all = mask == 0;
-    let mut v = Vec::new();
-    if all || mask & HW_QUIC != 0 {
-        v.push(Protocol::Quic);
-    }
-    if all || mask & HW_KERNEL_TCP != 0 {
-        v.push(Protocol::KernelTcp);
-    }
-    if v.is_empty() {
-        return Err("TCP Hollywood on the engine needs a TUN device (the Rust API's Engine); choose HW_QUIC or HW_KERNEL_TCP".into());
-    }
-    Ok(v)
+    Ok([
+        (HW_QUIC, Protocol::Quic),
+        (HW_TCP_HOLLYWOOD, Protocol::TcpHollywood),
+        (HW_KERNEL_TCP, Protocol::KernelTcp),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| all || mask & bit != 0)
+    .map(|(_, p)| p)
+    .collect())
 }
 
-fn preconnection(mask: u32) -> Result<Preconnection, String> {
-    Ok(
-        Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
-            .with_protocols(&protocols(mask)?),
-    )
+/// What a connection or listener is made with: the `hw_*` calls' mask and
+/// TLS, and a porting-layer descriptor's options (`hwp_setopt`).
+#[derive(Clone, Default)]
+struct Opts {
+    mask: u32,
+    security: Option<SecurityParameters>,
+    congestion: c_int,
+    keepalive_ms: u32,
+    lifetime_ms: u32,
+}
+
+impl Opts {
+    fn preconnection(&self) -> Result<Preconnection, String> {
+        let security = self
+            .security
+            .clone()
+            .unwrap_or(SecurityParameters::Disabled);
+        let mut pre = Preconnection::new(TransportProperties::media(), security)
+            .with_protocols(&protocols(self.mask)?);
+        if let Some(cc) = congestion(self.congestion)? {
+            pre = pre.with_congestion_control(cc);
+        }
+        if self.keepalive_ms > 0 {
+            pre = pre.with_keep_alive(Duration::from_millis(u64::from(self.keepalive_ms)));
+        }
+        Ok(pre)
+    }
+
+    fn initiate(&self, remote: SocketAddr) -> Result<hw_connection, String> {
+        let pre = self
+            .preconnection()?
+            .with_remote(RemoteEndpoint::from_addr(remote));
+        runtime()
+            .block_on(pre.initiate())
+            .map(hw_connection::new)
+            .map_err(|e| e.to_string())
+    }
+
+    fn listen(&self, local: SocketAddr) -> Result<hw_listener, String> {
+        let pre = self
+            .preconnection()?
+            .with_local(LocalEndpoint::from_addr(local));
+        let l = runtime()
+            .block_on(pre.listen())
+            .map_err(|e| e.to_string())?;
+        let port = l.local_addrs().first().map_or(0, |(_, a)| a.port());
+        Ok(hw_listener {
+            listener: tokio::sync::Mutex::new(l),
+            port,
+        })
+    }
+}
+
+fn congestion(v: c_int) -> Result<Option<CcAlgorithm>, String> {
+    match v {
+        HWP_CC_DEFAULT => Ok(None),
+        HWP_CC_NEWRENO => Ok(Some(CcAlgorithm::NewReno)),
+        HWP_CC_CUBIC => Ok(Some(CcAlgorithm::Cubic)),
+        HWP_CC_BBR => Ok(Some(CcAlgorithm::Bbr)),
+        v => Err(format!("unknown congestion controller {v} (HWP_CC_*)")),
+    }
+}
+
+fn secure(mask: u32, sec: Option<&hw_security>) -> Opts {
+    Opts {
+        mask,
+        security: sec.map(|s| s.params.clone()),
+        ..Opts::default()
+    }
+}
+
+fn protocol_bit(p: Protocol) -> u32 {
+    match p {
+        Protocol::Quic => HW_QUIC,
+        Protocol::TcpHollywood => HW_TCP_HOLLYWOOD,
+        Protocol::KernelTcp => HW_KERNEL_TCP,
+    }
+}
+
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+unsafe fn server_name_or_default<'a>(s: *const c_char) -> Result<&'a str, String> {
+    if s.is_null() {
+        return Ok(hollywood_taps::SERVER_NAME);
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| "server name is not UTF-8".to_string())
+}
+
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+unsafe fn path<'a>(s: *const c_char, what: &str) -> Result<&'a std::path::Path, String> {
+    if s.is_null() {
+        return Err(format!("{what} is NULL"));
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| format!("{what} is not UTF-8"))?;
+    Ok(std::path::Path::new(s))
 }
 
 /// The calling thread's last error, or "" (valid until its next call).
@@ -136,23 +269,36 @@ pub extern "C" fn hw_last_error() -> *const c_char {
     LAST_ERROR.with(|l| l.borrow().as_ptr())
 }
 
-/// Connect to `remote` ("IP:PORT"), racing the protocols in `mask` (0:
-/// all). NULL on failure.
+/// TLS from files: a certificate and its PKCS#8 private key (PEM or DER),
+/// the certificate valid for `server_name` (a DNS name or an IP address
+/// in its subject alternative names; NULL: "hollywood.invalid"). A
+/// listener presents the certificate; a caller given the same files
+/// trusts that certificate only (it is pinned), on every protocol. The
+/// files are checked now: NULL, with the reason in `hw_last_error()`,
+/// when one cannot be read or parsed or a caller would refuse the
+/// certificate. Free with `hw_security_free`.
 ///
 /// # Safety
-/// `remote` is NULL or a NUL-terminated string.
+/// `cert_file` and `key_file` are NULL or NUL-terminated strings;
+/// `server_name` is NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn hw_initiate(remote: *const c_char, mask: u32) -> *mut hw_connection {
-    // SAFETY: forwarded from the caller.
-    let r = unsafe { addr(remote) }.and_then(|a| {
-        let pre = preconnection(mask)?.with_remote(RemoteEndpoint::from_addr(a));
-        runtime()
-            .block_on(pre.initiate())
-            .map_err(|e| e.to_string())
-    });
+pub unsafe extern "C" fn hw_security_from_files(
+    cert_file: *const c_char,
+    key_file: *const c_char,
+    server_name: *const c_char,
+) -> *mut hw_security {
+    let r = (|| {
+        // SAFETY: forwarded from the caller.
+        let cert = unsafe { path(cert_file, "certificate file") }?;
+        // SAFETY: forwarded from the caller.
+        let key = unsafe { path(key_file, "key file") }?;
+        // SAFETY: forwarded from the caller.
+        let name = unsafe { server_name_or_default(server_name) }?;
+        Identity::from_files(cert, key, name)
+    })();
     match r {
-        Ok(c) => Box::into_raw(Box::new(hw_connection {
-            conn: tokio::sync::Mutex::new(c),
+        Ok(id) => Box::into_raw(Box::new(hw_security {
+            params: SecurityParameters::pinned(id),
         })),
         Err(e) => {
             set_error(e);
@@ -161,25 +307,112 @@ pub unsafe extern "C" fn hw_initiate(remote: *const c_char, mask: u32) -> *mut h
     }
 }
 
-/// Listen at `local` ("IP:PORT", port 0: any) on the protocols in `mask`.
+/// TLS for a caller that has the listener's certificate only (PEM or
+/// DER, no key): it trusts that certificate for `server_name` (NULL:
+/// "hollywood.invalid") and nothing else. A listener cannot serve with
+/// it (`hw_listen_secure` fails). NULL, with the reason in
+/// `hw_last_error()`, when the file cannot be read or is not a
+/// certificate. Free with `hw_security_free`.
+///
+/// # Safety
+/// `cert_file` and `server_name` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn hw_security_trust_file(
+    cert_file: *const c_char,
+    server_name: *const c_char,
+) -> *mut hw_security {
+    let r = (|| {
+        // SAFETY: forwarded from the caller.
+        let cert = unsafe { path(cert_file, "certificate file") }?;
+        // SAFETY: forwarded from the caller.
+        let name = unsafe { server_name_or_default(server_name) }?;
+        Identity::trusting_file(cert, name)
+    })();
+    match r {
+        Ok(id) => Box::into_raw(Box::new(hw_security {
+            params: SecurityParameters::pinned(id),
+        })),
+        Err(e) => {
+            set_error(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Free TLS settings (connections made with them keep what they need).
+///
+/// # Safety
+/// `s` is NULL or from `hw_security_from_files`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn hw_security_free(s: *mut hw_security) {
+    if !s.is_null() {
+        // SAFETY: the caller gives the settings up.
+        drop(unsafe { Box::from_raw(s) });
+    }
+}
+
+/// Connect to `remote` ("IP:PORT"), racing the protocols in `mask` (0:
+/// all), without TLS over TCP (QUIC encrypts without authenticating).
 /// NULL on failure.
+///
+/// # Safety
+/// `remote` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hw_initiate(remote: *const c_char, mask: u32) -> *mut hw_connection {
+    // SAFETY: forwarded from the caller.
+    unsafe { hw_initiate_secure(remote, mask, std::ptr::null()) }
+}
+
+/// `hw_initiate` with TLS (`sec`; NULL: none): every candidate runs TLS
+/// 1.3 and trusts only the certificate of `sec`.
+///
+/// # Safety
+/// `remote` is NULL or a NUL-terminated string; `sec` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hw_initiate_secure(
+    remote: *const c_char,
+    mask: u32,
+    sec: *const hw_security,
+) -> *mut hw_connection {
+    // SAFETY: the caller passes NULL or live settings.
+    let sec = unsafe { sec.as_ref() };
+    // SAFETY: forwarded from the caller.
+    let r = unsafe { addr(remote) }.and_then(|a| secure(mask, sec).initiate(a));
+    match r {
+        Ok(c) => Box::into_raw(Box::new(c)),
+        Err(e) => {
+            set_error(e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Listen at `local` ("IP:PORT", port 0: any) on the protocols in `mask`,
+/// without TLS over TCP. NULL on failure.
 ///
 /// # Safety
 /// `local` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn hw_listen(local: *const c_char, mask: u32) -> *mut hw_listener {
     // SAFETY: forwarded from the caller.
-    let r = unsafe { addr(local) }.and_then(|a| {
-        let pre = preconnection(mask)?.with_local(LocalEndpoint::from_addr(a));
-        let l = runtime()
-            .block_on(pre.listen())
-            .map_err(|e| e.to_string())?;
-        let port = l.local_addrs().first().map_or(0, |(_, a)| a.port());
-        Ok::<_, String>(hw_listener {
-            listener: tokio::sync::Mutex::new(l),
-            port,
-        })
-    });
+    unsafe { hw_listen_secure(local, mask, std::ptr::null()) }
+}
+
+/// `hw_listen` with TLS (`sec`; NULL: none): every connection presents
+/// the certificate of `sec`; a caller that does not trust it is refused.
+///
+/// # Safety
+/// `local` is NULL or a NUL-terminated string; `sec` is NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn hw_listen_secure(
+    local: *const c_char,
+    mask: u32,
+    sec: *const hw_security,
+) -> *mut hw_listener {
+    // SAFETY: the caller passes NULL or live settings.
+    let sec = unsafe { sec.as_ref() };
+    // SAFETY: forwarded from the caller.
+    let r = unsafe { addr(local) }.and_then(|a| secure(mask, sec).listen(a));
     match r {
         Ok(l) => Box::into_raw(Box::new(l)),
         Err(e) => {
@@ -211,9 +444,7 @@ pub unsafe extern "C" fn hw_accept(l: *mut hw_listener) -> *mut hw_connection {
         return std::ptr::null_mut();
     };
     match runtime().block_on(async { l.listener.lock().await.accept().await }) {
-        Some(c) => Box::into_raw(Box::new(hw_connection {
-            conn: tokio::sync::Mutex::new(c),
-        })),
+        Some(c) => Box::into_raw(Box::new(hw_connection::new(c))),
         None => {
             set_error("the listener stopped");
             std::ptr::null_mut()
@@ -244,11 +475,7 @@ pub unsafe extern "C" fn hw_protocol(c: *const hw_connection) -> c_int {
     let Some(c) = (unsafe { c.as_ref() }) else {
         return -1;
     };
-    match runtime().block_on(c.conn.lock()).protocol() {
-        Protocol::Quic => HW_QUIC as c_int,
-        Protocol::TcpHollywood => HW_TCP_HOLLYWOOD as c_int,
-        Protocol::KernelTcp => HW_KERNEL_TCP as c_int,
-    }
+    protocol_bit(c.protocol) as c_int
 }
 
 /// Send `len` bytes with `ctx` (NULL: reliable, sub-stream 0, unordered).
@@ -296,7 +523,7 @@ pub unsafe extern "C" fn hw_send(
     if ctx.depends_on >= 0 {
         m = m.depends_on(MessageRef(ctx.depends_on as u64));
     }
-    match runtime().block_on(async { c.conn.lock().await.send(data, m).await }) {
+    match runtime().block_on(async { c.tx.lock().await.send(data, m).await }) {
         Ok(r) => r.0 as i64,
         Err(e) => {
             set_error(e);
@@ -324,7 +551,7 @@ pub unsafe extern "C" fn hw_receive(
         set_error("connection is NULL");
         return -1;
     };
-    match runtime().block_on(async { c.conn.lock().await.receive().await }) {
+    match runtime().block_on(async { c.rx.lock().await.receive().await }) {
         Ok(Some(m)) => {
             if m.data.len() > cap || buf.is_null() {
                 set_error(format!(
@@ -361,7 +588,7 @@ pub unsafe extern "C" fn hw_close(c: *mut hw_connection) -> c_int {
         set_error("connection is NULL");
         return -1;
     };
-    match runtime().block_on(async { c.conn.lock().await.close().await }) {
+    match runtime().block_on(async { c.tx.lock().await.close().await }) {
         Ok(()) => 0,
         Err(e) => {
             set_error(e);
@@ -387,27 +614,81 @@ pub unsafe extern "C" fn hw_free(c: *mut hw_connection) {
 
 // ---- porting layer: the original TCP Hollywood API's shape ----
 
-enum Sd {
+/// `hwp_setopt` / `hwp_getopt`: the protocols a descriptor may race
+/// (`uint32_t`, a mask of `HW_*`; 0: all). Before connect or listen.
+pub const HWP_OPT_PROTOCOLS: c_int = 1;
+/// The congestion controller (`int`, one of `HWP_CC_*`; thesis §7.2: "a
+/// socket option may be used to select the desired congestion control
+/// algorithm"). The engine and QUIC run ours; kernel TCP gets the
+/// kernel's module of that name (`TCP_CONGESTION`; a kernel without it
+/// fails that candidate). Before connect or listen.
+pub const HWP_OPT_CONGESTION: c_int = 2;
+/// Keep-alive (`uint32_t` milliseconds of idle time before a probe; 0:
+/// off, the default): TCP keep-alive on the engine and the kernel, a PING
+/// on QUIC; refreshes NAT and firewall bindings while the application is
+/// silent (thesis §7.1). Before connect or listen.
+pub const HWP_OPT_KEEPALIVE_MS: c_int = 3;
+/// The lifetime `hwp_send_message` gives a message whose `lifetime_ms` is
+/// 0 (`uint32_t` milliseconds; 0: none, reliable). Any time; a listener's
+/// is its accepted descriptors' default.
+pub const HWP_OPT_LIFETIME_MS: c_int = 4;
+/// TLS: set with a `const hw_security *` (`len` = `sizeof(hw_security
+/// *)`; NULL: off) from `hw_security_from_files`, which may be freed
+/// afterwards; `hwp_getopt` gives an `int`, 1 when TLS is on. Before
+/// connect or listen.
+pub const HWP_OPT_SECURITY: c_int = 5;
+/// `hwp_getopt` only, on a connected descriptor: the protocol it runs
+/// over (`int`: `HW_QUIC`, `HW_TCP_HOLLYWOOD` or `HW_KERNEL_TCP`).
+pub const HWP_OPT_PROTOCOL: c_int = 6;
+
+/// `HWP_OPT_CONGESTION`: each protocol's default (BBR on the engine and
+/// QUIC, the kernel's default on kernel TCP).
+pub const HWP_CC_DEFAULT: c_int = 0;
+/// `HWP_OPT_CONGESTION`: NewReno (RFC 5681, RFC 6582; the kernel's `reno`).
+pub const HWP_CC_NEWRENO: c_int = 1;
+/// `HWP_OPT_CONGESTION`: CUBIC (RFC 9438).
+pub const HWP_CC_CUBIC: c_int = 2;
+/// `HWP_OPT_CONGESTION`: BBR.
+pub const HWP_CC_BBR: c_int = 3;
+
+enum Kind {
+    /// From `hwp_socket`: options may be set.
+    Socket,
+    /// Connecting (by `hwp_connect_socket` in some thread).
+    Connecting,
     Conn(Arc<hw_connection>),
     Listener(Arc<hw_listener>),
 }
 
-fn table() -> &'static Mutex<(c_int, HashMap<c_int, Sd>)> {
-    static T: OnceLock<Mutex<(c_int, HashMap<c_int, Sd>)>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new((3, HashMap::new())))
+struct Entry {
+    opts: Opts,
+    kind: Kind,
 }
 
-fn insert(s: Sd) -> c_int {
-    let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
+type Table = (c_int, HashMap<c_int, Entry>);
+
+fn table() -> std::sync::MutexGuard<'static, Table> {
+    static T: OnceLock<Mutex<Table>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new((3, HashMap::new())))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn insert(e: Entry) -> c_int {
+    let mut t = table();
     let sd = t.0;
     t.0 += 1;
-    t.1.insert(sd, s);
+    t.1.insert(sd, e);
     sd
 }
 
-fn conn(sd: c_int) -> Option<Arc<hw_connection>> {
-    match table().lock().unwrap_or_else(|e| e.into_inner()).1.get(&sd) {
-        Some(Sd::Conn(c)) => Some(c.clone()),
+/// A connected descriptor's connection and default lifetime.
+fn conn(sd: c_int) -> Option<(Arc<hw_connection>, u32)> {
+    match table().1.get(&sd) {
+        Some(Entry {
+            kind: Kind::Conn(c),
+            opts,
+        }) => Some((c.clone(), opts.lifetime_ms)),
         _ => {
             set_error(format!("{sd} is not a connected descriptor"));
             None
@@ -415,50 +696,326 @@ fn conn(sd: c_int) -> Option<Arc<hw_connection>> {
     }
 }
 
-/// Connect to `remote` ("IP:PORT"); a descriptor (≥ 3) or -1.
+/// Thesis Table 7.2 `socket`: a new descriptor, neither connected nor
+/// listening, whose options (`hwp_setopt`) `hwp_connect_socket` or
+/// `hwp_listen_socket` then use. Always succeeds.
+#[no_mangle]
+pub extern "C" fn hwp_socket() -> c_int {
+    insert(Entry {
+        opts: Opts::default(),
+        kind: Kind::Socket,
+    })
+}
+
+/// Thesis Table 7.2 `setsockopt`: set option `opt` (`HWP_OPT_*`) of
+/// descriptor `sd` from `len` bytes at `value`. 0 or -1 (unknown option,
+/// wrong length, a bad value, or an option that only a descriptor not yet
+/// connected or listening takes).
+///
+/// # Safety
+/// `value` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hwp_setopt(
+    sd: c_int,
+    opt: c_int,
+    value: *const std::ffi::c_void,
+    len: usize,
+) -> c_int {
+    if value.is_null() {
+        set_error("value is NULL");
+        return -1;
+    }
+    let read_u32 = || {
+        if len != 4 {
+            return Err(format!("option {opt} takes 4 bytes, not {len}"));
+        }
+        // SAFETY: the caller passes `len` = 4 readable bytes.
+        Ok(unsafe { std::ptr::read_unaligned(value.cast::<u32>()) })
+    };
+    let r = (|| {
+        let mut t = table();
+        let Some(e) = t.1.get_mut(&sd) else {
+            return Err(format!("{sd} is not an open descriptor"));
+        };
+        let before_use = matches!(e.kind, Kind::Socket);
+        let needs_socket = || {
+            Err(format!(
+                "option {opt} is taken before connect or listen (a descriptor from hwp_socket)"
+            ))
+        };
+        match opt {
+            HWP_OPT_PROTOCOLS => {
+                let mask = read_u32()?;
+                protocols(mask)?;
+                if !before_use {
+                    return needs_socket();
+                }
+                e.opts.mask = mask;
+            }
+            HWP_OPT_CONGESTION => {
+                let v = read_u32()? as c_int;
+                congestion(v)?;
+                if !before_use {
+                    return needs_socket();
+                }
+                e.opts.congestion = v;
+            }
+            HWP_OPT_KEEPALIVE_MS => {
+                let v = read_u32()?;
+                if !before_use {
+                    return needs_socket();
+                }
+                e.opts.keepalive_ms = v;
+            }
+            HWP_OPT_LIFETIME_MS => e.opts.lifetime_ms = read_u32()?,
+            HWP_OPT_SECURITY => {
+                if len != std::mem::size_of::<*const hw_security>() {
+                    return Err(format!(
+                        "HWP_OPT_SECURITY takes a pointer ({} bytes), not {len} bytes",
+                        std::mem::size_of::<*const hw_security>()
+                    ));
+                }
+                if !before_use {
+                    return needs_socket();
+                }
+                // SAFETY: the caller passes a pointer's bytes.
+                let p = unsafe { std::ptr::read_unaligned(value.cast::<*const hw_security>()) };
+                // SAFETY: the pointer is NULL or live settings.
+                e.opts.security = unsafe { p.as_ref() }.map(|s| s.params.clone());
+            }
+            HWP_OPT_PROTOCOL => return Err("HWP_OPT_PROTOCOL is read only".into()),
+            _ => return Err(format!("unknown option {opt} (HWP_OPT_*)")),
+        }
+        Ok(())
+    })();
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            set_error(e);
+            -1
+        }
+    }
+}
+
+/// Thesis Table 7.2 `getsockopt`: option `opt` of `sd` into `value`, which
+/// has `*len` bytes; `*len` becomes the bytes written (4). 0 or -1.
+///
+/// # Safety
+/// `len` points to a readable and writable size; `value` to `*len`
+/// writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hwp_getopt(
+    sd: c_int,
+    opt: c_int,
+    value: *mut std::ffi::c_void,
+    len: *mut usize,
+) -> c_int {
+    // SAFETY: the caller passes NULL or a readable size.
+    let Some(cap) = (unsafe { len.as_ref() }).copied() else {
+        set_error("len is NULL");
+        return -1;
+    };
+    if value.is_null() || cap < 4 {
+        set_error("value needs 4 bytes");
+        return -1;
+    }
+    let v: Result<u32, String> = {
+        let t = table();
+        match t.1.get(&sd) {
+            None => Err(format!("{sd} is not an open descriptor")),
+            Some(e) => match opt {
+                HWP_OPT_PROTOCOLS => Ok(e.opts.mask),
+                HWP_OPT_CONGESTION => Ok(e.opts.congestion as u32),
+                HWP_OPT_KEEPALIVE_MS => Ok(e.opts.keepalive_ms),
+                HWP_OPT_LIFETIME_MS => Ok(e.opts.lifetime_ms),
+                HWP_OPT_SECURITY => Ok(u32::from(e.opts.security.is_some())),
+                HWP_OPT_PROTOCOL => match &e.kind {
+                    Kind::Conn(c) => Ok(protocol_bit(c.protocol)),
+                    _ => Err(format!("{sd} is not a connected descriptor")),
+                },
+                _ => Err(format!("unknown option {opt} (HWP_OPT_*)")),
+            },
+        }
+    };
+    match v {
+        Ok(v) => {
+            // SAFETY: `value` has at least 4 writable bytes; `len` is writable.
+            unsafe {
+                std::ptr::write_unaligned(value.cast::<u32>(), v);
+                *len = 4;
+            }
+            0
+        }
+        Err(e) => {
+            set_error(e);
+            -1
+        }
+    }
+}
+
+/// Take `sd` (from `hwp_socket`) out of the table's hands for a connect
+/// or listen: its options, or why not.
+fn start_using(sd: c_int) -> Result<Opts, String> {
+    let mut t = table();
+    match t.1.get_mut(&sd) {
+        Some(
+            e @ Entry {
+                kind: Kind::Socket, ..
+            },
+        ) => {
+            e.kind = Kind::Connecting;
+            Ok(e.opts.clone())
+        }
+        Some(_) => Err(format!(
+            "{sd} is already connected or listening (take a new one from hwp_socket)"
+        )),
+        None => Err(format!("{sd} is not an open descriptor")),
+    }
+}
+
+/// Put the outcome of a connect or listen on `sd`: 0, or -1 with the
+/// descriptor back to unconnected.
+fn finish_using(sd: c_int, r: Result<Kind, String>) -> c_int {
+    let mut t = table();
+    let Some(e) = t.1.get_mut(&sd) else {
+        // Closed meanwhile: the connection or listener goes too.
+        drop(t);
+        let _guard = runtime().enter();
+        drop(r);
+        set_error(format!("{sd} was closed while connecting"));
+        return -1;
+    };
+    match r {
+        Ok(k) => {
+            e.kind = k;
+            0
+        }
+        Err(err) => {
+            e.kind = Kind::Socket;
+            set_error(err);
+            -1
+        }
+    }
+}
+
+/// Thesis Table 7.2 `connect`: connect descriptor `sd` (from `hwp_socket`)
+/// to `remote` ("IP:PORT") with its options. 0 or -1.
+///
+/// # Safety
+/// `remote` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hwp_connect_socket(sd: c_int, remote: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    let remote = match unsafe { addr(remote) } {
+        Ok(a) => a,
+        Err(e) => {
+            set_error(e);
+            return -1;
+        }
+    };
+    let opts = match start_using(sd) {
+        Ok(o) => o,
+        Err(e) => {
+            set_error(e);
+            return -1;
+        }
+    };
+    let r = opts.initiate(remote).map(|c| Kind::Conn(Arc::new(c)));
+    finish_using(sd, r)
+}
+
+/// Thesis Table 7.2 `bind` and `listen`: listen with descriptor `sd` (from
+/// `hwp_socket`) at `local` ("IP:PORT") with its options; accepted
+/// descriptors get its `HWP_OPT_LIFETIME_MS`. 0 or -1.
+///
+/// # Safety
+/// `local` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hwp_listen_socket(sd: c_int, local: *const c_char) -> c_int {
+    // SAFETY: forwarded from the caller.
+    let local = match unsafe { addr(local) } {
+        Ok(a) => a,
+        Err(e) => {
+            set_error(e);
+            return -1;
+        }
+    };
+    let opts = match start_using(sd) {
+        Ok(o) => o,
+        Err(e) => {
+            set_error(e);
+            return -1;
+        }
+    };
+    let r = opts.listen(local).map(|l| Kind::Listener(Arc::new(l)));
+    finish_using(sd, r)
+}
+
+/// Connect to `remote` ("IP:PORT") with default options: `hwp_socket`
+/// then `hwp_connect_socket`. A descriptor (≥ 3) or -1.
 ///
 /// # Safety
 /// `remote` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn hwp_connect(remote: *const c_char) -> c_int {
+    let sd = hwp_socket();
     // SAFETY: forwarded.
-    let c = unsafe { hw_initiate(remote, 0) };
-    if c.is_null() {
-        return -1;
+    if unsafe { hwp_connect_socket(sd, remote) } == 0 {
+        return sd;
     }
-    // SAFETY: just created by hw_initiate.
-    insert(Sd::Conn(Arc::from(unsafe { Box::from_raw(c) })))
+    table().1.remove(&sd);
+    -1
 }
 
-/// Listen at `local` ("IP:PORT"); a descriptor or -1.
+/// Listen at `local` ("IP:PORT") with default options: `hwp_socket` then
+/// `hwp_listen_socket`. A descriptor or -1.
 ///
 /// # Safety
 /// `local` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn hwp_listen(local: *const c_char) -> c_int {
+    let sd = hwp_socket();
     // SAFETY: forwarded.
-    let l = unsafe { hw_listen(local, 0) };
-    if l.is_null() {
-        return -1;
+    if unsafe { hwp_listen_socket(sd, local) } == 0 {
+        return sd;
     }
-    // SAFETY: just created by hw_listen.
-    insert(Sd::Listener(Arc::from(unsafe { Box::from_raw(l) })))
+    table().1.remove(&sd);
+    -1
+}
+
+/// The port a listening descriptor listens on, or -1.
+#[no_mangle]
+pub extern "C" fn hwp_listen_port(sd: c_int) -> c_int {
+    match table().1.get(&sd) {
+        Some(Entry {
+            kind: Kind::Listener(l),
+            ..
+        }) => c_int::from(l.port),
+        _ => {
+            set_error(format!("{sd} is not a listening descriptor"));
+            -1
+        }
+    }
 }
 
 /// Accept on a listening descriptor; a connected descriptor or -1.
 #[no_mangle]
 pub extern "C" fn hwp_accept(sd: c_int) -> c_int {
-    let l = match table().lock().unwrap_or_else(|e| e.into_inner()).1.get(&sd) {
-        Some(Sd::Listener(l)) => l.clone(),
+    let (l, opts) = match table().1.get(&sd) {
+        Some(Entry {
+            kind: Kind::Listener(l),
+            opts,
+        }) => (l.clone(), opts.clone()),
         _ => {
             set_error(format!("{sd} is not a listening descriptor"));
             return -1;
         }
     };
     match runtime().block_on(async { l.listener.lock().await.accept().await }) {
-        Some(c) => insert(Sd::Conn(Arc::new(hw_connection {
-            conn: tokio::sync::Mutex::new(c),
-        }))),
+        Some(c) => insert(Entry {
+            opts,
+            kind: Kind::Conn(Arc::new(hw_connection::new(c))),
+        }),
         None => {
             set_error("the listener stopped");
             -1
@@ -467,8 +1024,10 @@ pub extern "C" fn hwp_accept(sd: c_int) -> c_int {
 }
 
 /// Thesis Table 7.2 `send_message`: `len` bytes on `substream`, useful for
-/// `lifetime_ms` (0: no limit), depending on message `depends_on` (-1:
-/// none). Returns the message's sequence number, or -1.
+/// `lifetime_ms` (0: the descriptor's `HWP_OPT_LIFETIME_MS`, whose default
+/// 0 is no limit), depending on message `depends_on` (-1: none). Returns
+/// the message's sequence number, or -1. May run while another thread
+/// waits in `hwp_recv_message` on the same descriptor.
 ///
 /// # Safety
 /// `buf` points to `len` readable bytes.
@@ -481,7 +1040,14 @@ pub unsafe extern "C" fn hwp_send_message(
     depends_on: i64,
     substream: u16,
 ) -> i64 {
-    let Some(c) = conn(sd) else { return -1 };
+    let Some((c, default_lifetime)) = conn(sd) else {
+        return -1;
+    };
+    let lifetime_ms = if lifetime_ms == 0 {
+        default_lifetime
+    } else {
+        lifetime_ms
+    };
     let ctx = hw_msg_ctx {
         lifetime_ms: if lifetime_ms == 0 {
             -1
@@ -508,38 +1074,48 @@ pub unsafe extern "C" fn hwp_recv_message(
     len: usize,
     substream: *mut u16,
 ) -> i64 {
-    let Some(c) = conn(sd) else { return -1 };
+    let Some((c, _)) = conn(sd) else { return -1 };
     // SAFETY: forwarded; `c` lives while the Arc is held.
     unsafe { hw_receive(Arc::as_ptr(&c).cast_mut(), buf, len, substream) }
 }
 
-/// Close a descriptor: a connection closes its sending direction and is
-/// freed; a listener stops. 0 or -1.
+/// Close the sending direction of a connected descriptor after what is
+/// queued (as `shutdown(sd, SHUT_WR)`); its peer's messages can still be
+/// received (`hwp_recv_message` returns 0 at their end), and another
+/// thread may be waiting in `hwp_recv_message` meanwhile. 0 or -1.
+#[no_mangle]
+pub extern "C" fn hwp_shutdown(sd: c_int) -> c_int {
+    let Some((c, _)) = conn(sd) else { return -1 };
+    // SAFETY: `c` lives while the Arc is held.
+    unsafe { hw_close(Arc::as_ptr(&c).cast_mut()) }
+}
+
+/// Thesis Table 7.2 `close`: a connection closes its sending direction
+/// (after what is queued) and is freed; a listener stops; an unconnected
+/// descriptor goes. 0 or -1.
 #[no_mangle]
 pub extern "C" fn hwp_close(sd: c_int) -> c_int {
-    let s = table()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .1
-        .remove(&sd);
-    match s {
-        Some(Sd::Conn(c)) => {
-            let r = runtime().block_on(async { c.conn.lock().await.close().await });
+    let e = table().1.remove(&sd);
+    match e.map(|e| e.kind) {
+        Some(Kind::Conn(c)) => {
+            let r = runtime().block_on(async { c.tx.lock().await.close().await });
             let _guard = runtime().enter();
             drop(c);
             match r {
-                Ok(()) => 0,
+                // Closed already (hwp_shutdown): nothing left to close.
+                Ok(()) | Err(hollywood_taps::Error::Closed) => 0,
                 Err(e) => {
                     set_error(e);
                     -1
                 }
             }
         }
-        Some(Sd::Listener(l)) => {
+        Some(Kind::Listener(l)) => {
             let _guard = runtime().enter();
             drop(l);
             0
         }
+        Some(Kind::Socket) | Some(Kind::Connecting) => 0,
         None => {
             set_error(format!("{sd} is not an open descriptor"));
             -1

@@ -2,18 +2,20 @@
 //! `examples/c/voice.c`, built with the system C compiler against
 //! `libhollywood.a`, exchanges messages with lifetimes with a listener
 //! written with the Rust API (the `voice` example's echo), over QUIC and
-//! over kernel TCP, and through the porting layer.
+//! over kernel TCP, and through the porting layer; `examples/c/duplex.c`
+//! sends in one thread while another waits in receive, with TLS from
+//! certificate files, on QUIC and kernel TCP, with handles and with the
+//! porting layer's options (tests/c_engine.rs runs it on the engine).
 
+mod common;
+
+use common::crate_dir;
 use hollywood_taps::{
-    LocalEndpoint, MessageContext, Preconnection, Protocol, SecurityParameters, TransportProperties,
+    Identity, LocalEndpoint, MessageContext, Preconnection, Protocol, SecurityParameters,
+    TransportProperties,
 };
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-fn crate_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn generated_header() -> String {
     let config = cbindgen::Config::from_file(crate_dir().join("cbindgen.toml")).unwrap();
@@ -41,81 +43,6 @@ fn the_checked_in_header_is_what_cbindgen_generates() {
     );
 }
 
-/// target/<profile>, where cargo put libhollywood.a.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn build_example(out: &Path) -> Result<(), String> {
-    // cargo builds only the rlib for tests: build the static library too,
-    // with the test profile and the feature set of a workspace test run
-    // (`--workspace --tests`), so that everything but this crate's link is
-    // what `cargo test --workspace` already compiled. With `-p` alone the
-    // features of shared dependencies (syn, serde, tokio, …) resolve
-    // differently and 17 crates were rebuilt in another configuration. The
-    // build lock is free while tests run.
-    let mut cargo = Command::new(env!("CARGO"));
-    // Cargo gives a test process the variables of its package
-    // (CARGO_MANIFEST_DIR, CARGO_PKG_*, …); a build script that watches one
-    // (ring's watches CARGO_MANIFEST_DIR) would see it changed and rebuild
-    // ring, rustls, quinn and every crate above them (250 s of a CI run).
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if [
-            "CARGO_MANIFEST_",
-            "CARGO_PKG_",
-            "CARGO_CRATE_",
-            "CARGO_BIN_",
-            "CARGO_PRIMARY_PACKAGE",
-            "CARGO_TARGET_TMPDIR",
-            "CARGO_RUSTC_CURRENT_DIR",
-        ]
-        .iter()
-        .any(|p| k.starts_with(p))
-        {
-            cargo.env_remove(k);
-        }
-    }
-    let st = cargo
-        .args([
-            "build",
-            "--quiet",
-            "--profile",
-            "test",
-            "--workspace",
-            "--lib",
-            "--tests",
-        ])
-        .current_dir(crate_dir())
-        .status()
-        .map_err(|e| format!("cargo: {e}"))?;
-    if !st.success() {
-        return Err("cargo build --profile test --workspace --lib --tests failed".into());
-    }
-    let lib = lib_dir().join("libhollywood.a");
-    if !lib.exists() {
-        return Err(format!("{} is missing", lib.display()));
-    }
-    let src = crate_dir().join("../../examples/c/voice.c");
-    let st = Command::new("cc")
-        .arg("-Wall")
-        .arg("-Werror")
-        .arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(&src)
-        .arg(&lib)
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(out)
-        .status()
-        .map_err(|e| format!("cc: {e}"))?;
-    if st.success() {
-        Ok(())
-    } else {
-        Err(format!("cc failed on {}", src.display()))
-    }
-}
-
 #[test]
 fn the_c_example_talks_to_the_rust_example() {
     if !hollywood_test_support::have_tool("cc", "--version") {
@@ -124,8 +51,7 @@ fn the_c_example_talks_to_the_rust_example() {
         );
         return;
     }
-    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hollywood-voice-c");
-    build_example(&exe).unwrap();
+    let exe = common::build_c("voice").unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     for (protocol, mode) in [
         (Protocol::Quic, "quic"),
@@ -167,4 +93,103 @@ fn the_c_example_talks_to_the_rust_example() {
         assert!(out.status.success(), "{mode}: {stdout}");
         assert!(stdout.contains("50 sent, 50 echoed"), "{mode}: {stdout}");
     }
+}
+
+#[test]
+fn a_c_program_sends_in_one_thread_while_another_receives_with_tls() {
+    for (tool, arg) in [("cc", "--version"), ("openssl", "version")] {
+        if !hollywood_test_support::have_tool(tool, arg) {
+            hollywood_test_support::skip(&format!(
+                "c_example::a_c_program_sends_in_one_thread_while_another_receives_with_tls needs {tool}"
+            ));
+            return;
+        }
+    }
+    let exe = common::build_c("duplex").unwrap();
+    let dir = std::env::temp_dir().join(format!("hollywood-duplex-{}", std::process::id()));
+    let (cert, key) = common::cert_files(&dir);
+    let id = Identity::from_files(&cert, &key, "hollywood.invalid").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for (protocol, name, bit) in [
+        (Protocol::KernelTcp, "kernel", 4),
+        (Protocol::Quic, "quic", 1),
+    ] {
+        let addr = common::echo_listener(
+            &rt,
+            Preconnection::new(
+                TransportProperties::media(),
+                SecurityParameters::pinned(id.clone()),
+            )
+            .with_local(LocalEndpoint::from_addr("127.0.0.1:0".parse().unwrap()))
+            .with_protocols(&[protocol]),
+        );
+        for api in ["handles", "porting"] {
+            let out = common::run_within(
+                Command::new(&exe)
+                    .arg(addr.to_string())
+                    .arg(&cert)
+                    .arg(&key)
+                    .args([name, api, "300"]),
+                Duration::from_secs(60),
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            println!("{name} {api}: {stdout}{stderr}");
+            assert!(out.status.success(), "{name} {api}: {stdout}{stderr}");
+            assert!(
+                stdout.contains(&common::duplex_line(bit, 300)),
+                "{name} {api}: {stdout}"
+            );
+        }
+    }
+    // A caller with the certificate alone (no key) connects too.
+    let addr = common::echo_listener(
+        &rt,
+        Preconnection::new(
+            TransportProperties::media(),
+            SecurityParameters::pinned(id.clone()),
+        )
+        .with_local(LocalEndpoint::from_addr("127.0.0.1:0".parse().unwrap()))
+        .with_protocols(&[Protocol::KernelTcp, Protocol::Quic]),
+    );
+    for name in ["kernel", "quic"] {
+        let out = common::run_within(
+            Command::new(&exe)
+                .arg(addr.to_string())
+                .arg(&cert)
+                .args(["-", name, "handles", "50"]),
+            Duration::from_secs(60),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{name}, certificate alone: {stdout}{stderr}"
+        );
+        let bit = if name == "kernel" { 4 } else { 1 };
+        assert!(stdout.contains(&common::duplex_line(bit, 50)), "{stdout}");
+    }
+    // A caller that pins another certificate is refused.
+    let (other_cert, other_key) = common::cert_files(&dir.join("other"));
+    let addr = common::echo_listener(
+        &rt,
+        Preconnection::new(TransportProperties::media(), SecurityParameters::pinned(id))
+            .with_local(LocalEndpoint::from_addr("127.0.0.1:0".parse().unwrap()))
+            .with_protocols(&[Protocol::KernelTcp]),
+    );
+    let out = common::run_within(
+        Command::new(&exe)
+            .arg(addr.to_string())
+            .arg(&other_cert)
+            .arg(&other_key)
+            .args(["kernel", "handles", "10"]),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "an untrusted certificate was accepted"
+    );
+    assert!(stderr.contains("connect:"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,8 +7,12 @@
 //! `send` waits), [`RECEIVE_QUEUE_BYTES`] of received messages wait for
 //! the application (then the protocol stops reading and its flow control
 //! closes), and at most [`EVENT_LIMIT`] unread send events are kept.
+//!
+//! [`Connection::split`] parts a connection into a [`SendHalf`] and a
+//! [`RecvHalf`], so that one task (or thread) waits in `receive` while
+//! another sends.
 
-use crate::backend::{RecvHalf, SendHalf, SendOut};
+use crate::backend::{RecvHalf as ProtocolRecv, SendHalf as ProtocolSend, SendOut};
 use crate::properties::{MessageContext, Protocol, TransportProperties};
 use crate::{Error, Preference};
 use hollywood_io::message::StreamError;
@@ -219,22 +223,53 @@ impl Semantics {
 
 /// An established connection.
 pub struct Connection {
+    tx: SendHalf,
+    rx: RecvHalf,
+    tasks: [JoinHandle<()>; 2],
+}
+
+/// The sending half of a [`Connection`] ([`Connection::split`]): `send`,
+/// `close` and the send events.
+pub struct SendHalf {
     protocol: Protocol,
     peer: SocketAddr,
     sem: Semantics,
     queue: mpsc::Sender<Queued>,
     queue_bytes: Arc<Semaphore>,
-    rx: mpsc::Receiver<RxItem>,
-    rx_ended: bool,
     events: Arc<Events>,
     next: u64,
     final_sent: bool,
-    tasks: [JoinHandle<()>; 2],
+}
+
+/// The receiving half of a [`Connection`] ([`Connection::split`]).
+pub struct RecvHalf {
+    protocol: Protocol,
+    peer: SocketAddr,
+    rx: mpsc::Receiver<RxItem>,
+    rx_ended: bool,
 }
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
+            .field("protocol", &self.tx.protocol)
+            .field("peer", &self.tx.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for SendHalf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendHalf")
+            .field("protocol", &self.protocol)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for RecvHalf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvHalf")
             .field("protocol", &self.protocol)
             .field("peer", &self.peer)
             .finish_non_exhaustive()
@@ -242,7 +277,7 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    pub(crate) fn spawn<S: SendHalf, R: RecvHalf>(
+    pub(crate) fn spawn<S: ProtocolSend, R: ProtocolRecv>(
         protocol: Protocol,
         peer: SocketAddr,
         sem: Semantics,
@@ -256,21 +291,120 @@ impl Connection {
         let sender = tokio::spawn(send_task(tx, q_rx, events.clone()));
         let receiver = tokio::spawn(recv_task(rx, r_tx, rx_bytes, events.clone()));
         Connection {
-            protocol,
-            peer,
-            sem,
-            queue: q_tx,
-            queue_bytes: Arc::new(Semaphore::new(SEND_QUEUE_BYTES)),
-            rx: r_rx,
-            rx_ended: false,
-            events,
-            next: 0,
-            final_sent: false,
+            tx: SendHalf {
+                protocol,
+                peer,
+                sem,
+                queue: q_tx,
+                queue_bytes: Arc::new(Semaphore::new(SEND_QUEUE_BYTES)),
+                events,
+                next: 0,
+                final_sent: false,
+            },
+            rx: RecvHalf {
+                protocol,
+                peer,
+                rx: r_rx,
+                rx_ended: false,
+            },
             tasks: [sender, receiver],
         }
     }
 
+    /// Part the connection into its sending and receiving halves, to be
+    /// used by different tasks or threads at once (e.g. one waiting in
+    /// [`RecvHalf::receive`] while another calls [`SendHalf::send`]).
+    /// The connection lives while either half does: dropping the
+    /// [`SendHalf`] closes the sending direction after what is queued,
+    /// as dropping a `Connection` does. [`Connection::next_event`] and
+    /// [`Connection::abort`] have no counterpart on the halves.
+    pub fn split(self) -> (SendHalf, RecvHalf) {
+        (self.tx, self.rx)
+    }
+
     /// The protocol that won the race (or accepted the connection).
+    pub fn protocol(&self) -> Protocol {
+        self.tx.protocol
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.tx.peer
+    }
+
+    /// Send a message: [`SendHalf::send`].
+    pub async fn send(
+        &mut self,
+        data: impl Into<Vec<u8>>,
+        ctx: MessageContext,
+    ) -> Result<MessageRef, Error> {
+        self.tx.send(data, ctx).await
+    }
+
+    /// The next received message (RFC 9622 §9.3): [`RecvHalf::receive`].
+    /// Send events stay for [`Connection::next_event`].
+    pub async fn receive(&mut self) -> Result<Option<Message>, Error> {
+        self.rx.receive().await
+    }
+
+    /// The next event of any kind, received messages included; `None` once
+    /// the connection has ended and every event was taken.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            let notified = self.tx.events.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(e) = self.tx.events.pop() {
+                return Some(e);
+            }
+            if self.rx.rx_ended && self.tasks[0].is_finished() {
+                return None;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                item = self.rx.rx.recv(), if !self.rx.rx_ended => match item {
+                    Some(RxItem::Message(m, _permit)) => return Some(Event::Received(m)),
+                    Some(RxItem::End(Ok(()))) | None => {
+                        self.rx.rx_ended = true;
+                        return Some(Event::Closed);
+                    }
+                    Some(RxItem::End(Err(e))) => {
+                        self.rx.rx_ended = true;
+                        return Some(Event::ConnectionError(e));
+                    }
+                },
+                // The send task ending leaves no notification behind.
+                () = tokio::time::sleep(Duration::from_millis(100)), if self.rx.rx_ended => {}
+            }
+        }
+    }
+
+    /// A send event already waiting, without waiting.
+    pub fn try_event(&mut self) -> Option<Event> {
+        self.tx.try_event()
+    }
+
+    /// Close the sending direction: [`SendHalf::close`].
+    pub async fn close(&mut self) -> Result<(), Error> {
+        self.tx.close().await
+    }
+
+    /// Tear the connection down now (RFC 9622 §10 `Abort`): queued
+    /// messages are discarded and the protocol state dropped.
+    pub fn abort(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ConnectionStats {
+        self.tx.stats()
+    }
+}
+
+impl SendHalf {
+    /// The protocol of the connection.
     pub fn protocol(&self) -> Protocol {
         self.protocol
     }
@@ -383,66 +517,16 @@ impl Connection {
         Ok(msg)
     }
 
-    /// The next received message (RFC 9622 §9.3); `Ok(None)` once the peer
-    /// closed and everything it sent was delivered. Send events stay for
-    /// [`Connection::next_event`].
-    pub async fn receive(&mut self) -> Result<Option<Message>, Error> {
-        if self.rx_ended {
-            return Ok(None);
-        }
-        match self.rx.recv().await {
-            Some(RxItem::Message(m, _permit)) => Ok(Some(m)),
-            Some(RxItem::End(Ok(()))) | None => {
-                self.rx_ended = true;
-                Ok(None)
-            }
-            Some(RxItem::End(Err(e))) => {
-                self.rx_ended = true;
-                Err(Error::Connection(e))
-            }
-        }
-    }
-
-    /// The next event of any kind, received messages included; `None` once
-    /// the connection has ended and every event was taken.
-    pub async fn next_event(&mut self) -> Option<Event> {
-        loop {
-            let notified = self.events.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(e) = self.events.pop() {
-                return Some(e);
-            }
-            if self.rx_ended && self.tasks[0].is_finished() {
-                return None;
-            }
-            tokio::select! {
-                () = &mut notified => {}
-                item = self.rx.recv(), if !self.rx_ended => match item {
-                    Some(RxItem::Message(m, _permit)) => return Some(Event::Received(m)),
-                    Some(RxItem::End(Ok(()))) | None => {
-                        self.rx_ended = true;
-                        return Some(Event::Closed);
-                    }
-                    Some(RxItem::End(Err(e))) => {
-                        self.rx_ended = true;
-                        return Some(Event::ConnectionError(e));
-                    }
-                },
-                // The send task ending leaves no notification behind.
-                () = tokio::time::sleep(Duration::from_millis(100)), if self.rx_ended => {}
-            }
-        }
-    }
-
-    /// A send event already waiting, without waiting.
+    /// A send event already waiting (Sent, Expired, SendError,
+    /// Abandoned), without waiting.
     pub fn try_event(&mut self) -> Option<Event> {
         self.events.pop()
     }
 
     /// Close the sending direction once every queued message is handed to
     /// the protocol and delivered or given up (RFC 9622 §10 `Close`); the
-    /// peer's messages can still be received until [`Event::Closed`].
+    /// peer's messages can still be received until [`Event::Closed`]
+    /// (or [`RecvHalf::receive`] returns `Ok(None)`).
     pub async fn close(&mut self) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
         self.queue
@@ -454,14 +538,6 @@ impl Connection {
             Ok(Ok(())) | Ok(Err(StreamError::Closed)) => Ok(()),
             Ok(Err(e)) => Err(Error::Connection(e.to_string())),
             Err(_) => Err(Error::Closed),
-        }
-    }
-
-    /// Tear the connection down now (RFC 9622 §10 `Abort`): queued
-    /// messages are discarded and the protocol state dropped.
-    pub fn abort(self) {
-        for t in &self.tasks {
-            t.abort();
         }
     }
 
@@ -477,6 +553,37 @@ impl Connection {
             abandoned: g(&c.abandoned),
             received: g(&c.received),
             events_dropped: g(&c.events_dropped),
+        }
+    }
+}
+
+impl RecvHalf {
+    /// The protocol of the connection.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The next received message (RFC 9622 §9.3); `Ok(None)` once the peer
+    /// closed and everything it sent was delivered.
+    pub async fn receive(&mut self) -> Result<Option<Message>, Error> {
+        if self.rx_ended {
+            return Ok(None);
+        }
+        match self.rx.recv().await {
+            Some(RxItem::Message(m, _permit)) => Ok(Some(m)),
+            Some(RxItem::End(Ok(()))) | None => {
+                self.rx_ended = true;
+                Ok(None)
+            }
+            Some(RxItem::End(Err(e))) => {
+                self.rx_ended = true;
+                Err(Error::Connection(e))
+            }
         }
     }
 }
@@ -556,7 +663,7 @@ fn prune(pending: &mut VecDeque<Queued>, ids: &mut IdMap, events: &Events) {
 /// holds one back (a full path, a peer that does not read), the ones
 /// behind it keep expiring at their deadlines, so a sender of live media
 /// never blocks on messages that are already too late.
-async fn send_task<S: SendHalf>(mut s: S, mut q: mpsc::Receiver<Queued>, events: Arc<Events>) {
+async fn send_task<S: ProtocolSend>(mut s: S, mut q: mpsc::Receiver<Queued>, events: Arc<Events>) {
     let mut ids = IdMap::default();
     let mut failed: Option<String> = None;
     let mut pending: VecDeque<Queued> = VecDeque::new();
@@ -691,7 +798,7 @@ async fn send_task<S: SendHalf>(mut s: S, mut q: mpsc::Receiver<Queued>, events:
     }
 }
 
-fn report_abandoned<S: SendHalf>(s: &mut S, ids: &IdMap, events: &Events) {
+fn report_abandoned<S: ProtocolSend>(s: &mut S, ids: &IdMap, events: &Events) {
     for a in s.take_abandoned() {
         if let Some(msg) = ids.by_wire(a.wire_id) {
             events.push(Event::Abandoned {
@@ -702,7 +809,7 @@ fn report_abandoned<S: SendHalf>(s: &mut S, ids: &IdMap, events: &Events) {
     }
 }
 
-async fn recv_task<R: RecvHalf>(
+async fn recv_task<R: ProtocolRecv>(
     mut r: R,
     out: mpsc::Sender<RxItem>,
     bytes: Arc<Semaphore>,

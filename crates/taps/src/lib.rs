@@ -79,8 +79,9 @@ pub mod relay;
 pub mod reorder;
 mod sockets;
 
-pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef};
-pub use hollywood_transport::secure::Identity;
+pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef, RecvHalf, SendHalf};
+pub use hollywood_tcp::CcAlgorithm;
+pub use hollywood_transport::secure::{Identity, SERVER_NAME};
 pub use preconnection::{Engine, Listener, LocalEndpoint, Preconnection, RemoteEndpoint};
 pub use properties::{
     MessageContext, Preference, Protocol, SecurityParameters, TransportProperties,

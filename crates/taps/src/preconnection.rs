@@ -9,7 +9,7 @@ use crate::Error;
 use hollywood_io::engine::Stack;
 use hollywood_io::kernel::{KernelOptions, KernelStream};
 use hollywood_io::message::StreamError;
-use hollywood_tcp::Config;
+use hollywood_tcp::{CcAlgorithm, Config, KeepaliveConfig};
 use hollywood_transport::quic::QuicIdentity;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,6 +152,59 @@ impl Engine {
             .map_err(|e| Error::Endpoint(format!("host mode: engine on {}: {e}", st.tun)))?;
         Ok(Engine { stack, addr })
     }
+
+    /// The process's default engine: on the first standing host-mode
+    /// instance of the calling thread's network namespace (`hollywood host
+    /// up`), attached at the first call and shared by every later one
+    /// (the kernel lets one process hold an instance's TUN device; this
+    /// process holds it until it exits). TCP Hollywood's engine TCP:
+    /// inconsistent retransmissions, out-of-order delivery and BBR
+    /// ([`host_config`]), as `hollywood transmit --host`. Attached again
+    /// when the runtime it ran in has ended. Fails with what is missing:
+    /// no instance is up (and whether this process could use one), or
+    /// the instance's device is held by another process.
+    ///
+    /// [`Preconnection::initiate`] and [`Preconnection::listen`] use it
+    /// when no engine was given (see [`Preconnection::without_host_engine`]).
+    pub async fn host() -> Result<Engine, Error> {
+        static HOST: tokio::sync::Mutex<Option<Engine>> = tokio::sync::Mutex::const_new(None);
+        let mut cached = HOST.lock().await;
+        if let Some(e) = cached.as_ref() {
+            if e.stack.stats().await.is_ok() {
+                return Ok(e.clone());
+            }
+            // Its runtime ended, and the device was let go with it.
+            *cached = None;
+        }
+        let cap = std::fs::read_to_string("/proc/self/status")
+            .is_ok_and(|s| hollywood_io::hostmode::cap_net_admin_in(&s));
+        let lacks = if cap {
+            ""
+        } else {
+            ", and this process lacks CAP_NET_ADMIN to attach to one"
+        };
+        // Without a run directory nothing is up (and none is made here).
+        let up = hollywood_io::hostmode::state::run_dir().is_dir()
+            && hollywood_io::hostmode::any_up().unwrap_or(false);
+        if !up {
+            return Err(Error::NoCandidate(format!(
+                "no host-mode instance is up in this network namespace{lacks}: \
+                 `sudo hollywood host up` makes one (docs/DEPLOY.md)"
+            )));
+        }
+        let e = Engine::on_host(None, host_config())?;
+        *cached = Some(e.clone());
+        Ok(e)
+    }
+}
+
+/// The engine TCP of [`Engine::host`]: TCP Hollywood (inconsistent
+/// retransmissions, out-of-order delivery; thesis ch. 4) with BBR.
+pub fn host_config() -> Config {
+    Config {
+        cc: hollywood_tcp::CcAlgorithm::Bbr,
+        ..Config::hollywood(true, true)
+    }
 }
 
 /// Everything a connection is made from (RFC 9622 §6).
@@ -165,8 +218,17 @@ pub struct Preconnection {
     establishment_timeout: Duration,
     protocols: Vec<Protocol>,
     engine: Option<Engine>,
+    host_engine: bool,
+    /// Why the default engine is not there, once `initiate` or `listen`
+    /// looked for it.
+    no_host_engine: Option<String>,
     namespace: Option<String>,
+    congestion: Option<CcAlgorithm>,
+    keep_alive: Option<Duration>,
 }
+
+/// Whether the one-line notice about a missing default engine was printed.
+static NOTICE: std::sync::Once = std::sync::Once::new();
 
 impl Preconnection {
     /// With the given properties and security, racing every protocol.
@@ -180,7 +242,11 @@ impl Preconnection {
             establishment_timeout: DEFAULT_ESTABLISHMENT_TIMEOUT,
             protocols: Protocol::ALL.to_vec(),
             engine: None,
+            host_engine: true,
+            no_host_engine: None,
             namespace: None,
+            congestion: None,
+            keep_alive: None,
         }
     }
 
@@ -219,12 +285,60 @@ impl Preconnection {
         self
     }
 
-    /// Offer TCP Hollywood on the engine (without it the candidate is
-    /// left out).
+    /// Offer TCP Hollywood on this engine. Without one, `initiate` and
+    /// `listen` use the default engine, [`Engine::host`], when a
+    /// host-mode instance is up in the calling thread's network namespace
+    /// (and the endpoint is not a loopback address, which the engine
+    /// cannot reach, and no [`Preconnection::with_namespace`] was given);
+    /// otherwise the candidate is left out, with a one-line notice on
+    /// stderr (once per process) saying what is missing.
     #[must_use]
     pub fn with_engine(mut self, engine: Engine) -> Preconnection {
         self.engine = Some(engine);
         self
+    }
+
+    /// Never use the default engine ([`Engine::host`]): TCP Hollywood is
+    /// a candidate only with [`Preconnection::with_engine`]. For an
+    /// application (or a test) that must not hold a host-mode instance's
+    /// TUN device, or must not change protocol when one comes up.
+    #[must_use]
+    pub fn without_host_engine(mut self) -> Preconnection {
+        self.host_engine = false;
+        self
+    }
+
+    /// With the default engine, if it is wanted and can be had: a copy
+    /// with [`Engine::host`] as its engine, or with why not noted (and
+    /// the notice printed). `ip`: the remote (or local) address.
+    async fn with_default_engine(&self, ip: IpAddr) -> std::borrow::Cow<'_, Preconnection> {
+        use std::borrow::Cow;
+        let wanted = self.engine.is_none()
+            && self.host_engine
+            && self.namespace.is_none()
+            && !ip.is_loopback()
+            && self
+                .properties
+                .candidates(&self.protocols)
+                .is_ok_and(|c| c.contains(&Protocol::TcpHollywood));
+        if !wanted {
+            return Cow::Borrowed(self);
+        }
+        let mut me = self.clone();
+        match Engine::host().await {
+            Ok(e) => me.engine = Some(e),
+            Err(e) => {
+                let why = match e {
+                    Error::NoCandidate(s) => s,
+                    e => e.to_string(),
+                };
+                NOTICE.call_once(|| {
+                    eprintln!("hollywood: TCP Hollywood left out of the race: {why}");
+                });
+                me.no_host_engine = Some(why);
+            }
+        }
+        Cow::Owned(me)
     }
 
     /// Make kernel sockets (TCP, and UDP for QUIC) in the named network
@@ -235,6 +349,91 @@ impl Preconnection {
     pub fn with_namespace(mut self, name: impl Into<String>) -> Preconnection {
         self.namespace = Some(name.into());
         self
+    }
+
+    /// The congestion controller of every candidate (thesis §7.2: a
+    /// socket option selects it): on the engine and on QUIC our NewReno,
+    /// CUBIC or BBR; on kernel TCP the kernel's module of that name
+    /// (`TCP_CONGESTION` `reno`, `cubic`, `bbr`; an attempt fails if the
+    /// kernel has none). Default: BBR on the engine (of [`Engine::host`];
+    /// a given engine's own) and on QUIC, the kernel's default on kernel
+    /// TCP.
+    #[must_use]
+    pub fn with_congestion_control(mut self, cc: CcAlgorithm) -> Preconnection {
+        self.congestion = Some(cc);
+        self
+    }
+
+    /// Keep-alive (RFC 9622 §8.1.4 `keepAliveTimeout`; thesis §7.1, to
+    /// refresh NAT and firewall bindings while the application is silent):
+    /// a probe after `idle` without traffic, on every candidate (TCP
+    /// keep-alive on the engine and the kernel, a PING on QUIC). Default:
+    /// off.
+    #[must_use]
+    pub fn with_keep_alive(mut self, idle: Duration) -> Preconnection {
+        self.keep_alive = Some(idle);
+        self
+    }
+
+    /// The congestion controller set with
+    /// [`Preconnection::with_congestion_control`].
+    pub fn congestion_control(&self) -> Option<CcAlgorithm> {
+        self.congestion
+    }
+
+    /// The keep-alive set with [`Preconnection::with_keep_alive`].
+    pub fn keep_alive(&self) -> Option<Duration> {
+        self.keep_alive
+    }
+
+    /// The QUIC configuration of this preconnection's properties and
+    /// connection options.
+    fn quic_config(&self, ordered: bool) -> hollywood_transport::quic::QuicConfig {
+        use hollywood_transport::quic::QuicCc;
+        let mut c = quic::config(ordered);
+        if let Some(cc) = self.congestion {
+            c.cc = match cc {
+                CcAlgorithm::NewReno => QuicCc::NewReno,
+                CcAlgorithm::Cubic => QuicCc::Cubic,
+                CcAlgorithm::Bbr => QuicCc::Bbr,
+            };
+        }
+        c.keep_alive = self.keep_alive;
+        c
+    }
+
+    /// The engine connection's configuration: `None` (the engine's own)
+    /// unless a connection option changes it.
+    fn engine_config(&self, engine: &Engine) -> Option<Config> {
+        if self.congestion.is_none() && self.keep_alive.is_none() {
+            return None;
+        }
+        let mut c = engine.stack.config().clone();
+        if let Some(cc) = self.congestion {
+            c.cc = cc;
+        }
+        if let Some(idle) = self.keep_alive {
+            c.keepalive = Some(KeepaliveConfig {
+                idle,
+                interval: idle,
+                ..KeepaliveConfig::default()
+            });
+        }
+        Some(c)
+    }
+
+    /// The kernel stream options of this preconnection.
+    fn kernel_options(&self) -> KernelOptions {
+        KernelOptions {
+            notsent_lowat: Some(KERNEL_NOTSENT_LOWAT),
+            congestion: self.congestion.map(|cc| match cc {
+                CcAlgorithm::NewReno => "reno",
+                CcAlgorithm::Cubic => "cubic",
+                CcAlgorithm::Bbr => "bbr",
+            }),
+            keepalive: self.keep_alive,
+            ..KernelOptions::default()
+        }
     }
 
     /// The namespace set with [`Preconnection::with_namespace`].
@@ -256,7 +455,17 @@ impl Preconnection {
         let mut left_out = Vec::new();
         if self.engine.is_none() && c.contains(&Protocol::TcpHollywood) {
             c.retain(|p| *p != Protocol::TcpHollywood);
-            left_out.push("hollywood: no engine (a TUN device) was given".to_string());
+            left_out.push(match &self.no_host_engine {
+                Some(why) => format!("hollywood: no engine: {why}"),
+                None if !self.host_engine => {
+                    "hollywood: no engine was given (and the default is off: without_host_engine)"
+                        .to_string()
+                }
+                None => "hollywood: no engine was given, and a host-mode instance \
+                         (`sudo hollywood host up`, docs/DEPLOY.md) is used only for a \
+                         non-loopback endpoint of this network namespace"
+                    .to_string(),
+            });
         }
         if c.is_empty() {
             return Err(Error::NoCandidate(left_out.join("; ")));
@@ -283,6 +492,13 @@ impl Preconnection {
             .ok_or_else(|| Error::Endpoint("no remote endpoint".into()))?
             .resolve()
             .await?;
+        self.with_default_engine(remote.ip())
+            .await
+            .race(remote)
+            .await
+    }
+
+    async fn race(&self, remote: SocketAddr) -> Result<Connection, Error> {
         let (candidates, mut reasons) = self.candidates()?;
         let mut set: JoinSet<(Protocol, Result<Connection, String>)> = JoinSet::new();
         let mut next = 0;
@@ -345,7 +561,7 @@ impl Preconnection {
         match p {
             Protocol::Quic => {
                 let id = self.quic_client_identity().map_err(|e| e.to_string())?;
-                let cfg = quic::config(sem.ordered_default);
+                let cfg = self.quic_config(sem.ordered_default);
                 let c = quic::connect(self.namespace.as_deref(), remote, local, &id, cfg).await?;
                 let peer = c.peer;
                 let (tx, rx) = c.split();
@@ -356,7 +572,7 @@ impl Preconnection {
                 let from = SocketAddr::new(engine.addr, local.map_or(0, |l| l.port()));
                 let mut s = engine
                     .stack
-                    .connect(from, remote, None)
+                    .connect(from, remote, self.engine_config(engine))
                     .await
                     .map_err(|e| e.to_string())?;
                 if let SecurityParameters::Pinned(id) = &self.security {
@@ -371,8 +587,8 @@ impl Preconnection {
                     socket.bind(l).map_err(|e| format!("bind {l}: {e}"))?;
                 }
                 let tcp = socket.connect(remote).await.map_err(|e| e.to_string())?;
-                let mut s =
-                    KernelStream::with_options(tcp, kernel_options()).map_err(|e| e.to_string())?;
+                let mut s = KernelStream::with_options(tcp, self.kernel_options())
+                    .map_err(|e| e.to_string())?;
                 if let SecurityParameters::Pinned(id) = &self.security {
                     s = s.secure_client(id).await.map_err(|e| e.to_string())?;
                 }
@@ -392,6 +608,22 @@ impl Preconnection {
         let local = self
             .local
             .ok_or_else(|| Error::Endpoint("listen needs a local endpoint".into()))?;
+        if let SecurityParameters::Pinned(id) = &self.security {
+            if !id.can_serve() {
+                return Err(Error::Security(
+                    "a listener needs the certificate's key (Identity::from_files), not the \
+                     certificate alone (Identity::trusting_file)"
+                        .into(),
+                ));
+            }
+        }
+        self.with_default_engine(local.ip)
+            .await
+            .listen_at(local)
+            .await
+    }
+
+    async fn listen_at(&self, local: LocalEndpoint) -> Result<Listener, Error> {
         let (candidates, _) = self.candidates().or_else(|e| {
             // A server without an engine still serves engine clients.
             self.properties
@@ -417,7 +649,7 @@ impl Preconnection {
                 let at = SocketAddr::new(engine.addr, tcp_port);
                 let mut l = engine
                     .stack
-                    .listen(at, None)
+                    .listen(at, self.engine_config(engine))
                     .await
                     .map_err(|e| Error::Endpoint(format!("engine listen on {at}: {e}")))?;
                 addrs.push((Protocol::TcpHollywood, at));
@@ -474,7 +706,7 @@ impl Preconnection {
                 self.namespace.as_deref(),
                 at,
                 id,
-                quic::config(sem.ordered_default),
+                self.quic_config(sem.ordered_default),
             )
             .await
             .map_err(Error::Endpoint)?;
@@ -510,13 +742,6 @@ impl Preconnection {
     }
 }
 
-fn kernel_options() -> KernelOptions {
-    KernelOptions {
-        notsent_lowat: Some(KERNEL_NOTSENT_LOWAT),
-        ..KernelOptions::default()
-    }
-}
-
 async fn accept_kernel(
     l: TcpListener,
     me: Preconnection,
@@ -534,7 +759,7 @@ async fn accept_kernel(
         let (me, tx, failed) = (me.clone(), tx.clone(), failed.clone());
         tokio::spawn(async move {
             let s = async {
-                let s = KernelStream::with_options(tcp, kernel_options())?;
+                let s = KernelStream::with_options(tcp, me.kernel_options())?;
                 match &me.security {
                     SecurityParameters::Pinned(id) => s.secure_server(id).await,
                     SecurityParameters::Disabled => Ok::<_, StreamError>(s),

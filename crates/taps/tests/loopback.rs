@@ -352,3 +352,178 @@ async fn quic_alone_connects() {
         .await;
     assert_eq!(r.unwrap().protocol(), Protocol::Quic);
 }
+
+#[tokio::test]
+async fn split_halves_receive_in_one_task_while_another_sends() {
+    for protocol in [Protocol::KernelTcp, Protocol::Quic] {
+        let addr = echo_server(
+            TransportProperties::media(),
+            SecurityParameters::Disabled,
+            &[protocol],
+        )
+        .await;
+        let c = client(addr)
+            .with_protocols(&[protocol])
+            .initiate()
+            .await
+            .unwrap();
+        let (mut tx, mut rx) = c.split();
+        assert_eq!((tx.protocol(), rx.protocol()), (protocol, protocol));
+        assert_eq!(tx.remote_addr(), rx.remote_addr());
+        let n = 200;
+        // The receiver waits first: nothing has been sent yet.
+        let receiver = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(m) = rx.receive().await.unwrap() {
+                got.push(String::from_utf8(m.data).unwrap());
+            }
+            got
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !receiver.is_finished(),
+            "{protocol}: nothing to receive yet"
+        );
+        for i in 0..n {
+            let ctx = MessageContext::default().ordered(false);
+            tx.send(format!("message {i}").into_bytes(), ctx)
+                .await
+                .unwrap();
+        }
+        tx.close().await.unwrap();
+        let mut got = tokio::time::timeout(Duration::from_secs(10), receiver)
+            .await
+            .expect("the echoes within 10 s")
+            .unwrap();
+        got.sort();
+        let mut want: Vec<String> = (0..n).map(|i| format!("message {i}")).collect();
+        want.sort();
+        assert_eq!(got, want, "{protocol}");
+        let stats = tx.stats();
+        assert_eq!(
+            (stats.sent, stats.received),
+            (n as u64, n as u64),
+            "{protocol}"
+        );
+        let mut sent = 0;
+        while let Some(e) = tx.try_event() {
+            if matches!(e, Event::Sent { .. }) {
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, n, "{protocol}: a Sent event per message");
+    }
+}
+
+#[tokio::test]
+async fn tcp_hollywood_alone_without_an_engine_fails_naming_host_up() {
+    // No host-mode instance is up in the test's namespace (its run
+    // directory is private to host-mode tests), so asking for TCP
+    // Hollywood alone cannot silently run something else.
+    let remote = RemoteEndpoint::from_addr("192.0.2.1:9".parse().unwrap());
+    let pre = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(remote)
+        .with_protocols(&[Protocol::TcpHollywood]);
+    match pre.initiate().await {
+        Err(Error::NoCandidate(why)) => {
+            assert!(why.contains("hollywood host up"), "{why}");
+        }
+        other => panic!("expected no candidate, got {other:?}"),
+    }
+    match pre.clone().without_host_engine().initiate().await {
+        Err(Error::NoCandidate(why)) => {
+            assert!(why.contains("without_host_engine"), "{why}");
+        }
+        other => panic!("expected no candidate, got {other:?}"),
+    }
+    // On loopback the default is not looked for: the engine cannot
+    // reach it.
+    let local = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_remote(RemoteEndpoint::from_addr("127.0.0.1:9".parse().unwrap()))
+        .with_protocols(&[Protocol::TcpHollywood]);
+    match local.initiate().await {
+        Err(Error::NoCandidate(why)) => assert!(why.contains("non-loopback"), "{why}"),
+        other => panic!("expected no candidate, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn congestion_control_and_keep_alive_reach_the_kernel_socket() {
+    // What the kernel reports for the caller's socket (`ss -tni`):
+    // its congestion module and a keep-alive timer.
+    let addr = echo_server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    let ss = |c: &Connection| {
+        let local_of_peer = c.remote_addr();
+        let out = std::process::Command::new("ss")
+            .args(["-tnio", "state", "established", "dst"])
+            .arg(local_of_peer.to_string())
+            .output();
+        out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let plain = client(addr)
+        .with_protocols(&[Protocol::KernelTcp])
+        .initiate()
+        .await
+        .unwrap();
+    let Ok(before) = ss(&plain) else {
+        eprintln!(
+            "skip: congestion_control_and_keep_alive_reach_the_kernel_socket needs ss (iproute2)"
+        );
+        return;
+    };
+    assert!(!before.contains("keepalive"), "{before}");
+    let pre = client(addr)
+        .with_protocols(&[Protocol::KernelTcp])
+        .with_congestion_control(hollywood_taps::CcAlgorithm::NewReno)
+        .with_keep_alive(Duration::from_secs(30));
+    assert_eq!(pre.keep_alive(), Some(Duration::from_secs(30)));
+    let c = pre.initiate().await.unwrap();
+    let after = ss(&c).unwrap();
+    // ss lists both connections to the server; the second one has them.
+    assert!(after.contains(" reno "), "{after}");
+    assert!(after.contains("timer:(keepalive"), "{after}");
+    drop((plain, c));
+}
+
+#[tokio::test]
+async fn a_caller_with_the_certificate_alone_connects_and_a_listener_cannot_serve_with_it() {
+    let id = Identity::generate().unwrap();
+    let dir = std::env::temp_dir().join(format!("hollywood-trust-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let der = dir.join("cert.der");
+    std::fs::write(&der, id.cert_der().as_ref()).unwrap();
+    let trusting = Identity::trusting_file(&der, id.name()).unwrap();
+    assert!(id.can_serve() && !trusting.can_serve());
+    let addr = echo_server(
+        TransportProperties::media(),
+        SecurityParameters::pinned(id),
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    let mut conn = Preconnection::new(
+        TransportProperties::media(),
+        SecurityParameters::pinned(trusting.clone()),
+    )
+    .with_remote(RemoteEndpoint::from_addr(addr))
+    .with_protocols(&[Protocol::KernelTcp])
+    .initiate()
+    .await
+    .unwrap();
+    round_trip(&mut conn, 5).await;
+    let c = Preconnection::new(
+        TransportProperties::media(),
+        SecurityParameters::pinned(trusting),
+    )
+    .with_local(local());
+    match c.listen().await {
+        Err(Error::Security(why)) => assert!(why.contains("key"), "{why}"),
+        other => panic!("a listener without the key: {other:?}"),
+    }
+    assert!(Identity::trusting_file(&dir.join("none.der"), "x.example").is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}

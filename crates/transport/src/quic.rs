@@ -108,6 +108,9 @@ pub struct QuicConfig {
     /// SSLKEYLOGFILE format, so a capture can be decrypted (Wireshark's
     /// `tls.keylog_file`). Off by default: the secrets are the keys.
     pub key_log: Option<Arc<KeyLogLines>>,
+    /// Keep-alive: a PING after this much time without sending
+    /// (quinn's `keep_alive_interval`). `None` (the default): none.
+    pub keep_alive: Option<std::time::Duration>,
 }
 
 /// TLS secrets in the SSLKEYLOGFILE format (`LABEL client_random secret`,
@@ -192,6 +195,7 @@ impl Default for QuicConfig {
             max_backlog: 4096,
             oldest_first: false,
             key_log: None,
+            keep_alive: None,
         }
     }
 }
@@ -586,7 +590,8 @@ impl QuicTransport {
         tc.max_concurrent_uni_streams(VarInt::from_u32(cfg.max_streams.max(1)))
             .max_concurrent_bidi_streams(VarInt::from_u32(0))
             .receive_window(VarInt::from_u32(CONN_RECEIVE_WINDOW))
-            .enable_segmentation_offload(false);
+            .enable_segmentation_offload(false)
+            .keep_alive_interval(cfg.keep_alive);
         match cfg.cc {
             QuicCc::NewReno => {
                 tc.congestion_controller_factory(Arc::new(congestion::NewRenoConfig::default()))

@@ -144,6 +144,38 @@ impl Identity {
         Ok(id)
     }
 
+    /// A caller's side only: trust the certificate in `cert` (PEM or DER)
+    /// for `name`, and nothing else (it is pinned), without its key. A
+    /// listener cannot serve with it ([`Identity::can_serve`]). Fails with
+    /// a clear message when the file cannot be read or is not a
+    /// certificate, or `name` is not a valid server name.
+    pub fn trusting_file(cert: &std::path::Path, name: &str) -> Result<Identity, String> {
+        use rustls::pki_types::pem::PemObject;
+        let c = std::fs::read(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
+        let cert_der = if c.trim_ascii_start().starts_with(b"-----BEGIN") {
+            CertificateDer::from_pem_slice(&c)
+                .map_err(|e| format!("{}: not a PEM certificate: {e}", cert.display()))?
+        } else {
+            CertificateDer::from(c)
+        };
+        ServerName::try_from(name.to_string()).map_err(|e| format!("server name {name:?}: {e}"))?;
+        rustls::RootCertStore::empty()
+            .add(cert_der.clone())
+            .map_err(|e| format!("{}: not a usable certificate: {e}", cert.display()))?;
+        Ok(Identity {
+            cert: cert_der,
+            key: Vec::new(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Whether it has a key, so a listener can present it (not one from
+    /// [`Identity::trusting_file`]).
+    #[must_use]
+    pub fn can_serve(&self) -> bool {
+        !self.key.is_empty()
+    }
+
     /// The name the client checks the certificate against.
     #[must_use]
     pub fn name(&self) -> &str {

@@ -232,6 +232,11 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
     if let Some(t) = transport {
         pre = pre.with_protocols(&[t]);
     }
+    if a.host.is_none() {
+        // The engine only with --host, which names the instance (or makes
+        // one): not the library's default of whatever instance is up.
+        pre = pre.without_host_engine();
+    }
     if let Some(ns) = &a.netns {
         pre = pre.with_namespace(ns.clone());
     }

@@ -158,6 +158,7 @@ impl std::fmt::Debug for Command {
 pub struct Stack {
     ctl: Arc<Control>,
     options: StackOptions,
+    config: Arc<Config>,
 }
 
 impl Stack {
@@ -175,6 +176,7 @@ impl Stack {
     /// [`TunHost::capture_to`] applied) with the given options.
     pub fn spawn_with(host: TunHost, options: StackOptions) -> Stack {
         let (tx, rx) = mpsc::unbounded_channel();
+        let config = Arc::new(host.config_for(std::net::IpAddr::from([0, 0, 0, 0])));
         let failure = Arc::new(Mutex::new(None));
         let ctl = Arc::new(Control {
             cmds: Some(tx),
@@ -182,7 +184,11 @@ impl Stack {
             failure: failure.clone(),
         });
         tokio::spawn(run(host, rx, options, failure));
-        Stack { ctl, options }
+        Stack {
+            ctl,
+            options,
+            config,
+        }
     }
 
     /// Create a TUN device in `ns` with `tun` and run a stack on it: the
@@ -201,6 +207,13 @@ impl Stack {
     /// The options the stack runs with.
     pub fn options(&self) -> &StackOptions {
         &self.options
+    }
+
+    /// The configuration connections get when `connect` or `listen` is
+    /// given none: the engine's, with the MSS clamped to the TUN MTU. A
+    /// start for a connection's own (e.g. another congestion controller).
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// Listen on `local` (the engine's address) with `config`, or the
