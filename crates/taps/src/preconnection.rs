@@ -225,6 +225,7 @@ pub struct Preconnection {
     namespace: Option<String>,
     congestion: Option<CcAlgorithm>,
     keep_alive: Option<Duration>,
+    consistent_only: bool,
 }
 
 /// Whether the one-line notice about a missing default engine was printed.
@@ -247,6 +248,7 @@ impl Preconnection {
             namespace: None,
             congestion: None,
             keep_alive: None,
+            consistent_only: false,
         }
     }
 
@@ -364,6 +366,23 @@ impl Preconnection {
         self
     }
 
+    /// TCP Hollywood on the engine without inconsistent retransmissions:
+    /// a retransmission repeats the original bytes, as standard TCP's do.
+    /// For a path whose firewall resets connections that carry
+    /// inconsistent retransmissions (thesis §4.5); out-of-order delivery
+    /// and expiry before sequence numbers stay. `relay` switches to it
+    /// after such a reset.
+    #[must_use]
+    pub fn with_consistent_retransmissions(mut self) -> Preconnection {
+        self.consistent_only = true;
+        self
+    }
+
+    /// Whether [`Preconnection::with_consistent_retransmissions`] is set.
+    pub fn consistent_retransmissions(&self) -> bool {
+        self.consistent_only
+    }
+
     /// Keep-alive (RFC 9622 §8.1.4 `keepAliveTimeout`; thesis §7.1, to
     /// refresh NAT and firewall bindings while the application is silent):
     /// a probe after `idle` without traffic, on every candidate (TCP
@@ -405,10 +424,13 @@ impl Preconnection {
     /// The engine connection's configuration: `None` (the engine's own)
     /// unless a connection option changes it.
     fn engine_config(&self, engine: &Engine) -> Option<Config> {
-        if self.congestion.is_none() && self.keep_alive.is_none() {
+        if self.congestion.is_none() && self.keep_alive.is_none() && !self.consistent_only {
             return None;
         }
         let mut c = engine.stack.config().clone();
+        if self.consistent_only {
+            c.hollywood.inconsistent_retransmissions = false;
+        }
         if let Some(cc) = self.congestion {
             c.cc = cc;
         }

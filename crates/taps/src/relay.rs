@@ -100,6 +100,10 @@ pub struct RelayStats {
     pub protocol: Mutex<Option<crate::Protocol>>,
     /// The receiving side's reorder buffer, this connection.
     pub reorder: Mutex<ReorderStats>,
+    /// Reconnections in consistent mode after a reset (at most one).
+    pub reconnects: AtomicU64,
+    /// Why the relay reconnected, if it did.
+    pub reconnect_reason: Mutex<Option<String>>,
 }
 
 /// A copy of [`RelayStats`] at one moment.
@@ -129,6 +133,8 @@ pub struct RelaySnapshot {
     pub protocol: Option<crate::Protocol>,
     /// See [`RelayStats`].
     pub reorder: ReorderStats,
+    /// See [`RelayStats`].
+    pub reconnects: u64,
 }
 
 impl RelayStats {
@@ -148,6 +154,7 @@ impl RelayStats {
             connections: g(&self.connections),
             protocol: *self.protocol.lock().unwrap_or_else(|e| e.into_inner()),
             reorder: *self.reorder.lock().unwrap_or_else(|e| e.into_inner()),
+            reconnects: g(&self.reconnects),
         }
     }
 
@@ -170,7 +177,7 @@ impl RelayStats {
 /// Run until `stop` completes (then close gracefully) or, as a caller,
 /// until the connection ends.
 pub async fn run(
-    cfg: RelayConfig,
+    mut cfg: RelayConfig,
     stats: Arc<RelayStats>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), Error> {
@@ -222,7 +229,7 @@ pub async fn run(
                         _ = tick.tick() => None,
                         () = &mut stop => {
                             let _ = conn.close().await;
-                            drain(&mut conn, &stats);
+                            let _ = drain(&mut conn, &stats);
                             return Ok(());
                         }
                     };
@@ -237,8 +244,8 @@ pub async fn run(
                             break e;
                         }
                     }
-                    if !drain(&mut conn, &stats) {
-                        break Error::Closed;
+                    if let Err(e) = drain(&mut conn, &stats) {
+                        break e;
                     }
                 }
             }
@@ -280,6 +287,27 @@ pub async fn run(
             }
         };
         if listener.is_none() {
+            // Thesis §4.5: a middlebox that compares retransmissions with
+            // the original may reset a connection that carried inconsistent
+            // ones. Once, reconnect with consistent retransmissions only
+            // (out-of-order delivery and expiry stay); a second failure is
+            // the caller's error.
+            let rewrote = conn.stats().abandoned;
+            if !matches!(ended, Error::Closed)
+                && conn.protocol() == crate::Protocol::TcpHollywood
+                && rewrote > 0
+                && !cfg.preconnection.consistent_retransmissions()
+            {
+                cfg.preconnection = cfg.preconnection.clone().with_consistent_retransmissions();
+                stats.reconnects.fetch_add(1, Ordering::Relaxed);
+                *stats
+                    .reconnect_reason
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                    "{ended} after {rewrote} messages were replaced by inconsistent retransmissions: reconnected with consistent retransmissions (thesis §4.5)"
+                ));
+                continue;
+            }
             return match ended {
                 Error::Closed => Ok(()),
                 e => Err(e),
@@ -313,15 +341,20 @@ async fn forward(
     }
 }
 
-/// Count the send events waiting; false once the connection has failed.
-fn drain(conn: &mut crate::Connection, stats: &RelayStats) -> bool {
+/// Count the send events waiting; the connection's failure once it has
+/// failed.
+fn drain(conn: &mut crate::Connection, stats: &RelayStats) -> Result<(), Error> {
     while let Some(e) = conn.try_event() {
         stats.count(&e);
         // Datagrams are never too large for a message, so a send error
         // means the connection failed.
-        if matches!(e, Event::ConnectionError(_) | Event::SendError { .. }) {
-            return false;
+        match e {
+            Event::ConnectionError(why) => return Err(Error::Connection(why)),
+            Event::SendError { .. } => {
+                return Err(Error::Connection(format!("send failed: {e:?}")))
+            }
+            _ => {}
         }
     }
-    true
+    Ok(())
 }

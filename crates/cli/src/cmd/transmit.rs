@@ -155,6 +155,7 @@ fn print(snap: &RelaySnapshot, elapsed: Duration, json: bool) {
             "reorder_held": snap.reorder.held,
             "reorder_gaps_skipped": snap.reorder.gaps_skipped,
             "reorder_behind": snap.reorder.behind,
+            "reconnects": snap.reconnects,
         });
         println!("{v}");
     } else {
@@ -372,8 +373,29 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                 }
             })
         };
+        // The reconnection after a reset (relay::run, thesis §4.5) is
+        // reported when it happens.
+        let watcher = {
+            let stats = stats.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
+                loop {
+                    tick.tick().await;
+                    let why = stats
+                        .reconnect_reason
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone();
+                    if let Some(why) = why {
+                        eprintln!("note: {why}");
+                        return;
+                    }
+                }
+            })
+        };
         let r = relay::run(cfg, stats.clone(), stop).await;
         printer.abort();
+        watcher.abort();
         print(&stats.snapshot(), t0.elapsed(), a.json);
         r.map_err(|e| e.to_string())
     });
