@@ -987,3 +987,71 @@ fn an_unprivileged_user_attaches_to_an_instance_given_to_it() {
     let _ = std::fs::remove_dir_all(&bin_dir);
     let _ = before;
 }
+
+#[test]
+fn transmit_uses_a_standing_instance_with_no_flag() {
+    // Issue 31: with `hollywood host up` done, `hollywood transmit` runs
+    // TCP Hollywood on the engine without --host (the library's default,
+    // `Engine::host`).
+    let Some((net, _g)) = net("dflt") else { return };
+    net.ok(&["host", "up"]);
+    let out = net
+        .peer
+        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
+        .unwrap()
+        .unwrap();
+    out.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let out_port = out.local_addr().unwrap().port();
+    let listener = spawn_in(
+        net.peer.name().unwrap(),
+        &net.run_dir,
+        &[
+            "transmit",
+            "hollywood://192.0.2.1:9500?mode=listener&transport=kernel",
+            &format!("udp://127.0.0.1:{out_port}"),
+        ],
+    );
+    let caller = spawn_in(
+        net.name(),
+        &net.run_dir,
+        &[
+            "transmit",
+            "udp://127.0.0.1:5500",
+            "hollywood://192.0.2.1:9500?transport=hollywood",
+            "--json",
+        ],
+    );
+    let src = net
+        .ns
+        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
+        .unwrap()
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let mut through = false;
+    for _ in 0..100 {
+        src.send_to(b"no flag", ("127.0.0.1", 5500)).unwrap();
+        if let Ok(n) = out.recv(&mut buf) {
+            through = &buf[..n] == b"no flag";
+            if through {
+                break;
+            }
+        }
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &caller.id().to_string()])
+        .status();
+    let o = caller.wait_with_output().unwrap();
+    let _ = terminate(listener);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(through, "nothing came through: {stdout} {stderr}");
+    assert!(o.status.success(), "{:?}: {stderr}", o.status);
+    let last: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no statistics: {stdout} {stderr}"));
+    assert_eq!(last["protocol"], "hollywood", "{last}");
+    net.ok(&["host", "down"]);
+}

@@ -250,7 +250,8 @@ pub struct Row {
     /// passed them on behind a gap given up): out-of-order delivery by
     /// the protocol, before the relay put the datagrams back in order.
     pub arrived_out_of_order: Option<u64>,
-    /// Delay of what arrived (ms).
+    /// Delay of what arrived (ms; chunks that never arrived are not in
+    /// it: read it beside `never`).
     pub delay_p50_ms: f64,
     /// 99th percentile (ms).
     pub delay_p99_ms: f64,
@@ -297,6 +298,7 @@ pub fn run(spec: &InternetSpec, mut progress: impl FnMut(&str)) -> Result<Vec<Ro
         tool_present("srt-live-transmit", "-version")?;
     }
     crate::interop::remove_stale_labs();
+    AllowedCc::restore_left_over();
     std::fs::create_dir_all(&spec.out_dir)?;
     let mut rows = Vec::new();
     for (k, t) in spec.transports.iter().enumerate() {
@@ -388,45 +390,18 @@ fn exec(lab: &Lab, h: Host, argv: &[&str]) -> Result<(), Error> {
 /// connections), nothing new in from outside, and UDP dropped when asked.
 pub fn router(lab: &Lab, block_udp: bool) -> Result<(), Error> {
     let out = lab.iface(Host::R, Host::E);
-    let ipt = |args: &[&str]| {
+    let ipt = |rule: &str| {
         let mut v = vec!["iptables"];
-        v.extend_from_slice(args);
+        v.extend(rule.split_whitespace());
         exec(lab, Host::R, &v)
     };
-    ipt(&[
-        "-t",
-        "nat",
-        "-A",
-        "POSTROUTING",
-        "-o",
-        &out,
-        "-j",
-        "MASQUERADE",
-    ])?;
-    ipt(&[
-        "-A",
-        "FORWARD",
-        "-m",
-        "conntrack",
-        "--ctstate",
-        "INVALID",
-        "-j",
-        "DROP",
-    ])?;
-    ipt(&[
-        "-A",
-        "FORWARD",
-        "-i",
-        &out,
-        "-m",
-        "conntrack",
-        "--ctstate",
-        "NEW",
-        "-j",
-        "DROP",
-    ])?;
+    ipt(&format!("-t nat -A POSTROUTING -o {out} -j MASQUERADE"))?;
+    ipt("-A FORWARD -m conntrack --ctstate INVALID -j DROP")?;
+    ipt(&format!(
+        "-A FORWARD -i {out} -m conntrack --ctstate NEW -j DROP"
+    ))?;
     if block_udp {
-        ipt(&["-A", "FORWARD", "-p", "udp", "-j", "DROP"])?;
+        ipt("-A FORWARD -p udp -j DROP")?;
     }
     // After the first conntrack rule the module is there; strict TCP
     // tracking as on hardened routers (the default picks up mid-stream).
@@ -436,6 +411,18 @@ pub fn router(lab: &Lab, block_udp: bool) -> Result<(), Error> {
         &["sysctl", "-qw", "net.netfilter.nf_conntrack_tcp_loose=0"],
     )?;
     Ok(())
+}
+
+/// Poll `f` every 50 ms until it holds or `limit` passes.
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let step = Duration::from_millis(50);
+    for _ in 0..(limit.as_millis() / step.as_millis()).max(1) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(step);
+    }
+    f()
 }
 
 /// A namespace may make only an *allowed* congestion control its default
@@ -448,7 +435,23 @@ struct AllowedCc {
 
 const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
 
+/// Where [`AllowedCc`] keeps the machine's own list while it is changed:
+/// a run killed before it put the list back leaves this file, and the
+/// next run puts the list back from it first.
+fn allowed_cc_saved() -> std::path::PathBuf {
+    std::env::temp_dir().join("hollywood-lab-allowed-cc.orig")
+}
+
 impl AllowedCc {
+    /// Put back the list a killed run left changed.
+    fn restore_left_over() {
+        if let Ok(orig) = std::fs::read_to_string(allowed_cc_saved()) {
+            if std::fs::write(ALLOWED_CC, orig.trim()).is_ok() {
+                let _ = std::fs::remove_file(allowed_cc_saved());
+            }
+        }
+    }
+
     fn ensure(cc: &str) -> Result<AllowedCc, Error> {
         let before = std::fs::read_to_string(ALLOWED_CC)?.trim().to_string();
         if before.split_whitespace().any(|c| c == cc) {
@@ -456,6 +459,7 @@ impl AllowedCc {
         }
         // Loads the module if it is one (cubic is built in on Debian).
         let _ = Command::new("modprobe").arg(format!("tcp_{cc}")).output();
+        std::fs::write(allowed_cc_saved(), &before)?;
         std::fs::write(ALLOWED_CC, format!("{before} {cc}")).map_err(|e| {
             format!("allowing congestion control {cc}: {e} (is tcp_{cc} available?)")
         })?;
@@ -468,7 +472,9 @@ impl AllowedCc {
 impl Drop for AllowedCc {
     fn drop(&mut self) {
         if let Some(b) = &self.before {
-            let _ = std::fs::write(ALLOWED_CC, b);
+            if std::fs::write(ALLOWED_CC, b).is_ok() {
+                let _ = std::fs::remove_file(allowed_cc_saved());
+            }
         }
     }
 }
@@ -592,7 +598,7 @@ fn run_row(spec: &InternetSpec, lab_name: &str, t: &Transport) -> Result<Row, Er
                 s.push("--host");
             }
             let mut c = vec![bin.as_str(), "transmit", &from_src, &call_url];
-            c.extend(["--latency", &deadline, "--json"]);
+            c.extend(["--latency", &deadline, "--json", "-s", "200"]);
             if engine_client {
                 c.push("--host");
             }
@@ -602,11 +608,42 @@ fn run_row(spec: &InternetSpec, lab_name: &str, t: &Transport) -> Result<Row, Er
     let env_a = [("HOLLYWOOD_RUN_DIR", run_a.as_path())];
     let env_b = [("HOLLYWOOD_RUN_DIR", run_b.as_path())];
     let server_p = Proc::spawn(&ns_a, &env_a, &server_argv, &dir.join("server.log"))?;
-    std::thread::sleep(Duration::from_millis(800));
+    // The server listens (every server here has a kernel socket on the
+    // port: SRT's UDP one, transmit's racing TCP listener).
+    let proto = if matches!(t, Transport::Srt) {
+        "-Hlun"
+    } else {
+        "-Hltn"
+    };
+    let listening = wait_until(Duration::from_secs(15), || {
+        lab.ns(Host::A)
+            .exec(&["ss", proto, &format!("sport = :{PORT}")])
+            .is_ok_and(|o| !o.trim().is_empty())
+    });
+    if !listening {
+        return Err(format!("{}: the server never listened on {PORT}", t.name()).into());
+    }
     let client_p = Proc::spawn(&ns_b, &env_b, &client_argv, &dir.join("client.log"))?;
-    // Racing (QUIC blocked: its attempt waits out the racing delay) and
-    // the engine's setup.
-    std::thread::sleep(Duration::from_millis(2500));
+    // The client is connected: transmit's statistics (-s) say so once a
+    // connection is up; srt-live-transmit is quiet, so a fixed wait.
+    let client_log = dir.join("client.log");
+    if matches!(t, Transport::Srt) {
+        std::thread::sleep(Duration::from_millis(2500));
+    } else if !wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&client_log).is_ok_and(|l| {
+            l.lines().any(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .is_ok_and(|v| v["connections"].as_u64() >= Some(1))
+            })
+        })
+    }) {
+        return Err(format!(
+            "{}: the client never connected (see {})",
+            t.name(),
+            client_log.display()
+        )
+        .into());
+    }
     let video = spec.stream_bps * 8 / 10;
     let src = format!("testsrc2=size=640x360:rate=25:duration={}", spec.seconds);
     let out_url = format!("udp://127.0.0.1:{SRC_PORT}?pkt_size=1316");
@@ -703,7 +740,16 @@ fn run_row(spec: &InternetSpec, lab_name: &str, t: &Transport) -> Result<Row, Er
     if rec_exit.contains("killed") {
         problems.push(format!("recorder: {rec_exit}"));
     }
-    let hosts_clean = after == before;
+    let left_state: Vec<String> = [&run_a, &run_b]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".json"))
+        .collect();
+    if !left_state.is_empty() {
+        problems.push(format!("host-mode state left: {left_state:?}"));
+    }
+    let hosts_clean = after == before && left_state.is_empty();
     if !hosts_clean {
         problems.push(format!("hosts not as before: {before:?} → {after:?}"));
     }

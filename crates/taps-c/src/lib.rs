@@ -112,6 +112,12 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
+/// Record `e` as the last error and return `v` (the call's failure value).
+fn failed<T>(e: impl std::fmt::Display, v: T) -> T {
+    set_error(e);
+    v
+}
+
 fn set_error(e: impl std::fmt::Display) {
     let s = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|l| *l.borrow_mut() = s);
@@ -300,10 +306,7 @@ pub unsafe extern "C" fn hw_security_from_files(
         Ok(id) => Box::into_raw(Box::new(hw_security {
             params: SecurityParameters::pinned(id),
         })),
-        Err(e) => {
-            set_error(e);
-            std::ptr::null_mut()
-        }
+        Err(e) => failed(e, std::ptr::null_mut()),
     }
 }
 
@@ -332,10 +335,7 @@ pub unsafe extern "C" fn hw_security_trust_file(
         Ok(id) => Box::into_raw(Box::new(hw_security {
             params: SecurityParameters::pinned(id),
         })),
-        Err(e) => {
-            set_error(e);
-            std::ptr::null_mut()
-        }
+        Err(e) => failed(e, std::ptr::null_mut()),
     }
 }
 
@@ -380,10 +380,7 @@ pub unsafe extern "C" fn hw_initiate_secure(
     let r = unsafe { addr(remote) }.and_then(|a| secure(mask, sec).initiate(a));
     match r {
         Ok(c) => Box::into_raw(Box::new(c)),
-        Err(e) => {
-            set_error(e);
-            std::ptr::null_mut()
-        }
+        Err(e) => failed(e, std::ptr::null_mut()),
     }
 }
 
@@ -415,10 +412,7 @@ pub unsafe extern "C" fn hw_listen_secure(
     let r = unsafe { addr(local) }.and_then(|a| secure(mask, sec).listen(a));
     match r {
         Ok(l) => Box::into_raw(Box::new(l)),
-        Err(e) => {
-            set_error(e);
-            std::ptr::null_mut()
-        }
+        Err(e) => failed(e, std::ptr::null_mut()),
     }
 }
 
@@ -525,10 +519,7 @@ pub unsafe extern "C" fn hw_send(
     }
     match runtime().block_on(async { c.tx.lock().await.send(data, m).await }) {
         Ok(r) => r.0 as i64,
-        Err(e) => {
-            set_error(e);
-            -1
-        }
+        Err(e) => failed(e, -1),
     }
 }
 
@@ -569,10 +560,7 @@ pub unsafe extern "C" fn hw_receive(
             m.data.len() as i64
         }
         Ok(None) => 0,
-        Err(e) => {
-            set_error(e);
-            -1
-        }
+        Err(e) => failed(e, -1),
     }
 }
 
@@ -590,10 +578,7 @@ pub unsafe extern "C" fn hw_close(c: *mut hw_connection) -> c_int {
     };
     match runtime().block_on(async { c.tx.lock().await.close().await }) {
         Ok(()) => 0,
-        Err(e) => {
-            set_error(e);
-            -1
-        }
+        Err(e) => failed(e, -1),
     }
 }
 
@@ -790,10 +775,7 @@ pub unsafe extern "C" fn hwp_setopt(
     })();
     match r {
         Ok(()) => 0,
-        Err(e) => {
-            set_error(e);
-            -1
-        }
+        Err(e) => failed(e, -1),
     }
 }
 
@@ -846,10 +828,7 @@ pub unsafe extern "C" fn hwp_getopt(
             }
             0
         }
-        Err(e) => {
-            set_error(e);
-            -1
-        }
+        Err(e) => failed(e, -1),
     }
 }
 
@@ -908,17 +887,11 @@ pub unsafe extern "C" fn hwp_connect_socket(sd: c_int, remote: *const c_char) ->
     // SAFETY: forwarded from the caller.
     let remote = match unsafe { addr(remote) } {
         Ok(a) => a,
-        Err(e) => {
-            set_error(e);
-            return -1;
-        }
+        Err(e) => return failed(e, -1),
     };
     let opts = match start_using(sd) {
         Ok(o) => o,
-        Err(e) => {
-            set_error(e);
-            return -1;
-        }
+        Err(e) => return failed(e, -1),
     };
     let r = opts.initiate(remote).map(|c| Kind::Conn(Arc::new(c)));
     finish_using(sd, r)
@@ -935,17 +908,11 @@ pub unsafe extern "C" fn hwp_listen_socket(sd: c_int, local: *const c_char) -> c
     // SAFETY: forwarded from the caller.
     let local = match unsafe { addr(local) } {
         Ok(a) => a,
-        Err(e) => {
-            set_error(e);
-            return -1;
-        }
+        Err(e) => return failed(e, -1),
     };
     let opts = match start_using(sd) {
         Ok(o) => o,
-        Err(e) => {
-            set_error(e);
-            return -1;
-        }
+        Err(e) => return failed(e, -1),
     };
     let r = opts.listen(local).map(|l| Kind::Listener(Arc::new(l)));
     finish_using(sd, r)
@@ -1104,10 +1071,7 @@ pub extern "C" fn hwp_close(sd: c_int) -> c_int {
             match r {
                 // Closed already (hwp_shutdown): nothing left to close.
                 Ok(()) | Err(hollywood_taps::Error::Closed) => 0,
-                Err(e) => {
-                    set_error(e);
-                    -1
-                }
+                Err(e) => failed(e, -1),
             }
         }
         Some(Kind::Listener(l)) => {

@@ -202,6 +202,8 @@ pub async fn run(
         }
     };
     let mut buf = vec![0u8; 65_536];
+    // Reorder counters of the connections that ended.
+    let mut reorder_before = ReorderStats::default();
     loop {
         let conn = match &mut listener {
             Some(l) => tokio::select! {
@@ -216,6 +218,9 @@ pub async fn run(
         stats.connections.fetch_add(1, Ordering::Relaxed);
         *stats.protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.protocol());
         let mut conn = conn;
+        // Messages of this connection replaced by inconsistent
+        // retransmissions (`Abandoned` with reason `Replaced`).
+        let mut replaced = 0u64;
         let ended = match cfg.direction {
             Direction::UdpToHollywood { .. } => {
                 let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -229,7 +234,7 @@ pub async fn run(
                         _ = tick.tick() => None,
                         () = &mut stop => {
                             let _ = conn.close().await;
-                            let _ = drain(&mut conn, &stats);
+                            let _ = drain(&mut conn, &stats, &mut replaced);
                             return Ok(());
                         }
                     };
@@ -244,7 +249,7 @@ pub async fn run(
                             break e;
                         }
                     }
-                    if let Err(e) = drain(&mut conn, &stats) {
+                    if let Err(e) = drain(&mut conn, &stats, &mut replaced) {
                         break e;
                     }
                 }
@@ -262,7 +267,7 @@ pub async fn run(
                         () = &mut stop => {
                             order.flush(&mut out);
                             forward(&udp, to, &mut out, &stats).await;
-                            stats.set_reorder(order.stats());
+                            stats.set_reorder(reorder_before + order.stats());
                             let _ = conn.close().await;
                             return Ok(());
                         }
@@ -278,11 +283,12 @@ pub async fn run(
                     }
                     order.poll(tokio::time::Instant::now(), &mut out);
                     forward(&udp, to, &mut out, &stats).await;
-                    stats.set_reorder(order.stats());
+                    stats.set_reorder(reorder_before + order.stats());
                 };
                 order.flush(&mut out);
                 forward(&udp, to, &mut out, &stats).await;
-                stats.set_reorder(order.stats());
+                reorder_before = reorder_before + order.stats();
+                stats.set_reorder(reorder_before);
                 ended
             }
         };
@@ -292,7 +298,9 @@ pub async fn run(
             // ones. Once, reconnect with consistent retransmissions only
             // (out-of-order delivery and expiry stay); a second failure is
             // the caller's error.
-            let rewrote = conn.stats().abandoned;
+            // Events the failure left unread.
+            let _ = drain(&mut conn, &stats, &mut replaced);
+            let rewrote = replaced;
             if !matches!(ended, Error::Closed)
                 && conn.protocol() == crate::Protocol::TcpHollywood
                 && rewrote > 0
@@ -343,9 +351,21 @@ async fn forward(
 
 /// Count the send events waiting; the connection's failure once it has
 /// failed.
-fn drain(conn: &mut crate::Connection, stats: &RelayStats) -> Result<(), Error> {
+fn drain(
+    conn: &mut crate::Connection,
+    stats: &RelayStats,
+    replaced: &mut u64,
+) -> Result<(), Error> {
     while let Some(e) = conn.try_event() {
         stats.count(&e);
+        // Only `Replaced` is an inconsistent retransmission: `NotSent` never
+        // reached the wire, and `ExpiredBeforeSend`'s slot first went out
+        // with the other message (hollywood_tcp::ExpiryReason).
+        if let Event::Abandoned { reason, .. } = &e {
+            if reason.starts_with("Replaced") {
+                *replaced += 1;
+            }
+        }
         // Datagrams are never too large for a message, so a send error
         // means the connection failed.
         match e {

@@ -16,6 +16,12 @@
 //! already given up is passed on at once, out of order, rather than
 //! dropped: nothing is lost silently, and the counters say it happened.
 //!
+//! A limit: a message the sender let expire before it reached the wire
+//! (`NotSent`, or a QUIC message dropped before sending) leaves a gap in
+//! the ids that never fills, and what arrives behind it waits the whole
+//! window. The receiver cannot tell such a gap from a loss being repaired;
+//! a "lowest live id" from the sender would (not built).
+//!
 //! Sans-IO: every call takes `now`; [`Reorder::next_timeout`] says when
 //! [`Reorder::poll`] has work.
 
@@ -25,6 +31,8 @@ use tokio::time::Instant;
 
 /// Messages held at most (beyond it the oldest gap is given up).
 pub const MAX_HELD: usize = 4096;
+/// Bytes held at most (beyond it the oldest gap is given up).
+pub const MAX_HELD_BYTES: usize = 8 << 20;
 
 /// Counters of a [`Reorder`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -46,7 +54,19 @@ pub struct Reorder {
     next: Option<i64>,
     /// Held messages by unwrapped id, with when they arrived.
     held: BTreeMap<i64, (Vec<u8>, Instant)>,
+    held_bytes: usize,
     stats: ReorderStats,
+}
+
+impl std::ops::Add for ReorderStats {
+    type Output = ReorderStats;
+    fn add(self, o: ReorderStats) -> ReorderStats {
+        ReorderStats {
+            held: self.held + o.held,
+            gaps_skipped: self.gaps_skipped + o.gaps_skipped,
+            behind: self.behind + o.behind,
+        }
+    }
 }
 
 impl Reorder {
@@ -57,6 +77,7 @@ impl Reorder {
             window,
             next: None,
             held: BTreeMap::new(),
+            held_bytes: 0,
             stats: ReorderStats::default(),
         }
     }
@@ -91,12 +112,13 @@ impl Reorder {
             out.push(data);
             return;
         }
+        self.held_bytes += data.len();
         self.held.insert(ext, (data, now));
         if ext != next {
             self.stats.held += 1;
         }
         self.release(out);
-        while self.held.len() > MAX_HELD {
+        while self.held.len() > MAX_HELD || self.held_bytes > MAX_HELD_BYTES {
             self.skip_to_first(out);
         }
     }
@@ -150,6 +172,7 @@ impl Reorder {
     fn release(&mut self, out: &mut Vec<Vec<u8>>) {
         let Some(mut next) = self.next else { return };
         while let Some((data, _)) = self.held.remove(&next) {
+            self.held_bytes -= data.len();
             out.push(data);
             next += 1;
         }
@@ -236,6 +259,20 @@ mod tests {
         z.push(3, b(3), t0, &mut out);
         assert_eq!(out, vec![b(5), b(3)]);
         assert!(z.is_empty());
+    }
+
+    #[test]
+    fn held_bytes_are_bounded() {
+        let t0 = Instant::now();
+        let mut r = Reorder::new(Duration::from_secs(10));
+        let mut out = Vec::new();
+        r.push(0, b(0), t0, &mut out);
+        let big = vec![0u8; 1 << 20];
+        for id in 2..20u32 {
+            r.push(id, big.clone(), t0, &mut out);
+            assert!(r.held_bytes <= MAX_HELD_BYTES);
+        }
+        assert!(r.stats().gaps_skipped >= 1);
     }
 
     #[test]

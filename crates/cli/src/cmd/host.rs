@@ -37,6 +37,17 @@ pub struct UpArgs {
 
 /// A user name or uid → uid (names through `id -u`, so NSS users work).
 fn parse_user(s: &str) -> Result<u32, String> {
+    let uid = parse_uid(s)?;
+    // (uid_t)-1 means "no owner" to TUNSETOWNER: the device open to all.
+    if uid == u32::MAX {
+        return Err(format!(
+            "{s}: uid 4294967295 (-1) would leave the device without an owner"
+        ));
+    }
+    Ok(uid)
+}
+
+fn parse_uid(s: &str) -> Result<u32, String> {
     if let Ok(uid) = s.parse::<u32>() {
         return Ok(uid);
     }

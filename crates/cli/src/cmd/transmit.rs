@@ -64,7 +64,9 @@ pub struct TransmitArgs {
     /// instance forwards (`host up --listen PORT`). With no instance up,
     /// this process makes its own (forwarding its listening port) and
     /// takes it down when it exits; after a SIGKILL, `hollywood host
-    /// clear` does. Root.
+    /// clear` does. Root (or the instance's `--user`). Without --host, a
+    /// standing instance of this namespace is used when one is up (the
+    /// library's default, `Engine::host`).
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NAME")]
     host: Option<String>,
 }
@@ -233,11 +235,6 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
     if let Some(t) = transport {
         pre = pre.with_protocols(&[t]);
     }
-    if a.host.is_none() {
-        // The engine only with --host, which names the instance (or makes
-        // one): not the library's default of whatever instance is up.
-        pre = pre.without_host_engine();
-    }
     if let Some(ns) = &a.netns {
         pre = pre.with_namespace(ns.clone());
     }
@@ -301,7 +298,11 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                 pre = pre.with_engine(e);
                 true
             }
-            None => false,
+            // Without --host, the library's default (issue 31: TCP
+            // Hollywood wherever a user reaches it): the engine of a
+            // standing instance of this namespace if one is up
+            // (`Engine::host`), else racing without it, with a notice.
+            None => a.netns.is_none() && hostmode::any_up().unwrap_or(false),
         };
         pre = match mode {
             Mode::Listener => {
@@ -328,11 +329,14 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
             }
             Mode::Caller => {
                 if transport == Some(Protocol::TcpHollywood) && !engine {
-                    return Err("transport=hollywood: no engine was given: attach to a \
-                                host-mode instance with --host (`sudo hollywood host up` first, \
-                                docs/DEPLOY.md), leave transport out to race QUIC and the \
+                    return Err(
+                        "transport=hollywood: no engine: no host-mode instance is up in \
+                                this network namespace; `sudo hollywood host up` makes a standing \
+                                one, --host an in-process one (docs/DEPLOY.md); or leave \
+                                transport out to race QUIC and the \
                                 message layer on kernel TCP, or name transport=kernel"
-                        .into());
+                            .into(),
+                    );
                 }
                 let r = match host.parse::<IpAddr>() {
                     Ok(ip) => RemoteEndpoint::new().with_ip_address(ip),

@@ -354,8 +354,9 @@ pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
     }
     let mut why = Vec::new();
     for st in chosen {
-        // Checksum and segmentation offloads on (IFF_VNET_HDR, TSO): the
-        // flags are the attaching queue's, set at TUNSETIFF.
+        // Checksum and segmentation offloads on (IFF_VNET_HDR, TSO). The
+        // kernel keeps them on the device (TUNSETIFF sets the device's
+        // flags), so an attach without offloads clears them again.
         match crate::TunDevice::attach(&st.tun, true) {
             Ok(tun) => return Ok((st, tun)),
             Err(e) => {

@@ -144,14 +144,17 @@ impl TunDevice {
     /// An opened device's descriptor, offloads enabled if asked, registered
     /// with the runtime's reactor (both `create` and `attach`).
     fn from_fd(fd: OwnedFd, name: String, mtu: u32, offload: bool) -> Result<TunDevice> {
-        if offload {
-            sys::set_tun_offload(&fd, OFFLOADS).map_err(|e| {
-                Error::io(
-                    format!("enable checksum/TSO offloads on TUN device {name} (TUNSETOFFLOAD)"),
-                    e,
-                )
-            })?;
-        }
+        // A persistent device keeps the offloads of whoever attached
+        // before: set them either way (none without `offload`).
+        let offloads = if offload { OFFLOADS } else { 0 };
+        sys::set_tun_offload(&fd, offloads).map_err(|e| {
+            Error::io(
+                format!(
+                    "set checksum/TSO offloads {offloads:#x} on TUN device {name} (TUNSETOFFLOAD)"
+                ),
+                e,
+            )
+        })?;
         let fd = sys::register_async(File::from(fd))
             .map_err(|e| Error::io(format!("register TUN device {name} with tokio"), e))?;
         Ok(TunDevice {
