@@ -668,6 +668,33 @@ fn spawn_in(ns: &str, run_dir: &Path, args: &[&str]) -> std::process::Child {
         .expect("spawn hollywood")
 }
 
+/// A UDP socket on 127.0.0.1 in `ns`, reads time out after 200 ms.
+fn udp_in(ns: &NetNs) -> std::net::UdpSocket {
+    let s = ns
+        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
+        .unwrap()
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    s
+}
+
+/// Send `probe` from `src` to a relay's UDP input at 127.0.0.1:`port`
+/// until it comes out at `out` (100 tries, each waiting out `out`'s read
+/// timeout): whether it did.
+fn relayed(src: &std::net::UdpSocket, port: u16, out: &std::net::UdpSocket, probe: &[u8]) -> bool {
+    let mut buf = [0u8; 2048];
+    for _ in 0..100 {
+        src.send_to(probe, ("127.0.0.1", port)).unwrap();
+        if let Ok(n) = out.recv(&mut buf) {
+            if &buf[..n] == probe {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// SIGTERM, then the process's exit status and stderr.
 fn terminate(mut c: std::process::Child) -> (std::process::ExitStatus, String) {
     let _ = Command::new("kill")
@@ -693,15 +720,6 @@ fn transmit_with_host_relays_over_the_engine_through_the_nat() {
     let Some((net, _g)) = net("xmit") else { return };
     let before = net.ip_forward();
     net.ok(&["host", "up"]);
-    let udp_in = |ns: &NetNs| {
-        let s = ns
-            .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
-            .unwrap()
-            .unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        s
-    };
     let out = udp_in(&net.peer);
     let out_port = out.local_addr().unwrap().port();
     let peer_name = net.peer.name().unwrap().to_owned();
@@ -731,17 +749,7 @@ fn transmit_with_host_relays_over_the_engine_through_the_nat() {
     );
     // Until the relay is through: probes until one arrives (20 s at most).
     let mut buf = [0u8; 2048];
-    let mut through = false;
-    for _ in 0..100 {
-        src.send_to(b"probe", ("127.0.0.1", in_port)).unwrap();
-        if let Ok(n) = out.recv(&mut buf) {
-            if &buf[..n] == b"probe" {
-                through = true;
-                break;
-            }
-        }
-    }
-    if !through {
+    if !relayed(&src, in_port, &out, b"probe") {
         let peer_ss = net.peer.exec(&["ss", "-Htan"]).unwrap_or_default();
         let host_ss = net.ns.exec(&["ss", "-Htuan"]).unwrap_or_default();
         let table = net.ns.exec(&["nft", "list", "ruleset"]).unwrap_or_default();
@@ -943,13 +951,7 @@ fn an_unprivileged_user_attaches_to_an_instance_given_to_it() {
 
     let up = net.ok(&["host", "up", "--user", "nobody"]);
     assert!(up.contains("belongs to uid 65534"), "{up}");
-    let out = net
-        .peer
-        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
-        .unwrap()
-        .unwrap();
-    out.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    let out = udp_in(&net.peer);
     let out_port = out.local_addr().unwrap().port();
     let listener = spawn_in(
         net.peer.name().unwrap(),
@@ -961,22 +963,8 @@ fn an_unprivileged_user_attaches_to_an_instance_given_to_it() {
         ],
     );
     let caller = as_nobody(&caller_args);
-    let src = net
-        .ns
-        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
-        .unwrap()
-        .unwrap();
-    let mut buf = [0u8; 64];
-    let mut through = false;
-    for _ in 0..100 {
-        src.send_to(b"as nobody", ("127.0.0.1", 5300)).unwrap();
-        if let Ok(n) = out.recv(&mut buf) {
-            through = &buf[..n] == b"as nobody";
-            if through {
-                break;
-            }
-        }
-    }
+    let src = udp_in(&net.ns);
+    let through = relayed(&src, 5300, &out, b"as nobody");
     let (status, err) = terminate(caller);
     let _ = terminate(listener);
     assert!(through, "nothing came through: {status:?}: {err}");
@@ -995,13 +983,7 @@ fn transmit_uses_a_standing_instance_with_no_flag() {
     // `Engine::host`).
     let Some((net, _g)) = net("dflt") else { return };
     net.ok(&["host", "up"]);
-    let out = net
-        .peer
-        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
-        .unwrap()
-        .unwrap();
-    out.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    let out = udp_in(&net.peer);
     let out_port = out.local_addr().unwrap().port();
     let listener = spawn_in(
         net.peer.name().unwrap(),
@@ -1022,22 +1004,8 @@ fn transmit_uses_a_standing_instance_with_no_flag() {
             "--json",
         ],
     );
-    let src = net
-        .ns
-        .run(|| std::net::UdpSocket::bind("127.0.0.1:0"))
-        .unwrap()
-        .unwrap();
-    let mut buf = [0u8; 64];
-    let mut through = false;
-    for _ in 0..100 {
-        src.send_to(b"no flag", ("127.0.0.1", 5500)).unwrap();
-        if let Ok(n) = out.recv(&mut buf) {
-            through = &buf[..n] == b"no flag";
-            if through {
-                break;
-            }
-        }
-    }
+    let src = udp_in(&net.ns);
+    let through = relayed(&src, 5500, &out, b"no flag");
     let _ = Command::new("kill")
         .args(["-TERM", &caller.id().to_string()])
         .status();

@@ -214,30 +214,19 @@ pub(crate) fn set_tun_owner(fd: &impl AsRawFd, uid: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Take a shared `flock(2)` on `file` (open for reading is enough),
-/// waiting for it.
-pub(crate) fn flock_shared(file: &File) -> io::Result<()> {
-    loop {
-        // SAFETY: plain syscall on a descriptor kept open by the borrow of
-        // `file`; no pointers are passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// Take an exclusive `flock(2)` on `file`, waiting for it. The lock is
+/// Take a `flock(2)` on `file`, waiting for it: exclusive, or shared
+/// (`exclusive` false; a file open for reading is enough). The lock is
 /// released when the file (its open file description) is closed.
-pub(crate) fn flock_exclusive(file: &File) -> io::Result<()> {
+pub(crate) fn flock(file: &File, exclusive: bool) -> io::Result<()> {
+    let op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
     loop {
         // SAFETY: plain syscall on a descriptor kept open by the borrow of
         // `file`; no pointers are passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
         if rc == 0 {
             return Ok(());
         }

@@ -146,7 +146,7 @@ impl Locked {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(format!("open {}", path.display()), e))?;
-        crate::sys::flock_exclusive(&lock)
+        crate::sys::flock(&lock, true)
             .map_err(|e| Error::io(format!("lock {}", path.display()), e))?;
         Ok(Locked { dir, _lock: lock })
     }
@@ -163,7 +163,7 @@ impl Locked {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(format!("open {}", path.display()), e)),
         };
-        crate::sys::flock_shared(&lock)
+        crate::sys::flock(&lock, false)
             .map_err(|e| Error::io(format!("lock {}", path.display()), e))?;
         Ok(Some(Locked { dir, _lock: lock }))
     }
