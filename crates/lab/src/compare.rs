@@ -908,7 +908,7 @@ fn datagram_fates(
 /// Destination port and payload of a UDP datagram, without checking its
 /// checksum (a capture on the sending host's veth sees it before checksum
 /// offload fills it in).
-fn udp_lenient(ip: &[u8]) -> Option<(u16, &[u8])> {
+pub(crate) fn udp_lenient(ip: &[u8]) -> Option<(u16, &[u8])> {
     let (r, seg) = hollywood_wire::IpRepr::parse(ip).ok()?;
     if r.protocol() != 17 || seg.len() < 8 {
         return None;

@@ -803,18 +803,9 @@ pub fn udp_payloads(pcap: &Path, port: u16) -> Result<Vec<(u64, Vec<u8>)>, Error
         let Some(ip) = hollywood_wire::pcap::ip_packet(lt, &frame) else {
             continue;
         };
-        let Ok((r, seg)) = hollywood_wire::IpRepr::parse(ip) else {
-            continue;
-        };
-        if r.protocol() != 17 || seg.len() < 8 {
-            continue;
-        }
-        if u16::from_be_bytes([seg[2], seg[3]]) != port {
-            continue;
-        }
-        let len = usize::from(u16::from_be_bytes([seg[4], seg[5]]));
-        if let Some(d) = seg.get(8..len.max(8)) {
-            out.push((t, d.to_vec()));
+        match crate::compare::udp_lenient(ip) {
+            Some((dst, d)) if dst == port => out.push((t, d.to_vec())),
+            _ => {}
         }
     }
     Ok(out)
