@@ -74,6 +74,7 @@ mod backend;
 pub mod connection;
 pub mod preconnection;
 pub mod properties;
+pub mod pubsub;
 pub mod quic;
 pub mod relay;
 pub mod reorder;
