@@ -50,6 +50,8 @@ enum Command {
     Tools(ToolsCommand),
     /// Relay live UDP (MPEG-TS, RTP) over Hollywood, like srt-live-transmit: `transmit udp://:5000 hollywood://HOST:PORT`.
     Transmit(cmd::transmit::TransmitArgs),
+    /// A live relay: many callers on one port publish and play streams by name, fan-out with a deadline per player, chains of relays: `relay --listen 0.0.0.0:9000 --publish-token K`.
+    Relay(cmd::relay::RelayArgs),
     /// Host mode (root): the engine on this host's own network, `host up --listen 9000` … `host down`.
     #[command(subcommand)]
     Host(cmd::host::HostCommand),
@@ -142,6 +144,8 @@ enum ToolsCommand {
     DashLadder(cmd::dash_video::LadderArgs),
     /// Encode thesis ch. 6's fixed-rate videos (7.5/12/24/53 Mb/s, 60 fps) with ffmpeg and record every frame's size for `sim dash-ch6 --video DIR`.
     DashCh6Video(cmd::dash_video::Ch6VideoArgs),
+    /// Load and measure a relay: one paced publisher, or N players in one process, each player's on-time figures as JSON.
+    RelayLoad(cmd::relay_load::RelayLoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -171,6 +175,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Transmit(args) => cmd::transmit::run(args),
+        Command::Relay(args) => cmd::relay::run(args),
         Command::Host(c) => cmd::host::run(c),
         Command::Sim(SimCommand::Voip(args)) | Command::Voip(args) => cmd::voip::run(args),
         Command::Sim(SimCommand::Video(args)) | Command::Video(args) => cmd::video::run(args),
@@ -209,6 +214,7 @@ fn main() -> ExitCode {
         Command::Tools(ToolsCommand::DashCh6Video(args)) | Command::DashCh6Video(args) => {
             cmd::dash_video::ch6_video(args)
         }
+        Command::Tools(ToolsCommand::RelayLoad(args)) => cmd::relay_load::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

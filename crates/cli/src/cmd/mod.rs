@@ -17,6 +17,8 @@ pub mod lab;
 pub mod messages;
 pub mod middlebox;
 pub mod netem;
+pub mod relay;
+pub mod relay_load;
 pub mod repro;
 pub mod scaling;
 pub mod soak;

@@ -4,11 +4,14 @@
 //! ```text
 //! hollywood transmit udp://:5000 hollywood://server:9000            # caller, racing
 //! hollywood transmit 'hollywood://10.0.0.2:9000?mode=listener' udp://127.0.0.1:5001
+//! hollywood transmit udp://:5000 'hollywood://relay:9000/live/cam1?mode=publish&token=K'
+//! hollywood transmit 'hollywood://relay:9000/live/cam1?mode=play' udp://127.0.0.1:5001
 //! ```
 
 use crate::units::parse_duration;
 use clap::Args;
 use hollywood_io::hostmode::{self, UpOptions};
+use hollywood_taps::pubsub::{self, Request, Role, StreamId};
 use hollywood_taps::relay::{self, Direction, Mode, RelayConfig, RelaySnapshot, RelayStats};
 use hollywood_taps::{
     Engine, Identity, LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters,
@@ -23,7 +26,9 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct TransmitArgs {
     /// Source: `udp://[IP]:PORT` (datagrams to relay) or
-    /// `hollywood://HOST:PORT[?mode=caller|listener&transport=quic|hollywood|kernel]`.
+    /// `hollywood://HOST:PORT[?mode=caller|listener&transport=quic|hollywood|kernel]`,
+    /// or a stream on a relay (`hollywood relay`):
+    /// `hollywood://HOST:PORT/STREAM?mode=publish|play[&token=T&user=U]`.
     src: String,
     /// Destination, the other kind.
     dst: String,
@@ -80,6 +85,8 @@ enum Side {
         port: u16,
         mode: Option<Mode>,
         transport: Option<Protocol>,
+        /// A stream on a relay: publish or play, with its id.
+        stream: Option<(Role, StreamId)>,
     },
 }
 
@@ -99,6 +106,7 @@ fn parse_side(s: &str) -> Result<Side, String> {
         format!("{s}: expected udp://… or hollywood://… (e.g. hollywood://host:9000?mode=listener)")
     })?;
     let (authority, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = authority.split_once('/').unwrap_or((authority, ""));
     let (host, port) = authority
         .rsplit_once(':')
         .ok_or_else(|| format!("{s}: no port"))?;
@@ -109,32 +117,74 @@ fn parse_side(s: &str) -> Result<Side, String> {
     let port: u16 = port
         .parse()
         .map_err(|_| format!("{s}: bad port {port:?}"))?;
-    let (mut mode, mut transport) = (None, None);
+    let (mut mode, mut transport, mut role) = (None, None, None);
+    let (mut token, mut user) = (None, None);
     for kv in query.split('&').filter(|k| !k.is_empty()) {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| format!("{s}: bad option {kv:?}"))?;
         match k {
-            "mode" => {
-                mode = Some(match v {
-                    "caller" => Mode::Caller,
-                    "listener" => Mode::Listener,
-                    _ => return Err(format!("{s}: mode is caller or listener, not {v:?}")),
-                })
-            }
+            "mode" => match v {
+                "caller" => mode = Some(Mode::Caller),
+                "listener" => mode = Some(Mode::Listener),
+                "publish" => role = Some(Role::Publish),
+                "play" => role = Some(Role::Play),
+                _ => {
+                    return Err(format!(
+                        "{s}: mode is caller, listener, publish or play, not {v:?}"
+                    ))
+                }
+            },
+            "token" => token = Some(v.to_string()),
+            "user" => user = Some(v.to_string()),
             "transport" => {
                 transport = Some(Protocol::parse(v).ok_or_else(|| {
                     format!("{s}: transport is quic, hollywood or kernel, not {v:?}")
                 })?)
             }
-            _ => return Err(format!("{s}: unknown option {k:?} (mode, transport)")),
+            _ => {
+                return Err(format!(
+                    "{s}: unknown option {k:?} (mode, transport, token, user)"
+                ))
+            }
         }
+    }
+    let stream = match (role, path.is_empty()) {
+        (Some(r), false) => Some((
+            r,
+            StreamId {
+                resource: path.to_string(),
+                user,
+                mode: Some(r),
+                token,
+            },
+        )),
+        (Some(_), true) => {
+            return Err(format!(
+                "{s}: publish and play name a stream: hollywood://HOST:PORT/STREAM?mode=…"
+            ))
+        }
+        (None, false) => {
+            return Err(format!(
+                "{s}: a stream path needs mode=publish or mode=play (a relay)"
+            ))
+        }
+        (None, true) if token.is_some() || user.is_some() => {
+            return Err(format!("{s}: token and user are for a relay's stream"))
+        }
+        (None, true) => None,
+    };
+    if stream.is_some() && mode.is_some() {
+        return Err(format!(
+            "{s}: a relay's stream is always reached as a caller"
+        ));
     }
     Ok(Side::Hollywood {
         host,
         port,
         mode,
         transport,
+        stream,
     })
 }
 
@@ -183,7 +233,7 @@ fn print(snap: &RelaySnapshot, elapsed: Duration, json: bool) {
 /// Run the command.
 pub fn run(a: TransmitArgs) -> Result<(), String> {
     let (src, dst) = (parse_side(&a.src)?, parse_side(&a.dst)?);
-    let (direction, (host, port, mode, transport)) = match (src, dst) {
+    let (direction, (host, port, mode, transport, stream)) = match (src, dst) {
         (
             Side::Udp(bind),
             Side::Hollywood {
@@ -191,20 +241,30 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                 port,
                 mode,
                 transport,
+                stream,
             },
-        ) => (
-            Direction::UdpToHollywood { bind },
-            (host, port, mode, transport),
-        ),
+        ) => {
+            if stream.as_ref().is_some_and(|(r, _)| *r != Role::Publish) {
+                return Err(format!("{}: from UDP to a relay is mode=publish", a.dst));
+            }
+            (
+                Direction::UdpToHollywood { bind },
+                (host, port, mode, transport, stream),
+            )
+        }
         (
             Side::Hollywood {
                 host,
                 port,
                 mode,
                 transport,
+                stream,
             },
             Side::Udp(to),
         ) => {
+            if stream.as_ref().is_some_and(|(r, _)| *r != Role::Play) {
+                return Err(format!("{}: from a relay to UDP is mode=play", a.src));
+            }
             if to.ip().is_unspecified() || to.port() == 0 {
                 return Err(format!(
                     "{}: the destination needs an address and a port",
@@ -213,13 +273,13 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
             }
             (
                 Direction::HollywoodToUdp { to },
-                (host, port, mode, transport),
+                (host, port, mode, transport, stream),
             )
         }
         _ => return Err("one side must be udp://… and the other hollywood://…".into()),
     };
     // As srt-live-transmit: no host means listener.
-    let mode = mode.unwrap_or(if host.is_empty() {
+    let mode = mode.unwrap_or(if host.is_empty() && stream.is_none() {
         Mode::Listener
     } else {
         Mode::Caller
@@ -264,37 +324,14 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
             signal(SignalKind::terminate()).map_err(|e| format!("SIGTERM handler: {e}"))?;
         let mut int =
             signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
-        // The engine's TCP: TCP Hollywood (inconsistent retransmissions,
-        // out-of-order delivery; thesis ch. 4) with BBR, as the lab's
-        // engine rows.
         let engine = match &a.host {
             Some(name) => {
-                let config = hollywood_tcp::Config {
-                    cc: hollywood_tcp::CcAlgorithm::Bbr,
-                    ..hollywood_tcp::Config::hollywood(true, true)
+                let listen = match mode {
+                    Mode::Listener => vec![port],
+                    Mode::Caller => Vec::new(),
                 };
-                let wanted = (!name.is_empty()).then_some(name.as_str());
-                // No instance up: this process makes its own (the
-                // in-process form) and takes it down when it exits.
-                if !hostmode::any_up().map_err(|e| e.to_string())? {
-                    let st = hostmode::up(&UpOptions {
-                        name: wanted.map(str::to_owned),
-                        listen: match mode {
-                            Mode::Listener => vec![port],
-                            Mode::Caller => Vec::new(),
-                        },
-                        in_process: true,
-                        owner: None,
-                    })
-                    .map_err(|e| e.to_string())?;
-                    eprintln!(
-                        "host mode: made instance {} (TUN {}) for this process",
-                        st.name, st.tun
-                    );
-                    own = Some(OwnInstance(st.name));
-                }
-                let e = Engine::on_host(wanted, config).map_err(|e| e.to_string())?;
-                eprintln!("engine: attached at {}", e.addr);
+                let (e, made) = attach_engine(name, listen)?;
+                own = made;
                 pre = pre.with_engine(e);
                 true
             }
@@ -397,7 +434,40 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                 }
             })
         };
-        let r = relay::run(cfg, stats.clone(), stop).await;
+        let r = match stream {
+            None => relay::run(cfg, stats.clone(), stop).await,
+            Some((role, id)) => {
+                let req = Request {
+                    role,
+                    stream: id,
+                    latency: cfg.latency,
+                };
+                match cfg.direction {
+                    Direction::UdpToHollywood { bind } => {
+                        pubsub::udp::publish(
+                            &cfg.preconnection,
+                            &req,
+                            bind,
+                            cfg.latency,
+                            stats.clone(),
+                            stop,
+                        )
+                        .await
+                    }
+                    Direction::HollywoodToUdp { to } => {
+                        pubsub::udp::play(
+                            &cfg.preconnection,
+                            &req,
+                            to,
+                            cfg.reorder,
+                            stats.clone(),
+                            stop,
+                        )
+                        .await
+                    }
+                }
+            }
+        };
         printer.abort();
         watcher.abort();
         print(&stats.snapshot(), t0.elapsed(), a.json);
@@ -410,10 +480,48 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
     r
 }
 
+/// `--host NAME` (empty: the first free instance): the engine of a
+/// standing host-mode instance, or, with none up, of an instance this
+/// process makes (forwarding `listen`) and takes down when the returned
+/// guard drops. Inside a tokio runtime.
+pub(crate) fn attach_engine(
+    name: &str,
+    listen: Vec<u16>,
+) -> Result<(Engine, Option<OwnInstance>), String> {
+    // The engine's TCP: TCP Hollywood (inconsistent retransmissions,
+    // out-of-order delivery; thesis ch. 4) with BBR, as the lab's
+    // engine rows.
+    let config = hollywood_tcp::Config {
+        cc: hollywood_tcp::CcAlgorithm::Bbr,
+        ..hollywood_tcp::Config::hollywood(true, true)
+    };
+    let wanted = (!name.is_empty()).then_some(name);
+    let mut own = None;
+    // No instance up: this process makes its own (the in-process form)
+    // and takes it down when it exits.
+    if !hostmode::any_up().map_err(|e| e.to_string())? {
+        let st = hostmode::up(&UpOptions {
+            name: wanted.map(str::to_owned),
+            listen,
+            in_process: true,
+            owner: None,
+        })
+        .map_err(|e| e.to_string())?;
+        eprintln!(
+            "host mode: made instance {} (TUN {}) for this process",
+            st.name, st.tun
+        );
+        own = Some(OwnInstance(st.name));
+    }
+    let e = Engine::on_host(wanted, config).map_err(|e| e.to_string())?;
+    eprintln!("engine: attached at {}", e.addr);
+    Ok((e, own))
+}
+
 /// An instance this process made (`transmit --host` with none up): taken
 /// down when dropped, on an error or a panic too. After a SIGKILL, `hollywood
 /// host clear` removes it.
-struct OwnInstance(String);
+pub(crate) struct OwnInstance(String);
 
 impl Drop for OwnInstance {
     fn drop(&mut self) {
@@ -443,7 +551,8 @@ mod tests {
                 host: "10.0.0.2".into(),
                 port: 9000,
                 mode: Some(Mode::Listener),
-                transport: Some(Protocol::Quic)
+                transport: Some(Protocol::Quic),
+                stream: None,
             }
         );
         assert_eq!(
@@ -452,7 +561,26 @@ mod tests {
                 host: "fd00::1".into(),
                 port: 9000,
                 mode: None,
-                transport: None
+                transport: None,
+                stream: None,
+            }
+        );
+        assert_eq!(
+            parse_side("hollywood://relay:9000/live/cam1?mode=publish&token=k&user=al").unwrap(),
+            Side::Hollywood {
+                host: "relay".into(),
+                port: 9000,
+                mode: None,
+                transport: None,
+                stream: Some((
+                    Role::Publish,
+                    StreamId {
+                        resource: "live/cam1".into(),
+                        user: Some("al".into()),
+                        mode: Some(Role::Publish),
+                        token: Some("k".into()),
+                    }
+                )),
             }
         );
         for bad in [
@@ -461,6 +589,10 @@ mod tests {
             "hollywood://x:1?mode=both",
             "hollywood://x:1?transport=sctp",
             "hollywood://x:1?latency=5",
+            "hollywood://x:1/s",
+            "hollywood://x:1?mode=play",
+            "hollywood://x:1?token=t",
+            "hollywood://x:1/s?mode=play&mode=listener",
             "udp://nowhere",
         ] {
             assert!(parse_side(bad).is_err(), "{bad}");

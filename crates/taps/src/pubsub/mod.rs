@@ -17,6 +17,7 @@ pub mod clock;
 pub mod fanout;
 pub mod server;
 pub mod ts;
+pub mod udp;
 pub mod wire;
 
 pub use access::{Policy, Refusal, StreamId};

@@ -1,0 +1,176 @@
+//! `hollywood relay` and `hollywood transmit` to and from it, as a user
+//! types them on one host (loopback): a refused publisher, one publisher,
+//! two players over different candidates, every datagram out in order,
+//! and the players ending when the publisher ends.
+
+use std::net::UdpSocket;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn hollywood(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hollywood"));
+    c.args(args);
+    c
+}
+
+fn term(c: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &c.id().to_string()])
+        .status();
+}
+
+/// Children killed when the test ends, passing or not.
+struct Kids(Vec<u32>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Wait for a child to exit, at most `secs`; its status, or None.
+fn wait_for(c: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
+    for _ in 0..secs * 20 {
+        if let Some(s) = c.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn a_relay_fans_a_published_stream_out_to_players() {
+    let port = free_port();
+    let relay_at = format!("127.0.0.1:{port}");
+    let mut relay = hollywood(&[
+        "relay",
+        "--listen",
+        &relay_at,
+        "--publish-token",
+        "K",
+        "--duration",
+        "60s",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut kids = Kids(vec![relay.id()]);
+    let mut tries = 0;
+    while std::net::TcpStream::connect(&relay_at).is_err() {
+        tries += 1;
+        assert!(tries < 400, "the relay never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A wrong token: refused, with the code and the reason.
+    let out = hollywood(&[
+        "transmit",
+        &format!("udp://127.0.0.1:{}", free_port()),
+        &format!("hollywood://{relay_at}/live/cam1?mode=publish&token=nope"),
+    ])
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("(401)") && err.contains("wrong publish token"),
+        "{err}"
+    );
+
+    // The publisher first (a stream exists once published), then players.
+    let src = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let pub_port = free_port();
+    let mut publisher = hollywood(&[
+        "transmit",
+        &format!("udp://127.0.0.1:{pub_port}"),
+        &format!("hollywood://{relay_at}/live/cam1?mode=publish&token=K"),
+        "--latency",
+        "400ms",
+    ])
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap();
+    kids.0.push(publisher.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let mut players = Vec::new();
+    let mut sinks = Vec::new();
+    for transport in ["quic", "kernel"] {
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sink.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let to = sink.local_addr().unwrap();
+        let p = hollywood(&[
+            "transmit",
+            &format!("hollywood://{relay_at}/live/cam1?mode=play&transport={transport}"),
+            &format!("udp://{to}"),
+            "--latency",
+            "400ms",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+        kids.0.push(p.id());
+        players.push(p);
+        sinks.push(sink);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // 300 datagrams, 5 ms apart (not MPEG-TS: each starts a group),
+    // read as they come (a socket buffer holds fewer than 300).
+    let n = 300u32;
+    let mut got = vec![Vec::new(); sinks.len()];
+    let mut b = [0u8; 2048];
+    let mut drain = |got: &mut Vec<Vec<u32>>, wait: bool| {
+        for (sink, got) in sinks.iter().zip(got.iter_mut()) {
+            sink.set_nonblocking(!wait).unwrap();
+            while got.len() < n as usize {
+                match sink.recv(&mut b) {
+                    Ok(k) => {
+                        assert_eq!(k, 1316);
+                        got.push(u32::from_be_bytes(b[..4].try_into().unwrap()));
+                    }
+                    Err(e) if !wait && e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("after {} datagrams: {e}", got.len()),
+                }
+            }
+        }
+    };
+    for i in 0..n {
+        let mut d = i.to_be_bytes().to_vec();
+        d.resize(1316, 0x47);
+        src.send_to(&d, ("127.0.0.1", pub_port)).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        drain(&mut got, false);
+    }
+    drain(&mut got, true);
+    for g in got {
+        assert_eq!(g, (0..n).collect::<Vec<_>>(), "every datagram, in order");
+    }
+    // The publisher ends the stream; the players finish and exit cleanly.
+    term(&publisher);
+    assert!(wait_for(&mut publisher, 10).is_some_and(|s| s.success()));
+    for mut p in players {
+        let s = wait_for(&mut p, 15);
+        if s.is_none() {
+            let _ = p.kill();
+        }
+        assert!(
+            s.is_some_and(|s| s.success()),
+            "a player did not end with the stream: {s:?}"
+        );
+    }
+    term(&relay);
+    assert!(wait_for(&mut relay, 10).is_some_and(|s| s.success()));
+}
