@@ -109,14 +109,17 @@ impl SubQueue {
 
     /// A message for this subscriber, at `now`.
     pub fn push(&mut self, it: Arc<Item>, now: i64) {
+        let live = self.deadline(&it) > now;
         if !self.synced {
-            if it.header.flags & FLAG_GROUP_START == 0 {
+            // A group start already dead is no start: its deltas would be
+            // undecodable without it.
+            if it.header.flags & FLAG_GROUP_START == 0 || !live {
                 self.stats.before_group += 1;
                 return;
             }
             self.synced = true;
         }
-        if self.deadline(&it) <= now {
+        if !live {
             self.stats.expired += 1;
             self.stats.arrived_late += 1;
             return;
@@ -277,6 +280,16 @@ mod tests {
         assert_eq!(q.pop(0).unwrap().0.header.seq, 1);
         assert_eq!(q.pop(0).unwrap().0.header.seq, 2);
         assert!(q.pop(0).is_none());
+    }
+
+    #[test]
+    fn a_dead_group_start_does_not_start_a_join() {
+        let mut q = SubQueue::new(None);
+        q.push(item(0, 0, FLAG_GROUP_START, 0, 10), 50);
+        q.push(item(1, 2, 0, 0, 100), 50);
+        q.push(item(2, 0, FLAG_GROUP_START, 0, 100), 50);
+        assert_eq!(q.stats().before_group, 2);
+        assert_eq!(q.pop(50).unwrap().0.header.seq, 2);
     }
 
     #[test]
