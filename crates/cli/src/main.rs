@@ -121,6 +121,8 @@ enum LabGroup {
     /// One live stream over SRT, UDP, Linux TCP (BBR, CUBIC) and TCP Hollywood: on time, in one table.
     Compare(cmd::compare::CompareArgs),
     /// ffmpeg's live stream from a host behind NAT over a long lossy path: transmit with the engine (host mode), the kernel-TCP fallback and SRT, as a user runs them.
+    /// A stream through a chain of relays (default three, 40 ms and 1 % loss per hop, 200 ms end-to-end deadline), with a late joiner (root).
+    RelayChain(cmd::relay_chain::RelayChainArgs),
     Internet(cmd::internet::InternetArgs),
     /// Partial deployments on real packets: engine or Linux at each end, lossy path, wire audited.
     Interop(cmd::interop::InteropArgs),
@@ -191,6 +193,7 @@ fn main() -> ExitCode {
         Command::Lab(LabGroup::Netem(c)) | Command::Netem(c) => cmd::netem::run(c),
         Command::Lab(LabGroup::Compare(args)) | Command::Compare(args) => cmd::compare::run(args),
         Command::Lab(LabGroup::Internet(args)) => cmd::internet::run(args),
+        Command::Lab(LabGroup::RelayChain(args)) => cmd::relay_chain::run(args),
         Command::Lab(LabGroup::Interop(args)) | Command::Interop(args) => cmd::interop::run(args),
         Command::Lab(LabGroup::Middlebox(args)) | Command::Middlebox(args) => {
             cmd::middlebox::run(args)

@@ -319,13 +319,18 @@ fn tool_present(tool: &str, arg: &str) -> Result<(), Error> {
 }
 
 /// A process in a namespace, killed and reaped when dropped.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     what: String,
 }
 
 impl Proc {
-    fn spawn(ns: &str, env: &[(&str, &Path)], argv: &[&str], log: &Path) -> Result<Proc, Error> {
+    pub(crate) fn spawn(
+        ns: &str,
+        env: &[(&str, &Path)],
+        argv: &[&str],
+        log: &Path,
+    ) -> Result<Proc, Error> {
         let out = std::fs::File::create(log)?;
         let err = out.try_clone()?;
         let mut c = Command::new("ip");
@@ -347,7 +352,7 @@ impl Proc {
 
     /// SIGTERM (as a service manager or a user's kill does), then wait up
     /// to `grace`; SIGKILL after that. Returns the exit description.
-    fn terminate(mut self, grace: Duration) -> String {
+    pub(crate) fn terminate(mut self, grace: Duration) -> String {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -355,7 +360,7 @@ impl Proc {
     }
 
     /// Wait up to `grace` for it to exit by itself, then SIGKILL.
-    fn wait_for(&mut self, grace: Duration) -> String {
+    pub(crate) fn wait_for(&mut self, grace: Duration) -> String {
         let step = Duration::from_millis(50);
         for _ in 0..(grace.as_millis() / step.as_millis()).max(1) {
             if let Ok(Some(s)) = self.child.try_wait() {

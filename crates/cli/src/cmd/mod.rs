@@ -18,6 +18,7 @@ pub mod messages;
 pub mod middlebox;
 pub mod netem;
 pub mod relay;
+pub mod relay_chain;
 pub mod relay_load;
 pub mod repro;
 pub mod scaling;

@@ -100,17 +100,26 @@ fn print(r: &RelayReport, elapsed: Duration, json: bool) {
         r.active,
         r.refused
     );
-    for s in &r.streams {
-        let (mut fwd, mut exp, mut ovf) = (0, 0, 0);
+    for (s, ended) in r
+        .streams
+        .iter()
+        .map(|s| (s, false))
+        .chain(r.ended.iter().map(|s| (s, true)))
+    {
+        let (mut fwd, mut exp, mut ovf) = (
+            s.departed.forwarded,
+            s.departed.expired,
+            s.departed.overflow,
+        );
         for sub in &s.subscribers {
             fwd += sub.queue.forwarded;
             exp += sub.queue.expired;
             ovf += sub.queue.overflow;
         }
         println!(
-            "  {:20} {} published {} ({} B) late {} | {} players: forwarded {fwd} expired {exp} overflow {ovf} | {} left",
+            "  {:20} {} published {} ({} B) late {} | {} players ({} left): forwarded {fwd} expired {exp} overflow {ovf}",
             s.name,
-            if s.publishing { "live" } else { "idle" },
+            if ended { "ended" } else if s.publishing { "live " } else { "idle " },
             s.published,
             s.published_bytes,
             s.published_late,
@@ -175,7 +184,7 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
     if let Some(ns) = &a.netns {
         pre = pre.with_namespace(ns.clone());
     }
-    let upstream = match &a.upstream {
+    let mut upstream = match &a.upstream {
         Some(u) => {
             let mut p =
                 Preconnection::new(TransportProperties::media(), security).with_remote(remote(u)?);
@@ -214,6 +223,10 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
         if let Some(name) = &a.host {
             let (e, made) = super::transmit::attach_engine(name, vec![a.listen.port()])?;
             own = made;
+            // The upstream relay is reached over the same engine.
+            if let Some(u) = upstream.as_mut() {
+                u.preconnection = u.preconnection.clone().with_engine(e.clone());
+            }
             pre = pre.with_engine(e);
         }
         let policy = Policy {

@@ -103,7 +103,13 @@ pub struct RelayReport {
     pub refused: BTreeMap<u16, u64>,
     /// Streams.
     pub streams: Vec<StreamReport>,
+    /// Streams that ended (nobody publishing or playing them any more),
+    /// their last figures; the newest [`ENDED_KEPT`].
+    pub ended: Vec<StreamReport>,
 }
+
+/// Ended streams whose figures a relay keeps.
+pub const ENDED_KEPT: usize = 64;
 
 struct Sub {
     id: u64,
@@ -143,6 +149,7 @@ pub struct Relay {
     active: AtomicU64,
     refused: Mutex<BTreeMap<u16, u64>>,
     next_sub: AtomicU64,
+    ended: Mutex<std::collections::VecDeque<StreamReport>>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -174,6 +181,7 @@ impl Relay {
             active: AtomicU64::new(0),
             refused: Mutex::new(BTreeMap::new()),
             next_sub: AtomicU64::new(0),
+            ended: Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -184,22 +192,8 @@ impl Relay {
             connections: self.connections.load(Ordering::Relaxed),
             active: self.active.load(Ordering::Relaxed),
             refused: lock(&self.refused).clone(),
-            streams: streams
-                .iter()
-                .map(|s| {
-                    let st = lock(&s.state);
-                    StreamReport {
-                        name: s.name.clone(),
-                        publishing: st.publisher,
-                        published: st.published,
-                        published_bytes: st.published_bytes,
-                        published_late: st.published_late,
-                        subscribers: st.subs.iter().map(|s| s.report()).collect(),
-                        departed: st.departed,
-                        departed_count: st.departed_count,
-                    }
-                })
-                .collect(),
+            streams: streams.iter().map(|s| s.report()).collect(),
+            ended: lock(&self.ended).iter().cloned().collect(),
         }
     }
 
@@ -219,18 +213,41 @@ impl Relay {
         lock(&self.streams).get(name).cloned()
     }
 
-    /// Forget a stream nobody publishes or plays.
+    /// Forget a stream nobody publishes or plays (its figures kept).
     fn tidy(&self, s: &Arc<Stream>) {
         let mut all = lock(&self.streams);
         let st = lock(&s.state);
         if !st.publisher && !st.upstream && st.subs.is_empty() {
             drop(st);
-            all.remove(&s.name);
+            if all.get(&s.name).is_some_and(|x| Arc::ptr_eq(x, s)) {
+                all.remove(&s.name);
+                let mut ended = lock(&self.ended);
+                if ended.len() == ENDED_KEPT {
+                    ended.pop_front();
+                }
+                ended.push_back(s.report());
+            }
         }
     }
 
     fn refuse_count(&self, code: u16) {
         *lock(&self.refused).entry(code).or_default() += 1;
+    }
+}
+
+impl Stream {
+    fn report(&self) -> StreamReport {
+        let st = lock(&self.state);
+        StreamReport {
+            name: self.name.clone(),
+            publishing: st.publisher,
+            published: st.published,
+            published_bytes: st.published_bytes,
+            published_late: st.published_late,
+            subscribers: st.subs.iter().map(|s| s.report()).collect(),
+            departed: st.departed,
+            departed_count: st.departed_count,
+        }
     }
 }
 

@@ -1,0 +1,403 @@
+//! A chain of relays across lab hosts (`hollywood lab relay-chain`): does
+//! one end-to-end deadline hold over three relays, each hop its own lossy
+//! path?
+//!
+//! ```text
+//! h0 ─ e1 ─ h1 ─ e2 ─ h2 ─ e3 ─ h3
+//! publisher  relay 2     relay 3     players
+//! relay 1
+//! ```
+//!
+//! Every `e` is the link emulator ([`crate::netem`]) on its own path
+//! (default: 20 ms each way, so 40 ms round trip per hop, 1 % loss on the
+//! data direction). Relay 1 in h0 takes the publisher; relay 2 in h1 and
+//! relay 3 in h2 play the stream from the relay before them
+//! (`--upstream`) and serve it onward. In h3 one player joins at the start
+//! and a second (the late joiner) mid-stream. Everything runs as a user
+//! types it: `hollywood relay …` and `hollywood tools relay-load …` in
+//! each namespace. A message is on time when the player has it within the
+//! deadline of the publisher's send time (one clock: the hosts are
+//! namespaces of one machine); the relay protocol itself never delivers
+//! past the deadline, which the player checks (`late_delivered`).
+
+use crate::internet::Proc;
+use crate::netem::{Netem, NetemConfig};
+use hollywood_io::{NetNs, VethPair};
+use hollywood_sim::{LinkConfig, LossModel};
+use serde::Serialize;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Errors of a run.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The port every relay listens on.
+pub const PORT: u16 = 9000;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ChainSpec {
+    /// Namespace prefix.
+    pub name: String,
+    /// The `hollywood` executable.
+    pub bin: PathBuf,
+    /// Relays in the chain (1..=6).
+    pub relays: usize,
+    /// One-way delay of each hop.
+    pub hop_delay: Duration,
+    /// Loss of each hop's data direction.
+    pub hop_loss: f64,
+    /// Each hop's rate (bit/s; 0: unlimited).
+    pub hop_rate_bps: u64,
+    /// The end-to-end deadline.
+    pub deadline: Duration,
+    /// How long the publisher sends.
+    pub duration: Duration,
+    /// Messages between group starts (5 ms apart).
+    pub gop: u64,
+    /// The candidate every relay serves (`quic`, `kernel`, `hollywood`).
+    pub transport: String,
+    /// The emulators' seed.
+    pub seed: u64,
+    /// Logs and JSON.
+    pub out_dir: PathBuf,
+}
+
+/// A relay's figures at the end.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hop {
+    /// 1 is the publisher's.
+    pub relay: usize,
+    /// Messages it took in.
+    pub published: u64,
+    /// Of those, already past the deadline on arrival (not forwarded).
+    pub published_late: u64,
+    /// Messages it handed onward.
+    pub forwarded: u64,
+    /// Messages that expired in its queues.
+    pub expired: u64,
+    /// Packets its inbound path dropped (the emulator, data direction).
+    pub path_dropped: u64,
+}
+
+/// The outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainResult {
+    /// The candidate.
+    pub transport: String,
+    /// Relays.
+    pub relays: usize,
+    /// Round trip of one hop (ms).
+    pub hop_rtt_ms: f64,
+    /// Loss of each hop (%).
+    pub hop_loss_pct: f64,
+    /// The deadline (ms).
+    pub deadline_ms: f64,
+    /// Messages published.
+    pub published: u64,
+    /// The first player: messages from its first to the last published.
+    pub expected: u64,
+    /// Of those, on time.
+    pub on_time: u64,
+    /// on_time / expected (%).
+    pub on_time_pct: f64,
+    /// Delivered past the deadline (must be 0).
+    pub late_delivered: u64,
+    /// The late joiner: when it joined (s after the start).
+    pub late_joiner_joined_s: f64,
+    /// From its acceptance to its first group start (ms).
+    pub late_joiner_first_group_ms: Option<f64>,
+    /// One group of pictures plus one round trip of the last hop (ms): the
+    /// bound the late joiner is held to.
+    pub late_joiner_bound_ms: f64,
+    /// The late joiner's on-time share of its part of the stream (%).
+    pub late_joiner_on_time_pct: f64,
+    /// Per relay.
+    pub hops: Vec<Hop>,
+}
+
+/// A namespace's address on link `link` (1-based, left to right): the left
+/// end .2, the right end .1 — links alternate host–emulator, emulator–host.
+fn addr(link: usize, left: bool) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 90, link as u8, if left { 2 } else { 1 }))
+}
+
+/// The chain's namespaces and emulators; dropping it takes them down.
+struct Chain {
+    // Drop order: emulators, veths, namespaces.
+    netems: Vec<Netem>,
+    _veths: Vec<VethPair>,
+    hosts: Vec<NetNs>,
+    _emus: Vec<NetNs>,
+}
+
+fn build(spec: &ChainSpec) -> Result<Chain, Error> {
+    let n = spec.relays + 1; // hosts h0..hn-1: relays, then the players
+    let mut hosts = Vec::new();
+    let mut emus = Vec::new();
+    // A chain of the same name left by a killed run.
+    let _ = NetNs::remove_stale(&format!("{}-", spec.name));
+    for i in 0..n {
+        hosts.push(NetNs::create(&format!("{}-h{i}", spec.name))?);
+    }
+    for i in 1..n {
+        emus.push(NetNs::create(&format!("{}-e{i}", spec.name))?);
+    }
+    for ns in hosts.iter().chain(&emus) {
+        for (k, v) in [
+            ("net.ipv4.ip_forward", "1"),
+            ("net.ipv4.conf.all.rp_filter", "0"),
+            ("net.ipv4.conf.default.rp_filter", "0"),
+        ] {
+            ns.set_sysctl(k, v)?;
+        }
+    }
+    let mut veths = Vec::new();
+    let mut netems = Vec::new();
+    for i in 1..n {
+        let (left, emu, right) = (&hosts[i - 1], &emus[i - 1], &hosts[i]);
+        // Link 2i-1: h(i-1) ─ e(i); link 2i: e(i) ─ h(i).
+        let (l1, l2) = (2 * i - 1, 2 * i);
+        veths.push(VethPair::create(left, "to-next", emu, "veth-l")?);
+        veths.push(VethPair::create(emu, "veth-r", right, "to-prev")?);
+        for (ns, dev) in [(left, "to-next"), (right, "to-prev")] {
+            ns.steer_by_flow(dev)?;
+            ns.ip(&["link", "set", "dev", dev, "gso_max_segs", "1"])?;
+        }
+        left.add_addr("to-next", addr(l1, true), 24)?;
+        emu.add_addr("veth-l", addr(l1, false), 24)?;
+        emu.add_addr("veth-r", addr(l2, true), 24)?;
+        right.add_addr("to-prev", addr(l2, false), 24)?;
+        left.add_route(&format!("10.90.{l2}.0/24"), Some(addr(l1, false)), None)?;
+        right.add_route(&format!("10.90.{l1}.0/24"), Some(addr(l2, true)), None)?;
+        let data = LinkConfig {
+            rate_bps: spec.hop_rate_bps,
+            delay: spec.hop_delay,
+            loss: if spec.hop_loss > 0.0 {
+                LossModel::Bernoulli(spec.hop_loss)
+            } else {
+                LossModel::None
+            },
+            ..LinkConfig::default()
+        };
+        let back = LinkConfig {
+            rate_bps: spec.hop_rate_bps,
+            delay: spec.hop_delay,
+            ..LinkConfig::default()
+        };
+        let cfg = NetemConfig::new(data, back, spec.seed + i as u64);
+        netems.push(Netem::start(emu, "veth-l", "veth-r", cfg, None)?);
+    }
+    Ok(Chain {
+        netems,
+        _veths: veths,
+        hosts,
+        _emus: emus,
+    })
+}
+
+fn last_json(log: &Path) -> Result<serde_json::Value, Error> {
+    let text = std::fs::read_to_string(log)?;
+    text.lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l.trim()).ok())
+        .ok_or_else(|| format!("{}: no JSON line:\n{text}", log.display()).into())
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// Run the chain once.
+pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResult, Error> {
+    if !hollywood_io::is_root() {
+        return Err("the relay chain needs root (network namespaces)".into());
+    }
+    if !(1..=6).contains(&spec.relays) {
+        return Err("--relays: 1 to 6".into());
+    }
+    std::fs::create_dir_all(&spec.out_dir)?;
+    let chain = build(spec)?;
+    let bin = spec.bin.to_string_lossy().to_string();
+    let ns = |i: usize| chain.hosts[i].name().unwrap_or_default().to_string();
+    let log = |what: &str| spec.out_dir.join(format!("{what}.log"));
+    let port = PORT.to_string();
+    let total = spec.duration + Duration::from_secs(8);
+    let secs = |d: Duration| format!("{}ms", d.as_millis());
+    // Relays, first to last: relay i in h(i-1), listening on its address
+    // toward the next hop (relay 1 also takes the publisher locally).
+    let mut relays = Vec::new();
+    for i in 1..=spec.relays {
+        let listen = format!("{}:{port}", addr(2 * i - 1, true));
+        let mut argv = vec![
+            bin.clone(),
+            "relay".into(),
+            "--listen".into(),
+            listen,
+            "--transport".into(),
+            spec.transport.clone(),
+            "--json".into(),
+            "--duration".into(),
+            secs(total),
+        ];
+        if i == 1 {
+            argv.push("--open-publish".into());
+        } else {
+            // The relay before: its address on the link toward us.
+            argv.push("--upstream".into());
+            argv.push(format!(
+                "hollywood://{}:{port}",
+                addr(2 * (i - 1) - 1, true)
+            ));
+        }
+        let a: Vec<&str> = argv.iter().map(String::as_str).collect();
+        relays.push(Proc::spawn(
+            &ns(i - 1),
+            &[],
+            &a,
+            &log(&format!("relay{i}")),
+        )?);
+        progress(&format!("relay {i} up in {}", ns(i - 1)));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    let first = format!("{}:{port}", addr(1, true));
+    let last = format!("{}:{port}", addr(2 * spec.relays - 1, true));
+    let deadline = secs(spec.deadline);
+    let gop = spec.gop.to_string();
+    let publisher = Proc::spawn(
+        &ns(0),
+        &[],
+        &[
+            &bin,
+            "tools",
+            "relay-load",
+            "--relay",
+            &first,
+            "--publish",
+            "--gop",
+            &gop,
+            "--deadline",
+            &deadline,
+            "--duration",
+            &secs(spec.duration),
+            "--transport",
+            &spec.transport,
+        ],
+        &log("publisher"),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    // Two players: the second joins mid-stream (the late joiner).
+    let gap = spec.duration / 2;
+    let mut players = Proc::spawn(
+        &ns(spec.relays),
+        &[],
+        &[
+            &bin,
+            "tools",
+            "relay-load",
+            "--relay",
+            &last,
+            "--players",
+            "2",
+            "--connect-gap",
+            &secs(gap),
+            "--deadline",
+            &deadline,
+            "--duration",
+            &secs(spec.duration + Duration::from_secs(3)),
+            "--transport",
+            &spec.transport,
+        ],
+        &log("players"),
+    )?;
+    progress("publishing");
+    let mut publisher = publisher;
+    let pub_exit = publisher.wait_for(spec.duration + Duration::from_secs(15));
+    let players_exit = players.wait_for(Duration::from_secs(20));
+    let mut relay_reports = Vec::new();
+    for (i, r) in relays.into_iter().enumerate() {
+        let exit = r.terminate(Duration::from_secs(5));
+        relay_reports.push(
+            last_json(&log(&format!("relay{}", i + 1)))
+                .map_err(|e| format!("relay {}: {e} ({exit})", i + 1))?,
+        );
+    }
+    let mut dropped = Vec::new();
+    for n in chain.netems {
+        let st = n.stop()?;
+        dropped.push(st.dir(crate::netem::Direction::AtoB).dropped());
+    }
+    let p = last_json(&log("publisher")).map_err(|e| format!("publisher ({pub_exit}): {e}"))?;
+    let pl = last_json(&log("players")).map_err(|e| format!("players ({players_exit}): {e}"))?;
+    let last_seq = u(&p["last_seq"]);
+    let player = |k: usize| -> (u64, u64, u64, Option<f64>, f64) {
+        let x = &pl["players"][k];
+        let first = u(&x["first_seq"]);
+        let expected = if x["first_seq"].is_null() {
+            0
+        } else {
+            last_seq + 1 - first
+        };
+        (
+            expected,
+            u(&x["on_time"]),
+            u(&x["late_delivered"]),
+            x["first_group_ms"].as_f64(),
+            x["joined_ms"].as_f64().unwrap_or(0.0) / 1e3,
+        )
+    };
+    let (expected, on_time, late0, _, _) = player(0);
+    let (lexp, lon, late1, lfirst, ljoined) = player(1);
+    let hops = relay_reports
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut h = Hop {
+                relay: i + 1,
+                published: 0,
+                published_late: 0,
+                forwarded: 0,
+                expired: 0,
+                path_dropped: if i == 0 { 0 } else { dropped[i - 1] },
+            };
+            let all = r["streams"].as_array().into_iter().flatten();
+            for s in all.chain(r["ended"].as_array().into_iter().flatten()) {
+                h.published += u(&s["published"]);
+                h.published_late += u(&s["published_late"]);
+                h.forwarded += u(&s["departed"]["forwarded"]);
+                h.expired += u(&s["departed"]["expired"]);
+                for sub in s["subscribers"].as_array().into_iter().flatten() {
+                    h.forwarded += u(&sub["queue"]["forwarded"]);
+                    h.expired += u(&sub["queue"]["expired"]);
+                }
+            }
+            h
+        })
+        .collect();
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    let rtt = spec.hop_delay * 2;
+    Ok(ChainResult {
+        transport: spec.transport.clone(),
+        relays: spec.relays,
+        hop_rtt_ms: rtt.as_secs_f64() * 1e3,
+        hop_loss_pct: spec.hop_loss * 100.0,
+        deadline_ms: spec.deadline.as_secs_f64() * 1e3,
+        published: u(&p["published"]),
+        expected,
+        on_time,
+        on_time_pct: pct(on_time, expected),
+        late_delivered: late0 + late1,
+        late_joiner_joined_s: ljoined,
+        late_joiner_first_group_ms: lfirst,
+        late_joiner_bound_ms: (spec.gop as f64 * 5.0) + rtt.as_secs_f64() * 1e3,
+        late_joiner_on_time_pct: pct(lon, lexp),
+        hops,
+    })
+}
