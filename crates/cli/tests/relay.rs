@@ -174,3 +174,50 @@ fn a_relay_fans_a_published_stream_out_to_players() {
     term(&relay);
     assert!(wait_for(&mut relay, 10).is_some_and(|s| s.success()));
 }
+
+/// Three relays on lab hosts, 40 ms and 1 % loss per hop, one 200 ms
+/// end-to-end deadline (issue 32): the far player has ≥ 99 % on time,
+/// nothing past its deadline, and a late joiner starts within one group
+/// plus one round trip.
+#[test]
+fn a_chain_of_three_relays_keeps_one_deadline() {
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip("needs root (network namespaces)");
+        return;
+    }
+    let out = hollywood(&[
+        "lab",
+        "relay-chain",
+        "--duration",
+        "6s",
+        "--transports",
+        "quic",
+        "--out",
+        &std::env::temp_dir()
+            .join(format!("hw-relay-chain-{}", std::process::id()))
+            .to_string_lossy(),
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["relays"], 3);
+    assert!(r["expected"].as_u64().unwrap() > 900, "{r}");
+    assert!(r["on_time_pct"].as_f64().unwrap() >= 99.0, "{r}");
+    assert_eq!(r["late_delivered"], 0, "{r}");
+    let first = r["late_joiner_first_group_ms"]
+        .as_f64()
+        .expect("the late joiner never started");
+    assert!(first <= r["late_joiner_bound_ms"].as_f64().unwrap(), "{r}");
+    // Each relay after the first took in what the one before forwarded.
+    let hops = r["hops"].as_array().unwrap();
+    assert_eq!(hops.len(), 3);
+    assert!(hops[2]["published"].as_u64().unwrap() > 900, "{r}");
+}

@@ -56,7 +56,11 @@ pub struct ChainSpec {
     pub duration: Duration,
     /// Messages between group starts (5 ms apart).
     pub gop: u64,
-    /// The candidate every relay serves (`quic`, `kernel`, `hollywood`).
+    /// The candidate every relay serves: `quic` or `kernel` (the message
+    /// layer on kernel TCP). Not yet TCP Hollywood on an engine: a host-mode
+    /// instance sends only by its host's default-route interface
+    /// (`hostmode::nft`), and a relay in the middle of a chain calls
+    /// upstream by one interface and serves downstream by another.
     pub transport: String,
     /// The emulators' seed.
     pub seed: u64,
@@ -171,6 +175,13 @@ fn build(spec: &ChainSpec) -> Result<Chain, Error> {
         right.add_addr("to-prev", addr(l2, false), 24)?;
         left.add_route(&format!("10.90.{l2}.0/24"), Some(addr(l1, false)), None)?;
         right.add_route(&format!("10.90.{l1}.0/24"), Some(addr(l2, true)), None)?;
+        // Default routes toward the publisher (h0: toward the players):
+        // an engine's caller (host mode) leaves by the default route, and
+        // every host but h0 calls upstream.
+        right.add_route("default", Some(addr(l2, true)), None)?;
+        if i == 1 {
+            left.add_route("default", Some(addr(l1, false)), None)?;
+        }
         let data = LinkConfig {
             rate_bps: spec.hop_rate_bps,
             delay: spec.hop_delay,
@@ -209,10 +220,30 @@ fn u(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
+/// Relays, ended with SIGTERM (so that an in-process host-mode instance
+/// is taken down) also when the run fails.
+struct Terminating(Vec<Proc>);
+
+impl Drop for Terminating {
+    fn drop(&mut self) {
+        for p in self.0.drain(..) {
+            p.terminate(Duration::from_secs(5));
+        }
+    }
+}
+
 /// Run the chain once.
 pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResult, Error> {
     if !hollywood_io::is_root() {
         return Err("the relay chain needs root (network namespaces)".into());
+    }
+    if !matches!(spec.transport.as_str(), "quic" | "kernel") {
+        return Err(format!(
+            "transport {}: quic or kernel (TCP Hollywood on an engine needs a host-mode \
+             instance that sends by two interfaces, which host mode does not do yet)",
+            spec.transport
+        )
+        .into());
     }
     if !(1..=6).contains(&spec.relays) {
         return Err("--relays: 1 to 6".into());
@@ -227,7 +258,7 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
     let secs = |d: Duration| format!("{}ms", d.as_millis());
     // Relays, first to last: relay i in h(i-1), listening on its address
     // toward the next hop (relay 1 also takes the publisher locally).
-    let mut relays = Vec::new();
+    let mut relays = Terminating(Vec::new());
     for i in 1..=spec.relays {
         let listen = format!("{}:{port}", addr(2 * i - 1, true));
         let mut argv = vec![
@@ -252,7 +283,7 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
             ));
         }
         let a: Vec<&str> = argv.iter().map(String::as_str).collect();
-        relays.push(Proc::spawn(
+        relays.0.push(Proc::spawn(
             &ns(i - 1),
             &[],
             &a,
@@ -289,34 +320,32 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
     std::thread::sleep(Duration::from_millis(300));
     // Two players: the second joins mid-stream (the late joiner).
     let gap = spec.duration / 2;
-    let mut players = Proc::spawn(
-        &ns(spec.relays),
-        &[],
-        &[
-            &bin,
-            "tools",
-            "relay-load",
-            "--relay",
-            &last,
-            "--players",
-            "2",
-            "--connect-gap",
-            &secs(gap),
-            "--deadline",
-            &deadline,
-            "--duration",
-            &secs(spec.duration + Duration::from_secs(3)),
-            "--transport",
-            &spec.transport,
-        ],
-        &log("players"),
-    )?;
+    let play_for = secs(spec.duration + Duration::from_secs(3));
+    let gap = secs(gap);
+    let argv = [
+        bin.as_str(),
+        "tools",
+        "relay-load",
+        "--relay",
+        &last,
+        "--players",
+        "2",
+        "--connect-gap",
+        &gap,
+        "--deadline",
+        &deadline,
+        "--duration",
+        &play_for,
+        "--transport",
+        &spec.transport,
+    ];
+    let mut players = Proc::spawn(&ns(spec.relays), &[], &argv, &log("players"))?;
     progress("publishing");
     let mut publisher = publisher;
     let pub_exit = publisher.wait_for(spec.duration + Duration::from_secs(15));
     let players_exit = players.wait_for(Duration::from_secs(20));
     let mut relay_reports = Vec::new();
-    for (i, r) in relays.into_iter().enumerate() {
+    for (i, r) in std::mem::take(&mut relays.0).into_iter().enumerate() {
         let exit = r.terminate(Duration::from_secs(5));
         relay_reports.push(
             last_json(&log(&format!("relay{}", i + 1)))

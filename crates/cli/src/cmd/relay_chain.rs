@@ -32,7 +32,7 @@ pub struct RelayChainArgs {
     /// Messages from one group start to the next (5 ms apart).
     #[arg(long, default_value_t = 100)]
     gop: u64,
-    /// Candidates, comma-separated, one run each (quic, kernel, hollywood).
+    /// Candidates, comma-separated, one run each (quic, kernel).
     #[arg(long, value_delimiter = ',', default_value = "quic,kernel")]
     transports: Vec<String>,
     /// Emulator seed.

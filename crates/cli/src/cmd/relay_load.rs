@@ -15,7 +15,7 @@ use clap::Args;
 use hollywood_taps::pubsub::wire::{FLAG_GROUP_START, FLAG_KEY};
 use hollywood_taps::pubsub::{Request, Role, Session, StreamId};
 use hollywood_taps::{
-    Preconnection, Protocol, RemoteEndpoint, SecurityParameters, TransportProperties,
+    Engine, Preconnection, Protocol, RemoteEndpoint, SecurityParameters, TransportProperties,
 };
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -59,7 +59,10 @@ pub struct RelayLoadArgs {
     /// Candidates, comma-separated (quic, hollywood, kernel).
     #[arg(long, value_delimiter = ',')]
     transport: Vec<String>,
-    /// Players connect this many at a time, this long apart.
+    /// TCP Hollywood on this host's engine, as `transmit --host`.
+    #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NAME")]
+    host: Option<String>,
+    /// Players connect this long apart.
     #[arg(long, default_value = "10ms", value_parser = parse_duration)]
     connect_gap: Duration,
 }
@@ -93,9 +96,12 @@ struct Player {
     error: Option<String>,
 }
 
-fn pre(a: &RelayLoadArgs) -> Result<Preconnection, String> {
+fn pre(a: &RelayLoadArgs, engine: Option<&Engine>) -> Result<Preconnection, String> {
     let mut p = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
         .with_remote(RemoteEndpoint::from_addr(a.relay));
+    if let Some(e) = engine {
+        p = p.with_engine(e.clone());
+    }
     if !a.transport.is_empty() {
         let mut ps = Vec::new();
         for t in &a.transport {
@@ -118,11 +124,11 @@ fn request(a: &RelayLoadArgs, role: Role) -> Request {
     }
 }
 
-async fn publish(a: &RelayLoadArgs) -> Result<serde_json::Value, String> {
+async fn publish(a: &RelayLoadArgs, engine: Option<&Engine>) -> Result<serde_json::Value, String> {
     if a.size < 16 {
         return Err("--size: at least 16 bytes (sequence number and send time)".into());
     }
-    let mut s = Session::connect(&pre(a)?, &request(a, Role::Publish))
+    let mut s = Session::connect(&pre(a, engine)?, &request(a, Role::Publish))
         .await
         .map_err(|e| e.to_string())?;
     let n = (a.duration.as_micros() / a.interval.as_micros().max(1)) as u64;
@@ -215,15 +221,24 @@ pub fn run(a: RelayLoadArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let mut own = None;
     let v = rt.block_on(async {
+        let engine = match &a.host {
+            Some(name) => {
+                let (e, made) = super::transmit::attach_engine(name, Vec::new())?;
+                own = made;
+                Some(e)
+            }
+            None => None,
+        };
         if a.publish {
-            return publish(&a).await;
+            return publish(&a, engine.as_ref()).await;
         }
         let t0 = tokio::time::Instant::now();
         let stop = t0 + a.duration;
         let mut set = tokio::task::JoinSet::new();
         for i in 0..a.players {
-            let (p, r) = (pre(&a)?, request(&a, Role::Play));
+            let (p, r) = (pre(&a, engine.as_ref())?, request(&a, Role::Play));
             let d = a.deadline;
             set.spawn(async move { (i, play_one(p, r, d, t0, stop).await) });
             tokio::time::sleep(a.connect_gap).await;
@@ -234,7 +249,9 @@ pub fn run(a: RelayLoadArgs) -> Result<(), String> {
             players[i] = p;
         }
         Ok(serde_json::json!({ "role": "players", "players": players }))
-    })?;
-    println!("{v}");
+    });
+    drop(rt);
+    drop(own);
+    println!("{}", v?);
     Ok(())
 }

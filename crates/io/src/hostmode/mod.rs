@@ -390,10 +390,17 @@ pub fn attach(name: Option<&str>) -> Result<(State, crate::TunDevice)> {
     )))
 }
 
-/// Whether an instance is up in this network namespace (any form).
+/// Whether an instance is up in this network namespace (any form). A
+/// state whose TUN device is not here does not count: it was left by an
+/// instance whose namespace is gone (namespace ids are inode numbers, and
+/// a new namespace may get the number of a deleted one) or whose process
+/// was killed; `hollywood host clear` removes it.
 pub fn any_up() -> Result<bool> {
     match Locked::read_only()? {
-        Some(l) => Ok(!l.of_netns(&state::current_netns()?)?.is_empty()),
+        Some(l) => Ok(l
+            .of_netns(&state::current_netns()?)?
+            .iter()
+            .any(|st| link_exists(&st.tun))),
         None => Ok(false),
     }
 }

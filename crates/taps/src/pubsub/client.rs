@@ -13,6 +13,8 @@ use std::time::Duration;
 
 /// How often a caller refreshes its estimate of the relay's clock.
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a publisher's close waits for the relay's.
+pub const CLOSE_WAIT: Duration = Duration::from_secs(3);
 /// How long a caller waits for the relay's answer to its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -273,12 +275,20 @@ impl Session {
         r
     }
 
-    /// End the stream (a publisher says so first) and close.
+    /// End the stream (a publisher says so first) and close. A publisher
+    /// then waits (at most [`CLOSE_WAIT`]) for the relay to close too, so
+    /// that everything it sent is through before its process may exit.
     pub async fn close(mut self) -> Result<(), Error> {
-        if self.rx.is_none() {
-            let _ = self.tx.send(Msg::End.encode(), control()).await;
+        if self.rx.is_some() {
+            return self.tx.close().await;
         }
-        self.tx.close().await
+        let _ = self.tx.send(Msg::End.encode(), control()).await;
+        let r = self.tx.close().await;
+        let t = tokio::time::Instant::now();
+        while lock(&self.ended).is_none() && t.elapsed() < CLOSE_WAIT {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        r
     }
 }
 

@@ -427,6 +427,8 @@ async fn handle(relay: &Arc<Relay>, mut conn: Connection) {
                 .await
                 .is_ok();
             let said_end = accepted && run_publisher(&mut conn, &stream).await;
+            // The publisher waits for this close before it exits.
+            let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
             let mut st = lock(&stream.state);
             st.publisher = false;
             if said_end {
@@ -514,10 +516,19 @@ async fn handle(relay: &Arc<Relay>, mut conn: Connection) {
 async fn run_publisher(conn: &mut Connection, stream: &Stream) -> bool {
     let mut said_end = false;
     loop {
-        let m = match conn.receive().await {
-            Ok(Some(m)) => m,
-            // After `End`, the close: everything sent before it is in.
-            _ => return said_end,
+        // After `End`, what is still on its way (media overtaken by it)
+        // until the publisher's close, or a second of quiet: a QUIC
+        // publisher's close may never reach us if its process exits first.
+        let m = if said_end {
+            match tokio::time::timeout(Duration::from_secs(1), conn.receive()).await {
+                Ok(Ok(Some(m))) => m,
+                _ => return true,
+            }
+        } else {
+            match conn.receive().await {
+                Ok(Some(m)) => m,
+                _ => return false,
+            }
         };
         match Msg::decode(&m.data) {
             Ok(Msg::Media { header, payload }) => publish(stream, Item { header, payload }),
