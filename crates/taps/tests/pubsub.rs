@@ -66,6 +66,16 @@ fn to(a: SocketAddr, p: Protocol) -> Preconnection {
         .with_protocols(&[p])
 }
 
+/// A publisher over QUIC with the token.
+async fn publisher(relay: SocketAddr) -> Session {
+    Session::connect(
+        &to(relay, Protocol::Quic),
+        &req(Role::Publish, Some("k3y"), 0),
+    )
+    .await
+    .unwrap()
+}
+
 /// Publish `n` messages 5 ms apart, a group start every `gop`.
 async fn publish(s: &mut Session, from: u64, n: u64, gop: u64, lifetime: Duration) {
     for i in from..from + n {
@@ -98,12 +108,7 @@ async fn play(mut s: Session) -> Vec<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_publisher_fans_out_to_players_over_every_candidate() {
     let (addr, relay, stop) = relay(None).await;
-    let mut publisher = Session::connect(
-        &to(addr, Protocol::Quic),
-        &req(Role::Publish, Some("k3y"), 0),
-    )
-    .await
-    .unwrap();
+    let mut publisher = publisher(addr).await;
     let mut players = Vec::new();
     for p in [Protocol::Quic, Protocol::KernelTcp, Protocol::Quic] {
         let s = Session::connect(&to(addr, p), &req(Role::Play, None, 500))
@@ -128,12 +133,7 @@ async fn one_publisher_fans_out_to_players_over_every_candidate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_joiner_starts_at_the_newest_group_start() {
     let (addr, _relay, stop) = relay(None).await;
-    let mut publisher = Session::connect(
-        &to(addr, Protocol::Quic),
-        &req(Role::Publish, Some("k3y"), 0),
-    )
-    .await
-    .unwrap();
+    let mut publisher = publisher(addr).await;
     // 130 messages (groups start at 0, 50, 100), then a player joins.
     publish(&mut publisher, 0, 130, 50, Duration::from_secs(5)).await;
     let late = Session::connect(&to(addr, Protocol::Quic), &req(Role::Play, None, 0))
@@ -171,12 +171,7 @@ async fn refusals_carry_their_codes() {
         .await
         .unwrap_err();
     assert!(err(e).contains("(404)"), "no such stream yet");
-    let _p = Session::connect(
-        &to(addr, Protocol::Quic),
-        &req(Role::Publish, Some("k3y"), 0),
-    )
-    .await
-    .unwrap();
+    let _p = publisher(addr).await;
     let e = Session::connect(
         &to(addr, Protocol::Quic),
         &req(Role::Publish, Some("k3y"), 0),
@@ -192,10 +187,7 @@ async fn a_chain_of_three_relays_carries_one_end_to_end_deadline() {
     let (a, ra, stop_a) = relay(None).await;
     let (b, rb, stop_b) = relay(Some(a)).await;
     let (c, _rc, stop_c) = relay(Some(b)).await;
-    let mut publisher =
-        Session::connect(&to(a, Protocol::Quic), &req(Role::Publish, Some("k3y"), 0))
-            .await
-            .unwrap();
+    let mut publisher = publisher(a).await;
     // A player at the far end of the chain; its relay subscribes onward.
     let player = tokio::spawn(play(
         Session::connect(&to(c, Protocol::KernelTcp), &req(Role::Play, None, 0))
@@ -231,12 +223,7 @@ async fn a_chain_of_three_relays_carries_one_end_to_end_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_past_its_deadline_goes_nowhere() {
     let (addr, relay, stop) = relay(None).await;
-    let mut publisher = Session::connect(
-        &to(addr, Protocol::Quic),
-        &req(Role::Publish, Some("k3y"), 0),
-    )
-    .await
-    .unwrap();
+    let mut publisher = publisher(addr).await;
     let player = tokio::spawn(play(
         Session::connect(&to(addr, Protocol::Quic), &req(Role::Play, None, 0))
             .await

@@ -250,19 +250,8 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
         let relay = Relay::new(cfg);
         let t0 = tokio::time::Instant::now();
         let printer = {
-            let relay = relay.clone();
-            let (every, json) = (a.stats_ms, a.json);
-            tokio::spawn(async move {
-                if every == 0 {
-                    return;
-                }
-                let mut tick = tokio::time::interval(Duration::from_millis(every));
-                tick.tick().await;
-                loop {
-                    tick.tick().await;
-                    print(&relay.report(), t0.elapsed(), json);
-                }
-            })
+            let (relay, json) = (relay.clone(), a.json);
+            super::transmit::every(a.stats_ms, move || print(&relay.report(), t0.elapsed(), json))
         };
         let limit = a.duration;
         let stop = async move {

@@ -400,18 +400,9 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
             }
         };
         let printer = {
-            let stats = stats.clone();
-            let (every, json) = (a.stats_ms, a.json);
-            tokio::spawn(async move {
-                if every == 0 {
-                    return;
-                }
-                let mut tick = tokio::time::interval(Duration::from_millis(every));
-                tick.tick().await;
-                loop {
-                    tick.tick().await;
-                    print(&stats.snapshot(), t0.elapsed(), json);
-                }
+            let (stats, json) = (stats.clone(), a.json);
+            every(a.stats_ms, move || {
+                print(&stats.snapshot(), t0.elapsed(), json)
             })
         };
         // The reconnection after a reset (relay::run, thesis §4.5) is
@@ -478,6 +469,21 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
     drop(rt);
     drop(own);
     r
+}
+
+/// Call `f` every `ms` milliseconds (never when 0), from a task.
+pub(crate) fn every(ms: u64, f: impl Fn() + Send + 'static) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if ms == 0 {
+            return;
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(ms));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            f();
+        }
+    })
 }
 
 /// `--host NAME` (empty: the first free instance): the engine of a

@@ -348,6 +348,13 @@ async fn refuse(relay: &Relay, conn: &mut Connection, r: Refusal) {
     let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
 }
 
+/// Answer a hello with ACCEPT; false when the connection failed.
+async fn accept(conn: &mut Connection, t1_us: i64, t2_us: i64) -> bool {
+    conn.send(Msg::Accept { t1_us, t2_us }.encode(), control())
+        .await
+        .is_ok()
+}
+
 async fn handle(relay: &Arc<Relay>, mut conn: Connection) {
     if relay.active.load(Ordering::Relaxed) > relay.cfg.max_connections as u64 {
         let n = relay.cfg.max_connections;
@@ -415,17 +422,7 @@ async fn handle(relay: &Arc<Relay>, mut conn: Connection) {
                 relay.tidy(&stream);
                 return;
             }
-            let accepted = conn
-                .send(
-                    Msg::Accept {
-                        t1_us: t1,
-                        t2_us: t2,
-                    }
-                    .encode(),
-                    control(),
-                )
-                .await
-                .is_ok();
+            let accepted = accept(&mut conn, t1, t2).await;
             let said_end = accepted && run_publisher(&mut conn, &stream).await;
             // The publisher waits for this close before it exits.
             let _ = tokio::time::timeout(Duration::from_secs(1), conn.close()).await;
@@ -483,18 +480,7 @@ async fn handle(relay: &Arc<Relay>, mut conn: Connection) {
                     id.resource.clone(),
                 ));
             }
-            if conn
-                .send(
-                    Msg::Accept {
-                        t1_us: t1,
-                        t2_us: t2,
-                    }
-                    .encode(),
-                    control(),
-                )
-                .await
-                .is_ok()
-            {
+            if accept(&mut conn, t1, t2).await {
                 run_subscriber(&mut conn, &stream, &sub).await;
             }
             let mut st = lock(&stream.state);
