@@ -145,6 +145,9 @@ pub struct EndpointStats {
     /// Times the endpoint entered memory pressure (three quarters of
     /// `Config::memory_limit`).
     pub memory_pressure_entered: u64,
+    /// Bytes the connections held at the last count (with
+    /// `Config::memory_limit` only; a gauge, not a counter).
+    pub memory_used: u64,
 }
 
 /// How often the endpoint recounts its connections' memory at most
@@ -267,6 +270,7 @@ impl Endpoint {
         }
         self.memory_used = self.memory_used();
         self.memory_counted = Some(now);
+        self.stats.memory_used = self.memory_used as u64;
         self.update_pressure(limit);
     }
 

@@ -578,6 +578,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn host_mode_defaults_autotuning_and_a_memory_limit_unless_configured() {
+        let c = clamp_mss(Config::default(), 1500);
+        assert_eq!(c.autotune, Some(true));
+        assert!(c.memory_limit.is_some_and(|l| l >= 64 << 20));
+        let own = Config {
+            autotune: Some(false),
+            memory_limit: Some(1 << 20),
+            ..Config::default()
+        };
+        let c = clamp_mss(own, 1500);
+        assert_eq!((c.autotune, c.memory_limit), (Some(false), Some(1 << 20)));
+    }
+
+    #[test]
     fn loss_injector_rate_is_about_right_and_reproducible() {
         let run = |seed| {
             let mut l = LossInjector {
