@@ -136,6 +136,8 @@ enum LabGroup {
     Attack(cmd::attack::AttackArgs),
     /// A long run on real packets: engine at both ends, loss both ways; memory, stalls, every message accounted.
     Soak(cmd::soak::SoakArgs),
+    /// Memory per idle connection, engine vs Linux in the same run, and the engine's memory limit at N connections.
+    Idle(cmd::idle::IdleArgs),
 }
 
 #[derive(Subcommand)]
@@ -204,6 +206,7 @@ fn main() -> ExitCode {
         Command::Lab(LabGroup::Bench(args)) | Command::Bench(args) => cmd::bench::run(args),
         Command::Lab(LabGroup::Attack(args)) | Command::Attack(args) => cmd::attack::run(args),
         Command::Lab(LabGroup::Soak(args)) | Command::Soak(args) => cmd::soak::run(args),
+        Command::Lab(LabGroup::Idle(args)) => cmd::idle::run(args),
         Command::Repro(cmd::repro::ReproCommand::Report(a)) | Command::Report(a) => {
             cmd::repro::report(a)
         }

@@ -130,6 +130,47 @@ pub(crate) fn is_root() -> bool {
     euid() == 0
 }
 
+/// Raise this process's open-file limit (`RLIMIT_NOFILE`) to `want`
+/// (root may raise the hard limit too), or else to the hard limit;
+/// returns the limit now in force (experiments holding thousands of
+/// sockets).
+pub fn raise_nofile_limit(want: u64) -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass a valid pointer to.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 0;
+    }
+    let want: libc::rlim_t = want;
+    if r.rlim_cur >= want {
+        return r.rlim_cur;
+    }
+    for (cur, max) in [(want, r.rlim_max.max(want)), (r.rlim_max, r.rlim_max)] {
+        let new = libc::rlimit {
+            rlim_cur: cur,
+            rlim_max: max,
+        };
+        // SAFETY: setrlimit reads the struct we pass a valid pointer to.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } == 0 {
+            return cur;
+        }
+    }
+    r.rlim_cur
+}
+
+/// Give the allocator's free heap pages back to the system (glibc
+/// `malloc_trim`), so that the resident set size measures what is in use
+/// (memory experiments sample it).
+pub fn trim_heap() {
+    // SAFETY: malloc_trim takes a size and touches only the allocator's
+    // own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The effective user id.
 pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no arguments, cannot fail and touches no memory.

@@ -29,6 +29,7 @@ pub mod calibrate;
 pub mod capture;
 pub mod compare;
 pub mod daemon;
+pub mod idle;
 pub mod internet;
 pub mod interop;
 pub mod messages;

@@ -84,8 +84,10 @@ pub(crate) struct IdWindow {
 
 impl IdWindow {
     pub(crate) fn new() -> Self {
+        // The 8 KiB bitset comes with the first id (a byte-stream or idle
+        // connection never pays for it).
         IdWindow {
-            bits: vec![0; (RECENT_IDS / 64) as usize],
+            bits: Vec::new(),
             highest: None,
         }
     }
@@ -111,6 +113,9 @@ impl IdWindow {
     /// Records `id`, sliding the window forward if it is ahead. An id
     /// behind the window is not recorded.
     pub(crate) fn record(&mut self, id: u32) {
+        if self.bits.is_empty() {
+            self.bits = vec![0; (RECENT_IDS / 64) as usize];
+        }
         match self.highest {
             Some(h) if !self.in_window(id) => {
                 let ahead = id.wrapping_sub(h);

@@ -141,6 +141,31 @@ pub struct Config {
     /// bounds what a peer that opens connections and never reads can make
     /// the endpoint hold (docs/ATTACKS.md, zero-window). Default 4096.
     pub max_connections: usize,
+    /// Buffers that follow the need (issue 32 item 3): the advertised
+    /// receive window starts at 64 KiB and grows with the bytes the
+    /// application takes per round trip (Linux's receive-buffer
+    /// autotuning, `tcp_rcv_space_adjust`), and the send buffer starts at
+    /// twice the initial window and grows with the congestion window
+    /// (Linux's `tcp_sndbuf_expand`); `recv_buffer` and `send_buffer` are
+    /// then the maxima. The storage behind both grows with what is held
+    /// and is released when drained whether this is on or not.
+    /// `None` = the layer's default: off in the sans-IO engine (fixed
+    /// windows, so the simulator's reproductions keep their results), on
+    /// in host mode (`hollywood-io` sets it).
+    pub autotune: Option<bool>,
+    /// Endpoint only: bytes all connections of the endpoint may hold
+    /// (buffers and connection state, [`Connection::memory`](crate::Connection::memory)),
+    /// Linux's `tcp_mem`. From three quarters of it on, connections are
+    /// under memory pressure: windows and send buffers stop growing and
+    /// new growth is held to four segments (Linux's `tcp_clamp_window`
+    /// and `tcp_moderate_sndbuf`). At the limit a SYN to a listener is
+    /// answered with RST (a client learns at once, ECONNREFUSED, instead
+    /// of retrying SYNs for a minute), a returning SYN cookie too, and
+    /// `connect` fails with `Error::TooManyConnections`; counted in
+    /// `EndpointStats::memory_limit_refused`. `None` = the layer's default:
+    /// no limit in the sans-IO engine, 3/32 of the machine's memory in
+    /// host mode (Linux's `tcp_mem[2]` default).
+    pub memory_limit: Option<usize>,
 }
 
 /// The TCP Hollywood switches (thesis ch. 4). Neither changes how ACKs,
@@ -255,6 +280,8 @@ impl Default for Config {
             syn_backlog: 256,
             syn_cookies: true,
             max_connections: 4096,
+            autotune: None,
+            memory_limit: None,
         }
     }
 }

@@ -138,7 +138,25 @@ pub struct EndpointStats {
     /// SYNs dropped and SYN-cookie ACKs reset because the endpoint held
     /// `Config::max_connections`.
     pub conn_limit_dropped: u64,
+    /// SYNs answered with RST, SYN-cookie ACKs reset and `connect`s
+    /// refused because the endpoint's connections held
+    /// `Config::memory_limit`.
+    pub memory_limit_refused: u64,
+    /// Times the endpoint entered memory pressure (three quarters of
+    /// `Config::memory_limit`).
+    pub memory_pressure_entered: u64,
+    /// Bytes the connections held at the last count (with
+    /// `Config::memory_limit` only; a gauge, not a counter).
+    pub memory_used: u64,
 }
+
+/// How often the endpoint recounts its connections' memory at most
+/// (`Config::memory_limit`); between counts, each new connection adds
+/// its estimate.
+const MEMORY_RECOUNT: Duration = Duration::from_millis(10);
+/// Bookkeeping of one connection outside [`Connection::memory`]: the
+/// endpoint's entry and its two map nodes (an estimate).
+const ENTRY_OVERHEAD: usize = 160;
 
 #[derive(Debug)]
 struct Entry {
@@ -190,6 +208,13 @@ pub struct Endpoint {
     /// Counters of the last [`FINAL_STATS_KEPT`] announced connections
     /// removed, oldest first ([`Endpoint::final_stats`]).
     final_stats: VecDeque<(u64, ConnectionStats)>,
+    /// Memory of all connections at the last count plus estimates of the
+    /// connections added since (`Config::memory_limit`).
+    memory_used: usize,
+    /// When `memory_used` was last counted.
+    memory_counted: Option<Instant>,
+    /// Connections are under memory pressure.
+    memory_pressure: bool,
 }
 
 /// Removed connections whose counters [`Endpoint::final_stats`] keeps.
@@ -214,7 +239,76 @@ impl Endpoint {
             scratch: Vec::new(),
             stats: EndpointStats::default(),
             final_stats: VecDeque::new(),
+            memory_used: 0,
+            memory_counted: None,
+            memory_pressure: false,
         }
+    }
+
+    /// Bytes all connections hold now ([`Connection::memory`] plus the
+    /// endpoint's bookkeeping), counted.
+    pub fn memory_used(&self) -> usize {
+        self.conns
+            .values()
+            .map(|e| e.conn.memory() + ENTRY_OVERHEAD)
+            .sum()
+    }
+
+    /// With `Config::memory_limit`: recount the memory if the last count
+    /// is older than [`MEMORY_RECOUNT`] (or `force`), and put connections
+    /// under pressure from three quarters of the limit on (or take them
+    /// out below it).
+    fn memory_check(&mut self, now: Instant, force: bool) {
+        let Some(limit) = self.config.memory_limit else {
+            return;
+        };
+        let fresh = self
+            .memory_counted
+            .is_some_and(|t| now.saturating_duration_since(t) < MEMORY_RECOUNT);
+        if fresh && !force {
+            return;
+        }
+        self.memory_used = self.memory_used();
+        self.memory_counted = Some(now);
+        self.stats.memory_used = self.memory_used as u64;
+        self.update_pressure(limit);
+    }
+
+    /// Enter or leave memory pressure by the running count.
+    fn update_pressure(&mut self, limit: usize) {
+        let pressure = self.memory_used >= limit / 4 * 3;
+        if pressure != self.memory_pressure {
+            self.memory_pressure = pressure;
+            if pressure {
+                self.stats.memory_pressure_entered += 1;
+            }
+            for e in self.conns.values_mut() {
+                e.conn.set_memory_pressure(pressure);
+            }
+        }
+    }
+
+    /// With `Config::memory_limit`: whether one more connection would
+    /// pass the limit. If not, the connection is charged to the running
+    /// count (several SYNs between two counts cannot all slip in).
+    fn memory_refuses(&mut self, now: Instant) -> bool {
+        let Some(limit) = self.config.memory_limit else {
+            return false;
+        };
+        self.memory_check(now, false);
+        let one = std::mem::size_of::<Connection>() + ENTRY_OVERHEAD;
+        if self.memory_used.saturating_add(one) > limit {
+            self.stats.memory_limit_refused += 1;
+            return true;
+        }
+        self.memory_used += one;
+        self.update_pressure(limit);
+        false
+    }
+
+    /// Connections are under memory pressure (`Config::memory_limit`).
+    pub fn memory_pressure(&self) -> bool {
+        self.memory_pressure
     }
 
     /// The default connection configuration.
@@ -296,7 +390,7 @@ impl Endpoint {
         if self.by_tuple.contains_key(&(local, remote)) {
             return Err(Error::AddrInUse);
         }
-        if self.conns.len() >= self.config.max_connections {
+        if self.conns.len() >= self.config.max_connections || self.memory_refuses(now) {
             return Err(Error::TooManyConnections);
         }
         let iss = self.isn.isn(now, local, remote);
@@ -330,6 +424,10 @@ impl Endpoint {
     ) -> ConnHandle {
         let h = self.next_handle;
         self.next_handle += 1;
+        let mut conn = conn;
+        if self.memory_pressure {
+            conn.set_memory_pressure(true);
+        }
         self.by_tuple.insert((conn.local(), conn.remote()), h);
         if let Some(l) = backlog_of.and_then(|k| self.listeners.get_mut(&k)) {
             l.half_open += 1;
@@ -444,6 +542,7 @@ impl Endpoint {
             }
         };
         self.stats.packets_in += 1;
+        self.memory_check(now, false);
         let (local, remote, tcp, payload) = (seg.dst, seg.src, seg.tcp, seg.payload);
         let f = tcp.flags;
         if let Some(&h) = self.by_tuple.get(&(local, remote)) {
@@ -491,6 +590,13 @@ impl Endpoint {
                 // No room for another connection: drop, as a full accept
                 // queue does; the client retries.
                 self.stats.conn_limit_dropped += 1;
+            } else if f.syn() && self.memory_refuses(now) {
+                // The connections hold `Config::memory_limit`: refuse with
+                // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK> (RFC 9293
+                // §3.10.7.1), so the client fails at once (ECONNREFUSED)
+                // and sees why, rather than retrying SYNs into a limit
+                // that holds as long as the connections do.
+                self.queue_rst(local, remote, &tcp, payload.len());
             } else if f.syn() {
                 // Third check: SYN → SYN-RECEIVED with a new TCB, unless
                 // the backlog is full (RFC 4987).
@@ -621,6 +727,9 @@ impl Endpoint {
         if self.conns.len() >= self.config.max_connections {
             // A valid cookie, but no room: the caller answers with RST.
             self.stats.conn_limit_dropped += 1;
+            return false;
+        }
+        if self.memory_refuses(now) {
             return false;
         }
         let iss = SeqNumber(cookie);

@@ -26,6 +26,9 @@ pub(crate) const MAX_OOO_RANGES: usize = 512;
 /// stays bounded when a peer sends tiny segments.
 pub(crate) const MAX_STAMPS: usize = 4096;
 
+/// Smallest ring allocated: one page.
+const MIN_RING: usize = 4096;
+
 /// What [`RecvBuffer::insert`] did with a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Inserted {
@@ -47,9 +50,12 @@ pub(crate) struct Inserted {
 /// Ring buffer with an out-of-order range set.
 #[derive(Debug, Clone)]
 pub(crate) struct RecvBuffer {
-    /// Ring storage; empty until the first byte arrives.
+    /// Ring storage: empty while nothing is held, grown (doubling, at
+    /// least [`MIN_RING`]) to cover the bytes held, at most `capacity`, and
+    /// released when the application drained everything (an idle
+    /// connection holds no ring; Linux likewise frees an skb once read).
     ring: Vec<u8>,
-    /// Ring size.
+    /// The most the ring may grow to (`Config::recv_buffer`).
     capacity: usize,
     /// Ring index of the first unread byte.
     read_pos: usize,
@@ -79,9 +85,57 @@ impl RecvBuffer {
         }
     }
 
-    /// Ring size in bytes.
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+    /// Heap bytes held now: the ring and the arrival stamps (an estimate
+    /// of a `BTreeMap` entry's share, 48 B).
+    pub(crate) fn allocated(&self) -> usize {
+        self.ring.capacity() + self.stamps.len() * 48 + self.ooo.capacity() * 16
+    }
+
+    /// Stream offset of the first unread byte (bytes consumed so far).
+    pub(crate) fn read_off(&self) -> u64 {
+        self.read_off
+    }
+
+    /// Bytes from the first unread byte to the end of the last held byte.
+    fn held_extent(&self) -> usize {
+        let ooo_end = self
+            .ooo
+            .last()
+            .map_or(0, |&(_, e)| (e - self.read_off) as usize);
+        ooo_end.max(self.ready)
+    }
+
+    /// Make the ring reach at least `need` bytes from the first unread
+    /// byte: a larger ring with the held bytes moved to its start.
+    fn reserve(&mut self, need: usize) {
+        if need <= self.ring.len() {
+            return;
+        }
+        let size = need
+            .max(MIN_RING)
+            .checked_next_power_of_two()
+            .unwrap_or(need)
+            .min(self.capacity)
+            .max(need);
+        let mut ring = vec![0u8; size];
+        let held = self.held_extent();
+        if held > 0 {
+            let old = self.ring.len();
+            let first = held.min(old - self.read_pos);
+            ring[..first].copy_from_slice(&self.ring[self.read_pos..self.read_pos + first]);
+            ring[first..held].copy_from_slice(&self.ring[..held - first]);
+        }
+        self.ring = ring;
+        self.read_pos = 0;
+    }
+
+    /// After a read: with nothing held, give the ring back.
+    fn release_if_drained(&mut self) {
+        if self.ready == 0 && self.ooo.is_empty() {
+            self.ring = Vec::new();
+            self.ooo = Vec::new();
+            self.read_pos = 0;
+        }
     }
 
     /// In-order bytes waiting for the application.
@@ -108,12 +162,11 @@ impl RecvBuffer {
     /// Copy `data` into the ring at stream offset `off` (must be within the
     /// ring's reach).
     fn store(&mut self, off: u64, data: &[u8]) {
-        if self.ring.is_empty() {
-            self.ring = vec![0; self.capacity];
-        }
         let rel = (off - self.read_off) as usize;
-        let pos = (self.read_pos + rel) % self.capacity;
-        let first = data.len().min(self.capacity - pos);
+        self.reserve(rel + data.len());
+        let size = self.ring.len();
+        let pos = (self.read_pos + rel) % size;
+        let first = data.len().min(size - pos);
         self.ring[pos..pos + first].copy_from_slice(&data[..first]);
         let rest = data.len() - first;
         if rest > 0 {
@@ -268,10 +321,13 @@ impl RecvBuffer {
     /// the data another way: out-of-order delivery, thesis §4.3).
     pub(crate) fn consume_ready(&mut self) {
         let n = self.ready;
-        self.read_pos = (self.read_pos + n) % self.capacity;
+        if n > 0 {
+            self.read_pos = (self.read_pos + n) % self.ring.len();
+        }
         self.read_off += n as u64;
         self.ready = 0;
         self.drop_stamps_before(self.read_off);
+        self.release_if_drained();
     }
 
     /// Like [`RecvBuffer::read`], but only bytes that arrived at one time
@@ -294,15 +350,17 @@ impl RecvBuffer {
         if n == 0 {
             return 0;
         }
-        let first = n.min(self.capacity - self.read_pos);
+        let size = self.ring.len();
+        let first = n.min(size - self.read_pos);
         buf[..first].copy_from_slice(&self.ring[self.read_pos..self.read_pos + first]);
         if n > first {
             buf[first..n].copy_from_slice(&self.ring[..n - first]);
         }
-        self.read_pos = (self.read_pos + n) % self.capacity;
+        self.read_pos = (self.read_pos + n) % size;
         self.read_off += n as u64;
         self.ready -= n;
         self.drop_stamps_before(self.read_off);
+        self.release_if_drained();
         n
     }
 }
@@ -353,6 +411,37 @@ mod tests {
         assert_eq!(r.in_order, 4);
         assert_eq!(read_all(&mut b), b"abcdefghijkl");
         assert_eq!(b.ooo_bytes(), 0);
+    }
+
+    #[test]
+    fn the_ring_grows_with_need_and_is_released_when_drained() {
+        let mut b = RecvBuffer::new(1 << 20);
+        assert_eq!(b.allocated(), 0, "nothing held, nothing allocated");
+        b.insert(0, &[1u8; 100]);
+        assert_eq!(b.ring.len(), MIN_RING);
+        // Out of order far ahead: the ring covers it, data kept in place.
+        b.insert(50_000, &[3u8; 10]);
+        assert_eq!(b.ring.len(), 65_536);
+        b.insert(100, &[2u8; 49_900]);
+        let mut out = vec![0u8; 50_010];
+        assert_eq!(b.read(&mut out), 50_010);
+        assert!(out[..100].iter().all(|&x| x == 1));
+        assert!(out[100..50_000].iter().all(|&x| x == 2));
+        assert!(out[50_000..].iter().all(|&x| x == 3));
+        assert_eq!(b.allocated(), 0, "drained: released");
+        // Growth with the read position inside the ring.
+        b.insert(50_010, &[4u8; 3000]);
+        let mut two = [0u8; 2000];
+        assert_eq!(b.read(&mut two), 2000);
+        b.insert(53_010, &[5u8; 5000]);
+        let mut rest = vec![0u8; 6000];
+        assert_eq!(b.read(&mut rest), 6000);
+        assert!(rest[..1000].iter().all(|&x| x == 4));
+        assert!(rest[1000..].iter().all(|&x| x == 5));
+        // Never beyond the capacity.
+        let mut small = RecvBuffer::new(5000);
+        small.insert(0, &[0u8; 4500]);
+        assert_eq!(small.ring.len(), 5000);
     }
 
     #[test]

@@ -11,6 +11,9 @@
 //! segmentation); records larger than the MSS fragment at the MSS.
 //!
 //! Memory: at most `capacity` bytes of data plus one `u64` per live record.
+//! The storage grows with what is queued and is given back as it is
+//! acknowledged: released when empty, halved when at most an eighth is in
+//! use (an idle connection holds no send storage).
 
 use hollywood_wire::SeqNumber;
 use std::collections::VecDeque;
@@ -139,6 +142,26 @@ impl SendBuffer {
         {
             self.records.pop_front();
         }
+        self.trim();
+    }
+
+    /// Give back storage that is no longer needed.
+    fn trim(&mut self) {
+        if self.data.is_empty() {
+            if self.data.capacity() > 0 {
+                self.data = VecDeque::new();
+            }
+            if self.records.capacity() > 0 {
+                self.records = VecDeque::new();
+            }
+        } else if self.data.capacity() >= 64 << 10 && self.data.len() <= self.data.capacity() / 8 {
+            self.data.shrink_to(self.data.len() * 2);
+        }
+    }
+
+    /// Heap bytes held now.
+    pub(crate) fn allocated(&self) -> usize {
+        self.data.capacity() + self.records.capacity() * 8
     }
 
     /// Bytes from `seq` to the end of the record containing `seq`, or `None`
@@ -194,6 +217,20 @@ mod tests {
 
     fn buf(cap: usize) -> SendBuffer {
         SendBuffer::new(cap, SeqNumber(u32::MAX - 3))
+    }
+
+    #[test]
+    fn storage_is_released_when_acknowledged() {
+        let mut b = buf(1 << 20);
+        assert_eq!(b.allocated(), 0);
+        b.write(&[7u8; 300_000]);
+        assert!(b.allocated() >= 300_000);
+        b.ack_to(b.head_seq() + 290_000);
+        assert!(b.allocated() < 100_000, "shrunk: {}", b.allocated());
+        let mut out = Vec::new();
+        assert_eq!(b.read(b.head_seq(), 20_000, &mut out), 10_000);
+        b.ack_to(b.end_seq());
+        assert_eq!(b.allocated(), 0);
     }
 
     #[test]

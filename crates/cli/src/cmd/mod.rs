@@ -11,6 +11,7 @@ pub mod dash_ch6;
 pub mod dash_video;
 pub mod demo;
 pub mod host;
+pub mod idle;
 pub mod internet;
 pub mod interop;
 pub mod lab;

@@ -59,7 +59,7 @@ struct Driver {
 fn clamp_mss(mut config: Config, mtu: u32) -> Config {
     let limit = u16::try_from(mtu.saturating_sub(40)).unwrap_or(u16::MAX);
     config.mss = config.mss.min(limit);
-    config
+    crate::tun::host::host_memory_defaults(config)
 }
 
 pub(super) async fn run(

@@ -77,6 +77,11 @@ impl StreamReceiver {
             for (d, s) in buf.iter_mut().zip(st.rx_bytes.drain(..n)) {
                 *d = s;
             }
+            if st.rx_bytes.is_empty() && st.rx_bytes.capacity() > 0 {
+                // Drained: give the storage back (an idle stream holds
+                // none; it grows again with the next data).
+                st.rx_bytes = std::collections::VecDeque::new();
+            }
             st.stats.bytes_read += n as u64;
             self.unstall(&mut st);
             return Poll::Ready(Ok(n));

@@ -171,7 +171,34 @@ fn clamp_mss(mut config: Config, mtu: u32) -> Config {
     // bytes less on IPv6 itself (RFC 8200 §3: 40-byte header).
     let limit = u16::try_from(mtu.saturating_sub(40)).unwrap_or(u16::MAX);
     config.mss = config.mss.min(limit);
+    host_memory_defaults(config)
+}
+
+/// Host mode's memory defaults (docs/ROBUSTNESS.md, "Memory per
+/// connection"): buffer autotuning on and a memory limit for the engine's
+/// connections of 3/32 of the machine's memory, Linux's default
+/// `tcp_mem[2]` (`tcp_init_mem`: a sixteenth of the free buffer pages ×
+/// 3/2), where the configuration leaves them to the layer (`None`).
+pub(crate) fn host_memory_defaults(mut config: Config) -> Config {
+    config.autotune.get_or_insert(true);
+    if config.memory_limit.is_none() {
+        config.memory_limit = Some(default_memory_limit());
+    }
     config
+}
+
+/// 3/32 of `MemTotal` (/proc/meminfo), at least 64 MiB; 256 MiB when it
+/// cannot be read.
+pub fn default_memory_limit() -> usize {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+    });
+    match total_kib {
+        Some(k) => (k.saturating_mul(1024) / 32 * 3).max(64 << 20),
+        None => 256 << 20,
+    }
 }
 
 /// Read 8 bytes of OS entropy.
@@ -549,6 +576,20 @@ async fn write_frame(tun: &TunDevice, frame: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_mode_defaults_autotuning_and_a_memory_limit_unless_configured() {
+        let c = clamp_mss(Config::default(), 1500);
+        assert_eq!(c.autotune, Some(true));
+        assert!(c.memory_limit.is_some_and(|l| l >= 64 << 20));
+        let own = Config {
+            autotune: Some(false),
+            memory_limit: Some(1 << 20),
+            ..Config::default()
+        };
+        let c = clamp_mss(own, 1500);
+        assert_eq!((c.autotune, c.memory_limit), (Some(false), Some(1 << 20)));
+    }
 
     #[test]
     fn loss_injector_rate_is_about_right_and_reproducible() {

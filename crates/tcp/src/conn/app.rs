@@ -19,7 +19,13 @@ impl Connection {
             self.want_writable(1);
             return Err(Error::WouldBlock);
         }
-        let n = self.snd_buf.write(data);
+        let room = self.send_free();
+        self.write_stream(data, room)
+    }
+
+    /// Queue at most `room` bytes of `data` as one record.
+    fn write_stream(&mut self, data: &[u8], room: usize) -> Result<usize, Error> {
+        let n = self.snd_buf.write(&data[..data.len().min(room)]);
         if n < data.len() {
             self.want_writable(1);
             if n == 0 {
@@ -104,17 +110,18 @@ impl Connection {
             });
         }
         if !ir {
-            if self.snd_buf.free() < frame.len() {
+            let room = self.frame_room();
+            if room < frame.len() {
                 self.want_writable(frame.len());
                 return Err(SendMessageError::WouldBlock);
             }
-            return match self.send(frame) {
+            return match self.write_stream(frame, room) {
                 Ok(n) if n == frame.len() => Ok(()),
                 Ok(_) | Err(Error::WouldBlock) => Err(SendMessageError::WouldBlock),
                 Err(e) => Err(SendMessageError::State(e)),
             };
         }
-        if self.send_free() < frame.len() {
+        if self.frame_room() < frame.len() {
             self.want_writable(frame.len());
             return Err(SendMessageError::WouldBlock);
         }
@@ -187,7 +194,7 @@ impl Connection {
 
     /// Fire `Event::Writable` if a blocked sender's frame now fits.
     pub(crate) fn wake_writer(&mut self) {
-        if self.writable_wanted && !self.fin_queued && self.send_free() >= self.writable_low {
+        if self.writable_wanted && !self.fin_queued && self.frame_room() >= self.writable_low {
             self.writable_wanted = false;
             self.writable_low = 1;
             self.push_event(Event::Writable);
@@ -201,7 +208,7 @@ impl Connection {
     /// take messages at all or the frame can never fit: `send_message`
     /// reports why.
     pub fn poll_send_room(&mut self, len: usize) -> bool {
-        if self.sendable().is_err() || len > self.snd_buf.capacity() || self.send_free() >= len {
+        if self.sendable().is_err() || len > self.snd_buf.capacity() || self.frame_room() >= len {
             return true;
         }
         self.want_writable(len);

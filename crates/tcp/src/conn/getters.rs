@@ -120,8 +120,8 @@ impl Connection {
     }
     /// Free space shared by the send buffer and the message queue.
     pub(crate) fn send_free(&self) -> usize {
-        self.snd_buf
-            .free()
+        self.send_limit()
+            .saturating_sub(self.snd_buf.len())
             .saturating_sub(self.messages.queued_bytes())
     }
     /// In-order bytes ready for `recv`.

@@ -447,6 +447,7 @@ impl Connection {
     /// FIN that was waiting for them.
     fn in_order_arrived(&mut self, now: Instant, bytes: u64) {
         self.stats.bytes_received += bytes;
+        self.rcv_space_adjust(now);
         let nxt_off = self.rcv_buf.nxt_off();
         self.sack_recent.retain(|&(s, _)| s > nxt_off);
         if !self.config.hollywood.out_of_order_delivery {

@@ -40,6 +40,7 @@ mod choke;
 mod events;
 mod getters;
 mod input;
+mod memory;
 mod output;
 mod recovery;
 #[cfg(test)]
@@ -245,6 +246,8 @@ pub struct ConnectionStats {
     /// rewritten range stayed unacknowledged through several resends, as
     /// behind a middlebox that drops them): 0 or 1.
     pub rewriting_stopped: u64,
+    /// Times receive autotuning grew the window clamp (`Config::autotune`).
+    pub rcv_space_grown: u64,
 }
 
 /// The result of option negotiation on the handshake.
@@ -410,6 +413,8 @@ pub struct Connection {
     /// RFC 9293 §3.8.6.2.2 "do not shrink the window").
     rcv_adv: SeqNumber,
     rcv_buf: RecvBuffer,
+    /// Buffer autotuning and memory pressure (`memory.rs`).
+    space: memory::Space,
     /// The peer's FIN was processed.
     fin_rcvd: bool,
     /// Sequence number of a FIN that arrived ahead of missing data.
@@ -665,6 +670,7 @@ impl Connection {
         Connection {
             snd_buf: SendBuffer::new(config.send_buffer, iss + 1),
             rcv_buf: RecvBuffer::new(config.recv_buffer.max(1)),
+            space: memory::Space::new(&config, mss),
             neg: Negotiated {
                 peer_mss: default_mss(remote),
                 peer_mss_present: false,

@@ -624,7 +624,7 @@ impl Connection {
 
     /// The window field of a SYN or SYN-ACK: never scaled (RFC 7323 §2.2).
     pub(super) fn syn_window(&self) -> u16 {
-        self.rcv_buf.capacity().min(65_535) as u16
+        self.rcv_space().min(65_535) as u16
     }
 
     /// RST segment `<SEQ=seq>[<ACK=ack>]<CTL=RST[,ACK]>`.
@@ -747,7 +747,7 @@ impl Connection {
     /// buffer keeps `2^shift - 1` bytes spare so that rounding the field up
     /// (to avoid shrinking the window) never offers space we lack.
     fn rcv_window_cap(&self) -> usize {
-        let buf = self.rcv_buf.capacity();
+        let buf = self.rcv_space();
         if self.neg.window_scaling {
             let ws = self.neg.rcv_wscale;
             buf.saturating_sub((1usize << ws) - 1)

@@ -195,6 +195,7 @@ impl Connection {
         });
         self.snd_buf.ack_to(ack);
         self.snd_una = ack;
+        self.sndbuf_expand();
         // Hollywood (thesis §4.2.1): metadata of acknowledged messages goes.
         // An echo shared by several segments proves nothing about any one.
         self.messages.on_ack(ack, tsecr.filter(|_| same_ts <= 1));

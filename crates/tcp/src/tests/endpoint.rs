@@ -199,7 +199,7 @@ fn time_wait_is_replaced_by_a_newer_syn() {
 /// A SYN from a spoofed source `i` (distinct address and port, ports below
 /// the ephemeral range so the link can drop what is sent back to them),
 /// with every option a modern client offers.
-fn spoofed_syn(i: u32, to: SocketAddr) -> Vec<u8> {
+pub(super) fn spoofed_syn(i: u32, to: SocketAddr) -> Vec<u8> {
     let ip = std::net::Ipv4Addr::new(10, 1 + (i >> 16) as u8, (i >> 8) as u8, i as u8);
     let from = SocketAddr::new(ip.into(), 1024 + (i % 30_000) as u16);
     let mut r = repr(

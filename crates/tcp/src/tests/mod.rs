@@ -7,6 +7,7 @@ mod endpoint;
 mod flow;
 mod handshake;
 mod hollywood;
+mod memory;
 mod prop;
 mod rack;
 mod recovery;
