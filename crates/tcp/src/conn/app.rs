@@ -87,6 +87,19 @@ impl Connection {
         frame: &[u8],
         meta: MessageMeta,
     ) -> Result<(), SendMessageError> {
+        self.send_message_cow(now, std::borrow::Cow::Borrowed(frame), meta)
+    }
+
+    /// [`Connection::send_message`] with a frame the caller may hand over:
+    /// an owned frame goes into the message queue as it is (no copy); a
+    /// standard sender copies it into the send buffer either way. On an
+    /// error the frame is dropped.
+    pub fn send_message_cow(
+        &mut self,
+        now: Instant,
+        frame: std::borrow::Cow<'_, [u8]>,
+        meta: MessageMeta,
+    ) -> Result<(), SendMessageError> {
         let ir = self.config.hollywood.inconsistent_retransmissions;
         if ir {
             self.messages
@@ -108,7 +121,7 @@ impl Connection {
                 self.want_writable(frame.len());
                 return Err(SendMessageError::WouldBlock);
             }
-            return match self.send(frame) {
+            return match self.send(&frame) {
                 Ok(n) if n == frame.len() => Ok(()),
                 Ok(_) | Err(Error::WouldBlock) => Err(SendMessageError::WouldBlock),
                 Err(e) => Err(SendMessageError::State(e)),
@@ -118,7 +131,7 @@ impl Connection {
             self.want_writable(frame.len());
             return Err(SendMessageError::WouldBlock);
         }
-        self.messages.enqueue(now, frame.to_vec(), meta);
+        self.messages.enqueue(now, frame.into_owned(), meta);
         Ok(())
     }
 
