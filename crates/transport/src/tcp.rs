@@ -487,6 +487,9 @@ impl TcpTransport {
                 };
                 self.deframer
                     .push_segment(s.seq.0, &s.payload, s.arrival.as_nanos());
+                if let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) {
+                    c.recycle_segment(s.payload);
+                }
                 self.deliver(now, None);
             }
         }

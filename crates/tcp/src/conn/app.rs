@@ -265,6 +265,16 @@ impl Connection {
         Some(s)
     }
 
+    /// Give back the payload buffer of a segment from
+    /// [`Connection::recv_segment`] once read: the next arrival is copied
+    /// into it instead of a new allocation. Optional; a few are kept.
+    pub fn recycle_segment(&mut self, mut payload: Vec<u8>) {
+        if self.ooo_spare.len() < SPARE_SEGMENT_BUFFERS {
+            payload.clear();
+            self.ooo_spare.push(payload);
+        }
+    }
+
     /// Segments waiting in [`Connection::recv_segment`].
     pub fn segments_ready(&self) -> usize {
         self.ooo.len()
