@@ -209,18 +209,48 @@ pub fn encode(src: &[u8]) -> Vec<u8> {
 
 /// Appends the encoding of the concatenation of `parts` to `out` (no
 /// delimiter); returns the number of bytes appended.
+///
+/// The same blocks as [`Encoder`], appended as they are found: no
+/// zero-filled output region first (a large frame paid a memset of its
+/// whole length before).
 pub(crate) fn encode_parts_append(parts: &[&[u8]], out: &mut Vec<u8>) -> usize {
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let start = out.len();
-    out.resize(start + max_encoded_len(total), 0);
-    let dst = &mut out[start..];
-    let mut e = Encoder::new();
+    out.reserve(max_encoded_len(total));
+    // Index of the current block's code byte, written when it closes.
+    let mut code = out.len();
+    out.push(0);
+    let mut run = 0;
     for p in parts {
-        e.feed(p, dst);
+        let mut src = *p;
+        while !src.is_empty() {
+            let window = &src[..src.len().min(BLOCK - run)];
+            match find_zero(window) {
+                Some(i) => {
+                    out.extend_from_slice(&window[..i]);
+                    out[code] = (run + i + 1) as u8;
+                    code = out.len();
+                    out.push(0);
+                    run = 0;
+                    src = &src[i + 1..];
+                }
+                None => {
+                    let n = window.len();
+                    out.extend_from_slice(window);
+                    run += n;
+                    src = &src[n..];
+                    if run == BLOCK {
+                        out[code] = 0xFF;
+                        code = out.len();
+                        out.push(0);
+                        run = 0;
+                    }
+                }
+            }
+        }
     }
-    let n = e.finish(dst);
-    out.truncate(start + n);
-    n
+    out[code] = (run + 1) as u8;
+    out.len() - start
 }
 
 /// Decodes `src` (one COBS encoding, without delimiters) into `dst`,
@@ -423,6 +453,19 @@ mod tests {
         ];
         for raw in inputs {
             let enc = encode(&raw);
+            for cut in [
+                0,
+                1,
+                raw.len() / 3,
+                raw.len() / 2,
+                raw.len().saturating_sub(1),
+                raw.len(),
+            ] {
+                let cut = cut.min(raw.len());
+                let mut out = vec![7u8];
+                let n = encode_parts_append(&[&raw[..cut], &[], &raw[cut..]], &mut out);
+                assert_eq!((n, &out[1..]), (enc.len(), &enc[..]), "cut at {cut}");
+            }
             let mut one = vec![0u8; enc.len()];
             let n = decode_into(&enc, &mut one).unwrap();
             assert_eq!(&one[..n], &raw[..]);
