@@ -209,18 +209,48 @@ pub fn encode(src: &[u8]) -> Vec<u8> {
 
 /// Appends the encoding of the concatenation of `parts` to `out` (no
 /// delimiter); returns the number of bytes appended.
+///
+/// The same blocks as [`Encoder`], appended as they are found: no
+/// zero-filled output region first (a large frame paid a memset of its
+/// whole length before).
 pub(crate) fn encode_parts_append(parts: &[&[u8]], out: &mut Vec<u8>) -> usize {
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let start = out.len();
-    out.resize(start + max_encoded_len(total), 0);
-    let dst = &mut out[start..];
-    let mut e = Encoder::new();
+    out.reserve(max_encoded_len(total));
+    // Index of the current block's code byte, written when it closes.
+    let mut code = out.len();
+    out.push(0);
+    let mut run = 0;
     for p in parts {
-        e.feed(p, dst);
+        let mut src = *p;
+        while !src.is_empty() {
+            let window = &src[..src.len().min(BLOCK - run)];
+            match find_zero(window) {
+                Some(i) => {
+                    out.extend_from_slice(&window[..i]);
+                    out[code] = (run + i + 1) as u8;
+                    code = out.len();
+                    out.push(0);
+                    run = 0;
+                    src = &src[i + 1..];
+                }
+                None => {
+                    let n = window.len();
+                    out.extend_from_slice(window);
+                    run += n;
+                    src = &src[n..];
+                    if run == BLOCK {
+                        out[code] = 0xFF;
+                        code = out.len();
+                        out.push(0);
+                        run = 0;
+                    }
+                }
+            }
+        }
     }
-    let n = e.finish(dst);
-    out.truncate(start + n);
-    n
+    out[code] = (run + 1) as u8;
+    out.len() - start
 }
 
 /// Decodes `src` (one COBS encoding, without delimiters) into `dst`,
@@ -230,10 +260,25 @@ pub fn decode_into(src: &[u8], dst: &mut [u8]) -> Result<usize, DecodeError> {
     if let Some(offset) = find_zero(src) {
         return Err(DecodeError::ZeroByte { offset });
     }
+    decode_zero_free(src, dst)
+}
+
+/// [`decode_into`] for a `src` the caller knows holds no zero byte (the
+/// deframer's runs lie between two markers): no second scan for one. A
+/// zero code byte is still refused; a zero inside a block's data would be
+/// copied, so the caller must keep the promise (checked in debug builds).
+pub(crate) fn decode_zero_free(src: &[u8], dst: &mut [u8]) -> Result<usize, DecodeError> {
+    debug_assert!(
+        find_zero(src).is_none(),
+        "decode_zero_free: input holds a zero"
+    );
     let mut r = 0;
     let mut w = 0;
     while r < src.len() {
-        let code = usize::from(src[r]); // non-zero: checked above
+        let code = usize::from(src[r]);
+        if code == 0 {
+            return Err(DecodeError::ZeroByte { offset: r });
+        }
         let n = code - 1;
         let end = r + 1 + n;
         if end > src.len() {
@@ -249,6 +294,66 @@ pub fn decode_into(src: &[u8], dst: &mut [u8]) -> Result<usize, DecodeError> {
         }
         dst[w..w + n].copy_from_slice(&src[r + 1..end]);
         w += n;
+        if zero {
+            dst[w] = 0;
+            w += 1;
+        }
+        r = end;
+    }
+    Ok(w)
+}
+
+/// [`decode_zero_free`] of the concatenation of `parts` (a run that spans
+/// buffered bytes and a new segment), without first gathering them into
+/// one buffer. Same result and errors (offsets into the concatenation).
+pub(crate) fn decode_zero_free_parts(
+    parts: &[&[u8]],
+    dst: &mut [u8],
+) -> Result<usize, DecodeError> {
+    if let [one] = parts {
+        return decode_zero_free(one, dst);
+    }
+    debug_assert!(parts.iter().all(|p| find_zero(p).is_none()));
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    // Cursor: part `pi`, offset `po` in it; `r` counts bytes consumed.
+    let (mut pi, mut po) = (0, 0);
+    let mut r = 0;
+    let mut w = 0;
+    while r < total {
+        while po == parts[pi].len() {
+            pi += 1;
+            po = 0;
+        }
+        let code = usize::from(parts[pi][po]);
+        if code == 0 {
+            return Err(DecodeError::ZeroByte { offset: r });
+        }
+        let n = code - 1;
+        let end = r + 1 + n;
+        if end > total {
+            return Err(DecodeError::Truncated { offset: r });
+        }
+        let zero = code != 0xFF && end < total;
+        let needed = w + n + usize::from(zero);
+        if needed > dst.len() {
+            return Err(DecodeError::BufferTooSmall {
+                needed,
+                got: dst.len(),
+            });
+        }
+        po += 1;
+        let mut left = n;
+        while left > 0 {
+            while po == parts[pi].len() {
+                pi += 1;
+                po = 0;
+            }
+            let k = left.min(parts[pi].len() - po);
+            dst[w..w + k].copy_from_slice(&parts[pi][po..po + k]);
+            w += k;
+            po += k;
+            left -= k;
+        }
         if zero {
             dst[w] = 0;
             w += 1;
@@ -335,6 +440,55 @@ mod tests {
             Err(EncodeError::BufferTooSmall { needed: 4, got: 1 })
         );
         assert_eq!(decode(&[]).unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn decoding_from_parts_matches_one_slice() {
+        let inputs: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            (0..600u32).map(|i| (i % 7) as u8).collect(),
+            (0..700u32).map(|i| (i % 251 + 1) as u8).collect(),
+            (0..508u32).map(|i| (i % 255 + 1) as u8).collect(),
+        ];
+        for raw in inputs {
+            let enc = encode(&raw);
+            for cut in [
+                0,
+                1,
+                raw.len() / 3,
+                raw.len() / 2,
+                raw.len().saturating_sub(1),
+                raw.len(),
+            ] {
+                let cut = cut.min(raw.len());
+                let mut out = vec![7u8];
+                let n = encode_parts_append(&[&raw[..cut], &[], &raw[cut..]], &mut out);
+                assert_eq!((n, &out[1..]), (enc.len(), &enc[..]), "cut at {cut}");
+            }
+            let mut one = vec![0u8; enc.len()];
+            let n = decode_into(&enc, &mut one).unwrap();
+            assert_eq!(&one[..n], &raw[..]);
+            for i in 0..=enc.len() {
+                for j in i..=enc.len().min(i + 300) {
+                    let parts = [&enc[..i], &enc[i..j], &enc[j..]];
+                    let mut dst = vec![0u8; enc.len()];
+                    let m = decode_zero_free_parts(&parts, &mut dst).unwrap();
+                    assert_eq!(&dst[..m], &raw[..], "split at {i}, {j}");
+                }
+            }
+            // Errors and their offsets agree too.
+            if enc.len() > 2 {
+                let cut = &enc[..enc.len() - 1];
+                let mut a = vec![0u8; enc.len()];
+                let mut b = vec![0u8; enc.len()];
+                let half = cut.len() / 2;
+                assert_eq!(
+                    decode_into(cut, &mut a),
+                    decode_zero_free_parts(&[&cut[..half], &cut[half..]], &mut b)
+                );
+            }
+        }
     }
 
     #[test]

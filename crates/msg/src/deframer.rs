@@ -79,7 +79,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::cobs::{find_zero, rfind_zero};
 use crate::dedup::{Seen, Verdict};
-use crate::frame::{decode_frame_into, max_body_len, FrameError, DEFAULT_MAX_PAYLOAD};
+use crate::frame::{decode_run_into, max_body_len, FrameError, DEFAULT_MAX_PAYLOAD};
 use crate::ordered::Ordered;
 
 /// Bytes charged per buffered piece on top of its length (map node, vector
@@ -367,23 +367,25 @@ impl View<'_> {
         }
     }
 
-    /// Appends `[a, b)` to `out`.
-    fn append(&self, a: u64, b: u64, out: &mut Vec<u8>) {
+    /// `[a, b)` in up to three pieces (lp's, the segment's, rp's), in
+    /// order, none empty.
+    fn parts(&self, a: u64, b: u64) -> ([&[u8]; 3], usize) {
+        let mut out: [&[u8]; 3] = [&[]; 3];
+        let mut k = 0;
         if a < self.s {
-            out.extend_from_slice(
-                &self.lp[(a - self.vs) as usize..(b.min(self.s) - self.vs) as usize],
-            );
+            out[k] = &self.lp[(a - self.vs) as usize..(b.min(self.s) - self.vs) as usize];
+            k += 1;
         }
         if b > self.s && a < self.e {
-            out.extend_from_slice(
-                &self.seg[(a.max(self.s) - self.s) as usize..(b.min(self.e) - self.s) as usize],
-            );
+            out[k] =
+                &self.seg[(a.max(self.s) - self.s) as usize..(b.min(self.e) - self.s) as usize];
+            k += 1;
         }
         if b > self.e {
-            out.extend_from_slice(
-                &self.rp[(a.max(self.e) - self.e) as usize..(b - self.e) as usize],
-            );
+            out[k] = &self.rp[(a.max(self.e) - self.e) as usize..(b - self.e) as usize];
+            k += 1;
         }
+        (out, k)
     }
 }
 
@@ -402,8 +404,8 @@ struct Sink {
 impl Sink {
     /// Decodes and verifies one candidate whose opening marker is at
     /// `pos`; returns whether it is consumed.
-    fn evaluate(&mut self, run: &[u8], pos: u64, now_ns: u64) -> bool {
-        match decode_frame_into(run, self.max_payload, &mut self.scratch) {
+    fn evaluate(&mut self, run: &[&[u8]], pos: u64, now_ns: u64) -> bool {
+        match decode_run_into(run, self.max_payload, &mut self.scratch) {
             Ok((h, range)) => {
                 self.stats.frames_ok += 1;
                 let (verdict, evicted) = self.dedup.check(pos, h.id);
@@ -491,7 +493,6 @@ pub struct Deframer {
     zeros: Vec<u64>,
     runs: Vec<Run>,
     plan: Vec<(u64, u64, Option<u64>)>,
-    gather: Vec<u8>,
     sink: Sink,
 }
 
@@ -516,7 +517,6 @@ impl Deframer {
             zeros: Vec::new(),
             runs: Vec::new(),
             plan: Vec::new(),
-            gather: Vec::new(),
             sink: Sink {
                 max_payload: config.max_payload,
                 scratch: Vec::new(),
@@ -826,7 +826,6 @@ impl Deframer {
             zeros,
             runs,
             plan,
-            gather,
             sink,
             max_run,
             ..
@@ -881,12 +880,12 @@ impl Deframer {
                     sink.stats.too_large += 1;
                     Run::Consumed
                 } else {
+                    // A run across pieces is decoded from them in place.
                     let ok = match view.slice(a + 1, b) {
-                        Some(sl) => sink.evaluate(sl, a, now_ns),
+                        Some(sl) => sink.evaluate(&[sl], a, now_ns),
                         None => {
-                            gather.clear();
-                            view.append(a + 1, b, gather);
-                            sink.evaluate(gather, a, now_ns)
+                            let (parts, k) = view.parts(a + 1, b);
+                            sink.evaluate(&parts[..k], a, now_ns)
                         }
                     };
                     if ok {

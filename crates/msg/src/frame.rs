@@ -293,16 +293,42 @@ pub fn decode_frame_into(
     max_payload: usize,
     scratch: &mut Vec<u8>,
 ) -> Result<(FrameHeader, Range<usize>), FrameError> {
-    if encoded.len() > max_body_len(max_payload) {
+    decode_body_into(&[encoded], max_payload, scratch, false)
+}
+
+/// [`decode_frame_into`] for a run the caller knows holds no zero byte
+/// (the deframer's runs lie between two markers): COBS skips its scan
+/// for one.
+pub(crate) fn decode_run_into(
+    run: &[&[u8]],
+    max_payload: usize,
+    scratch: &mut Vec<u8>,
+) -> Result<(FrameHeader, Range<usize>), FrameError> {
+    decode_body_into(run, max_payload, scratch, true)
+}
+
+/// `parts`: the encoded body, in pieces (one unless `zero_free`).
+fn decode_body_into(
+    parts: &[&[u8]],
+    max_payload: usize,
+    scratch: &mut Vec<u8>,
+    zero_free: bool,
+) -> Result<(FrameHeader, Range<usize>), FrameError> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len > max_body_len(max_payload) {
         return Err(FrameError::TooLarge {
-            len: encoded.len(),
+            len,
             max: max_payload,
         });
     }
-    if scratch.len() < encoded.len() {
-        scratch.resize(encoded.len(), 0);
+    if scratch.len() < len {
+        scratch.resize(len, 0);
     }
-    let n = cobs::decode_into(encoded, &mut scratch[..])?;
+    let n = match (zero_free, parts) {
+        (true, _) => cobs::decode_zero_free_parts(parts, &mut scratch[..])?,
+        (false, [one]) => cobs::decode_into(one, &mut scratch[..])?,
+        (false, _) => unreachable!("checked decoding takes one slice"),
+    };
     let body = &scratch[..n];
     if n < HEADER_LEN + CRC_LEN {
         return Err(FrameError::TooShort { len: n });

@@ -56,7 +56,7 @@ use crate::Error;
 use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -200,7 +200,7 @@ pub struct Endpoint {
     out: VecDeque<Vec<u8>>,
     events: VecDeque<EndpointEvent>,
     /// Connections that may have events.
-    dirty: BTreeSet<u64>,
+    dirty: DirtySet,
     /// Round-robin cursor for `poll_transmit`.
     rr: u64,
     scratch: Vec<u8>,
@@ -234,7 +234,7 @@ impl Endpoint {
             listeners: BTreeMap::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
-            dirty: BTreeSet::new(),
+            dirty: DirtySet::default(),
             rr: 0,
             scratch: Vec::new(),
             stats: EndpointStats::default(),
@@ -961,5 +961,30 @@ impl Endpoint {
     /// State of a connection, including not yet accepted ones.
     pub fn state_of(&self, h: ConnHandle) -> Option<State> {
         self.conns.get(&h.0).map(|e| e.conn.state())
+    }
+}
+
+/// Handles of connections that may have events, taken smallest first (as
+/// a `BTreeSet` would give them). A sorted vector: an endpoint has few
+/// connections, and a set that empties and fills again for every packet
+/// would free and allocate a tree node each time.
+#[derive(Debug, Default)]
+struct DirtySet(Vec<u64>);
+
+impl DirtySet {
+    fn insert(&mut self, h: u64) {
+        if let Err(i) = self.0.binary_search(&h) {
+            self.0.insert(i, h);
+        }
+    }
+
+    fn remove(&mut self, h: &u64) {
+        if let Ok(i) = self.0.binary_search(h) {
+            self.0.remove(i);
+        }
+    }
+
+    fn pop_first(&mut self) -> Option<u64> {
+        (!self.0.is_empty()).then(|| self.0.remove(0))
     }
 }

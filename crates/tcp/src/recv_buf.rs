@@ -12,7 +12,7 @@
 //! how long data waited here behind a hole: the head-of-line-blocking delay
 //! of [RTP-QUIC] §5.1 ([`RecvBuffer::read_stamped`]).
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// At most this many disjoint out-of-order ranges are kept; a segment that
 /// would create one more is dropped (the sender retransmits it). Bounds the
@@ -66,9 +66,11 @@ pub(crate) struct RecvBuffer {
     /// Out-of-order ranges `[start, end)` beyond the in-order data: sorted,
     /// disjoint, not adjacent.
     ooo: Vec<(u64, u64)>,
-    /// First-arrival times of held bytes: `start → (end, time in ns)`,
-    /// disjoint intervals covering every held byte (module docs).
-    stamps: BTreeMap<u64, (u64, u64)>,
+    /// First-arrival times of held bytes: `(start, end, time in ns)`,
+    /// disjoint intervals covering every held byte (module docs), sorted
+    /// by start. A deque: bytes mostly arrive at the back and are read
+    /// from the front (no tree node allocated and freed per segment).
+    stamps: VecDeque<(u64, u64, u64)>,
 }
 
 impl RecvBuffer {
@@ -81,7 +83,7 @@ impl RecvBuffer {
             read_off: 0,
             ready: 0,
             ooo: Vec::new(),
-            stamps: BTreeMap::new(),
+            stamps: VecDeque::new(),
         }
     }
 
@@ -181,9 +183,11 @@ impl RecvBuffer {
     }
 
     /// Record that the bytes `[a, b)`, held from now on, arrived at `t_ns`.
-    fn add_stamp(&mut self, a: u64, b: u64, t_ns: u64) {
-        let full = self.stamps.len() >= MAX_STAMPS;
-        if let Some((_, (end, t))) = self.stamps.range_mut(..a).next_back() {
+    fn add_stamp(stamps: &mut VecDeque<(u64, u64, u64)>, a: u64, b: u64, t_ns: u64) {
+        let full = stamps.len() >= MAX_STAMPS;
+        let i = stamps.partition_point(|&(s, _, _)| s < a);
+        if i > 0 {
+            let (_, end, t) = &mut stamps[i - 1];
             // Extend the interval before when it ends here at the same time,
             // or when there are too many (module docs: an upper bound).
             if (*end == a && *t == t_ns) || full {
@@ -192,7 +196,10 @@ impl RecvBuffer {
                 return;
             }
         }
-        self.stamps.insert(a, (b, t_ns));
+        match stamps.get_mut(i) {
+            Some(x) if x.0 == a => *x = (a, b, t_ns),
+            _ => stamps.insert(i, (a, b, t_ns)),
+        }
     }
 
     /// Stamp the bytes of `[start, end)` not held yet (before they join the
@@ -200,33 +207,29 @@ impl RecvBuffer {
     fn stamp_new(&mut self, start: u64, end: u64, t_ns: u64) {
         let mut at = start;
         let i = self.ooo.partition_point(|&(_, e)| e <= start);
-        let mut gaps = Vec::new();
         for &(s, e) in &self.ooo[i..] {
             if s >= end {
                 break;
             }
             if s > at {
-                gaps.push((at, s));
+                Self::add_stamp(&mut self.stamps, at, s, t_ns);
             }
             at = at.max(e);
         }
         if at < end {
-            gaps.push((at, end));
-        }
-        for (a, b) in gaps {
-            self.add_stamp(a, b, t_ns);
+            Self::add_stamp(&mut self.stamps, at, end, t_ns);
         }
     }
 
     /// Forget the stamps of bytes before stream offset `off` (read).
     fn drop_stamps_before(&mut self, off: u64) {
-        while let Some((&s, &(e, t))) = self.stamps.first_key_value() {
+        while let Some(&(s, e, t)) = self.stamps.front() {
             if s >= off {
                 break;
             }
-            self.stamps.remove(&s);
+            self.stamps.pop_front();
             if e > off {
-                self.stamps.insert(off, (e, t));
+                self.stamps.push_front((off, e, t));
                 break;
             }
         }
@@ -334,8 +337,8 @@ impl RecvBuffer {
     /// (at most up to the end of the first stamp interval): `(count, their
     /// arrival in ns)`; `(0, None)` when nothing is ready.
     pub(crate) fn read_stamped(&mut self, buf: &mut [u8]) -> (usize, Option<u64>) {
-        let (limit, t) = match self.stamps.first_key_value() {
-            Some((&s, &(e, t))) if s <= self.read_off => ((e - self.read_off) as usize, Some(t)),
+        let (limit, t) = match self.stamps.front() {
+            Some(&(s, e, t)) if s <= self.read_off => ((e - self.read_off) as usize, Some(t)),
             // Every held byte is stamped; unreachable, but read on.
             _ => (buf.len(), None),
         };

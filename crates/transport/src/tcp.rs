@@ -487,6 +487,9 @@ impl TcpTransport {
                 };
                 self.deframer
                     .push_segment(s.seq.0, &s.payload, s.arrival.as_nanos());
+                if let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) {
+                    c.recycle_segment(s.payload);
+                }
                 self.deliver(now, None);
             }
         }
@@ -812,7 +815,17 @@ impl MessageTransport for TcpTransport {
         // (sealed frames' lengths cannot be derived from the payloads).
         let end = c.snd_una() + c.send_buffered();
         let queue = c.config().hollywood.inconsistent_retransmissions;
-        let r = c.send_message(now, &self.frame, meta);
+        // The message queue keeps the frame: hand it over (no copy), and
+        // frame the next message into a buffer of the same size.
+        let r = if queue {
+            let frame = {
+                let cap = self.frame.capacity();
+                std::mem::replace(&mut self.frame, Vec::with_capacity(cap))
+            };
+            c.send_message_cow(now, std::borrow::Cow::Owned(frame), meta)
+        } else {
+            c.send_message(now, &self.frame, meta)
+        };
         if r.is_ok() && !queue && self.secure.is_some() {
             if let Some(p) = &mut self.placements {
                 p.push(Placement {

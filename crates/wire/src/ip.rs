@@ -665,9 +665,12 @@ pub fn build_tcp_ip(src: SocketAddr, dst: SocketAddr, tcp: &TcpRepr, payload: &[
     let ip = IpRepr::new(src.ip(), dst.ip(), IPPROTO_TCP, seg_len)
         .expect("build_tcp_ip: source and destination must be the same address family");
     let hlen = ip.buffer_len();
-    let mut buf = vec![0u8; hlen + seg_len];
+    // Zeroed headers, then the payload once (no zeroing it first).
+    let mut buf = Vec::with_capacity(hlen + seg_len);
+    buf.resize(hlen + tcp.header_len(), 0);
+    buf.extend_from_slice(payload);
     ip.emit(&mut buf);
-    tcp.emit(&mut buf[hlen..], src.ip(), dst.ip(), payload);
+    crate::tcp::emit_header_over(&tcp, &mut buf[hlen..], src.ip(), dst.ip());
     buf
 }
 

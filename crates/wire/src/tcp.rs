@@ -717,7 +717,24 @@ fn tcp_emit(repr: &TcpRepr, buf: &mut [u8], src: IpAddr, dst: IpAddr, payload: &
         buf.len(),
         total
     );
-    let mut p = TcpPacket::new_unchecked(&mut buf[..total]);
+    buf[hlen..total].copy_from_slice(payload);
+    emit_header_over(repr, &mut buf[..total], src, dst);
+    total
+}
+
+/// Writes the header of `repr` and the checksum into `segment`, whose
+/// payload (everything after the header) is already in place and whose
+/// header bytes are zero. For building a packet without a second copy
+/// of the payload ([`crate::build_tcp_ip`]).
+pub(crate) fn emit_header_over(repr: &TcpRepr, segment: &mut [u8], src: IpAddr, dst: IpAddr) {
+    let hlen = tcp_header_len(repr);
+    assert!(
+        segment.len() >= hlen,
+        "TCP segment shorter than its header: {} < {}",
+        segment.len(),
+        hlen
+    );
+    let mut p = TcpPacket::new_unchecked(segment);
     p.set_src_port(repr.src_port);
     p.set_dst_port(repr.dst_port);
     p.set_seq_number(repr.seq);
@@ -731,9 +748,7 @@ fn tcp_emit(repr: &TcpRepr, buf: &mut [u8], src: IpAddr, dst: IpAddr, payload: &
     p.set_window_len(repr.window);
     p.set_urgent_at(repr.urgent);
     emit_options(&repr.options, p.options_mut());
-    p.payload_mut().copy_from_slice(payload);
     p.fill_checksum(src, dst);
-    total
 }
 
 #[cfg(test)]

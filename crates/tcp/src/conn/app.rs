@@ -93,6 +93,19 @@ impl Connection {
         frame: &[u8],
         meta: MessageMeta,
     ) -> Result<(), SendMessageError> {
+        self.send_message_cow(now, std::borrow::Cow::Borrowed(frame), meta)
+    }
+
+    /// [`Connection::send_message`] with a frame the caller may hand over:
+    /// an owned frame goes into the message queue as it is (no copy); a
+    /// standard sender copies it into the send buffer either way. On an
+    /// error the frame is dropped.
+    pub fn send_message_cow(
+        &mut self,
+        now: Instant,
+        frame: std::borrow::Cow<'_, [u8]>,
+        meta: MessageMeta,
+    ) -> Result<(), SendMessageError> {
         let ir = self.config.hollywood.inconsistent_retransmissions;
         if ir {
             self.messages
@@ -115,7 +128,7 @@ impl Connection {
                 self.want_writable(frame.len());
                 return Err(SendMessageError::WouldBlock);
             }
-            return match self.write_stream(frame, room) {
+            return match self.write_stream(&frame, room) {
                 Ok(n) if n == frame.len() => Ok(()),
                 Ok(_) | Err(Error::WouldBlock) => Err(SendMessageError::WouldBlock),
                 Err(e) => Err(SendMessageError::State(e)),
@@ -125,7 +138,7 @@ impl Connection {
             self.want_writable(frame.len());
             return Err(SendMessageError::WouldBlock);
         }
-        self.messages.enqueue(now, frame.to_vec(), meta);
+        self.messages.enqueue(now, frame.into_owned(), meta);
         Ok(())
     }
 
@@ -257,6 +270,16 @@ impl Connection {
             self.check_window_update();
         }
         Some(s)
+    }
+
+    /// Give back the payload buffer of a segment from
+    /// [`Connection::recv_segment`] once read: the next arrival is copied
+    /// into it instead of a new allocation. Optional; a few are kept.
+    pub fn recycle_segment(&mut self, mut payload: Vec<u8>) {
+        if self.ooo_spare.len() < SPARE_SEGMENT_BUFFERS {
+            payload.clear();
+            self.ooo_spare.push(payload);
+        }
     }
 
     /// Segments waiting in [`Connection::recv_segment`].

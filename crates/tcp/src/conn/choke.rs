@@ -129,9 +129,11 @@ impl Connection {
         self.ooo_stats.bytes += payload.len() as u64;
         self.ooo_stats.out_of_order += out_of_order as u64;
         self.ooo_bytes += payload.len() + SEGMENT_COPY_OVERHEAD;
+        let mut buf = self.ooo_spare.pop().unwrap_or_default();
+        buf.extend_from_slice(payload);
         self.ooo.push_back(ArrivedSegment {
             seq,
-            payload: payload.to_vec(),
+            payload: buf,
             arrival: now,
             out_of_order,
         });

@@ -529,6 +529,10 @@ pub struct Connection {
     ooo: VecDeque<ArrivedSegment>,
     /// Payload bytes in `ooo` (count against the receive window).
     ooo_bytes: usize,
+    /// Emptied payload buffers of segments handed over, given back with
+    /// [`Connection::recycle_segment`] for the next arrivals (at most
+    /// [`SPARE_SEGMENT_BUFFERS`]).
+    ooo_spare: Vec<Vec<u8>>,
     /// Out-of-order delivery counters.
     ooo_stats: OooStats,
     /// Sequence-gap sender ([TCP-video] §7.2, experimental): the "next
@@ -540,6 +544,10 @@ pub struct Connection {
     /// thesis §4.5; `Event::RewritingStopped`).
     rewriting_stopped: bool,
 }
+
+/// Most payload buffers a connection keeps for reuse
+/// ([`Connection::recycle_segment`]).
+pub(crate) const SPARE_SEGMENT_BUFFERS: usize = 8;
 
 /// A data segment as it arrived, for out-of-order delivery (thesis §4.3):
 /// the intermediary layer reassembles messages from these by sequence number.
@@ -756,6 +764,7 @@ impl Connection {
             messages: MessageTable::new(),
             ooo: VecDeque::new(),
             ooo_bytes: 0,
+            ooo_spare: Vec::new(),
             ooo_stats: OooStats::default(),
             seq_gap_skipped: VecDeque::new(),
             rewriting_stopped: false,
