@@ -319,13 +319,23 @@ fn tool_present(tool: &str, arg: &str) -> Result<(), Error> {
 }
 
 /// A process in a namespace, killed and reaped when dropped.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     what: String,
 }
 
 impl Proc {
-    fn spawn(ns: &str, env: &[(&str, &Path)], argv: &[&str], log: &Path) -> Result<Proc, Error> {
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn spawn(
+        ns: &str,
+        env: &[(&str, &Path)],
+        argv: &[&str],
+        log: &Path,
+    ) -> Result<Proc, Error> {
         let out = std::fs::File::create(log)?;
         let err = out.try_clone()?;
         let mut c = Command::new("ip");
@@ -347,7 +357,7 @@ impl Proc {
 
     /// SIGTERM (as a service manager or a user's kill does), then wait up
     /// to `grace`; SIGKILL after that. Returns the exit description.
-    fn terminate(mut self, grace: Duration) -> String {
+    pub(crate) fn terminate(mut self, grace: Duration) -> String {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -355,7 +365,7 @@ impl Proc {
     }
 
     /// Wait up to `grace` for it to exit by itself, then SIGKILL.
-    fn wait_for(&mut self, grace: Duration) -> String {
+    pub(crate) fn wait_for(&mut self, grace: Duration) -> String {
         let step = Duration::from_millis(50);
         for _ in 0..(grace.as_millis() / step.as_millis()).max(1) {
             if let Ok(Some(s)) = self.child.try_wait() {
@@ -414,7 +424,7 @@ pub fn router(lab: &Lab, block_udp: bool) -> Result<(), Error> {
 }
 
 /// Poll `f` every 50 ms until it holds or `limit` passes.
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let step = Duration::from_millis(50);
     for _ in 0..(limit.as_millis() / step.as_millis()).max(1) {
         if f() {

@@ -35,6 +35,7 @@ pub mod messages;
 pub mod middlebox;
 pub mod netem;
 pub mod quicwire;
+pub mod relaybench;
 pub mod soak;
 pub mod topology;
 pub mod ts;
