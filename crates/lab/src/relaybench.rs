@@ -541,7 +541,8 @@ fn run_relay(
     let ns_players = if loopback { ns_a.clone() } else { ns_b.clone() };
     let bin = spec.bin.to_string_lossy().into_owned();
     let relay_addr = format!("{}:{PORT}", lab.addr(Host::A, false));
-    let listen = format!("0.0.0.0:{PORT}");
+    // QUIC needs the specific address (not 0.0.0.0).
+    let listen = relay_addr.clone();
     let mut argv = vec![
         bin.as_str(),
         "relay",
@@ -560,7 +561,7 @@ fn run_relay(
     let relay = Proc::spawn(&ns_a, &[], &argv, &relay_log)?;
     let listening = wait_until(Duration::from_secs(10), || {
         lab.ns(Host::A)
-            .exec(&["ss", "-Hlun", &format!("sport = :{PORT}")])
+            .exec(&["ss", "-Hltun", &format!("sport = :{PORT}")])
             .is_ok_and(|o| !o.trim().is_empty())
     });
     if !listening {
