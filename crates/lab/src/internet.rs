@@ -325,6 +325,14 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
+<<<<<<< HEAD
+=======
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+>>>>>>> bench
     pub(crate) fn spawn(
         ns: &str,
         env: &[(&str, &Path)],
@@ -419,7 +427,7 @@ pub fn router(lab: &Lab, block_udp: bool) -> Result<(), Error> {
 }
 
 /// Poll `f` every 50 ms until it holds or `limit` passes.
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let step = Duration::from_millis(50);
     for _ in 0..(limit.as_millis() / step.as_millis()).max(1) {
         if f() {

@@ -36,6 +36,7 @@ pub mod messages;
 pub mod middlebox;
 pub mod netem;
 pub mod quicwire;
+pub mod relaybench;
 pub mod relaychain;
 pub mod soak;
 pub mod topology;

@@ -119,6 +119,8 @@ pub struct ChainResult {
     pub late_joiner_on_time_pct: f64,
     /// Per relay.
     pub hops: Vec<Hop>,
+    /// Packets the last path (last relay → players) dropped.
+    pub player_path_dropped: u64,
 }
 
 /// A namespace's address on link `link` (1-based, left to right): the left
@@ -428,5 +430,6 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
         late_joiner_bound_ms: (spec.gop as f64 * 5.0) + rtt.as_secs_f64() * 1e3,
         late_joiner_on_time_pct: pct(lon, lexp),
         hops,
+        player_path_dropped: dropped.last().copied().unwrap_or(0),
     })
 }

@@ -1,9 +1,15 @@
 //! `hollywood bench throughput|echo|all`: the engine over TUN against
 //! Linux TCP on the same veth, measured in the same run (root only). See
 //! `hollywood_lab::bench` and the "Benchmarks" section of docs/LAB.md.
+//! `hollywood bench relay`: subscribers per relay process, against SRT
+//! (`hollywood_lab::relaybench`, docs/RELAY-BENCH.md).
 
+use crate::units::{parse_duration, parse_fraction};
 use clap::{Args, ValueEnum};
 use hollywood_lab::bench::{self, BenchOptions, OffloadModes, Which};
+use hollywood_lab::relaybench::{self, RelayBenchSpec};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Which benchmark.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -14,6 +20,9 @@ pub enum BenchWhich {
     Echo,
     /// Both.
     All,
+    /// The relay: on-time share, CPU per delivered Gb and RSS per
+    /// subscriber as the subscriber count grows, SRT beside it.
+    Relay,
 }
 
 /// Engine TUN offload settings to run.
@@ -45,15 +54,100 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     json: bool,
+    /// relay: subscriber counts, stepped until the smallest on-time share
+    /// is below 99 %.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,250,500,750,1000")]
+    subscribers: Vec<usize>,
+    /// relay: run every count, even past saturation.
+    #[arg(long)]
+    all_counts: bool,
+    /// relay: the measured part, after every player joined.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    steady: Duration,
+    /// relay: round-trip time.
+    #[arg(long, default_value = "60ms", value_parser = parse_duration)]
+    rtt: Duration,
+    /// relay: loss on the data direction (relay → players).
+    #[arg(long, default_value = "1%", value_parser = parse_fraction)]
+    loss: f64,
+    /// relay: end-to-end deadline (on-time bound).
+    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    deadline: Duration,
+    /// relay: players' candidates (quic, kernel, hollywood; default racing).
+    #[arg(long)]
+    transport: Option<String>,
+    /// relay: SRT rows for counts up to this (0: none).
+    #[arg(long, default_value_t = 100)]
+    srt_max: usize,
+    /// relay: no loopback-only rows.
+    #[arg(long)]
+    no_loopback: bool,
+    /// relay: clean players beside the one lossy player (0: no lossy run).
+    #[arg(long, default_value_t = 99)]
+    lossy_clean: usize,
+    /// relay: the lossy player's extra loss.
+    #[arg(long, default_value = "10%", value_parser = parse_fraction)]
+    lossy_loss: f64,
+    /// relay: the relay's worker threads (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// relay: logs, one folder per run.
+    #[arg(long, default_value = "target/relay-bench")]
+    out: PathBuf,
+    /// relay: also write the rows as CSV here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+fn run_relay(a: BenchArgs) -> Result<(), String> {
+    if !hollywood_io::is_root() {
+        return Err(hollywood_lab::topology::LabError::NotRoot.to_string());
+    }
+    let lab = format!(
+        "{}-{}-r",
+        hollywood_lab::interop::LAB_PREFIX,
+        std::process::id()
+    );
+    let bin = std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
+    let mut spec = RelayBenchSpec::issue32(&lab, bin, a.out);
+    spec.subscribers = a.subscribers;
+    spec.stop_at_saturation = !a.all_counts;
+    spec.steady = a.steady;
+    spec.rtt = a.rtt;
+    spec.loss = a.loss;
+    spec.deadline = a.deadline;
+    spec.transport = a.transport;
+    spec.srt_max = a.srt_max;
+    spec.loopback = !a.no_loopback;
+    spec.lossy_clean = a.lossy_clean;
+    spec.lossy_loss = a.lossy_loss;
+    spec.workers = a.workers;
+    let report = relaybench::run(&spec, |what| eprintln!("bench relay: {what}"))
+        .map_err(|e| e.to_string())?;
+    if let Some(p) = &a.csv {
+        std::fs::write(p, relaybench::csv(&report)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    if a.json {
+        println!(
+            "{}",
+            crate::output::json(&report).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", relaybench::table(&report));
+    }
+    Ok(())
 }
 
 /// Run `hollywood bench`.
 pub fn run(a: BenchArgs) -> Result<(), String> {
+    if matches!(a.which, BenchWhich::Relay) {
+        return run_relay(a);
+    }
     let opts = BenchOptions {
         which: match a.which {
             BenchWhich::Throughput => Which::Throughput,
             BenchWhich::Echo => Which::Echo,
-            BenchWhich::All => Which::All,
+            BenchWhich::All | BenchWhich::Relay => Which::All,
         },
         seconds: a.seconds,
         round_trips: a.round_trips,

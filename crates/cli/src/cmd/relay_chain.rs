@@ -90,7 +90,7 @@ pub fn run(a: RelayChainArgs) -> Result<(), String> {
         a.duration,
         a.gop
     );
-    println!("transport  published  on time (of expected)      late delivered  late joiner: first group after (bound)  its on time  per relay: in/late/forwarded/expired/path drops");
+    println!("transport  published  on time (of expected)      late delivered  late joiner: first group after (bound)  its on time  per relay: in/late/forwarded/expired/path drops in; players' path drops");
     for r in &rows {
         let hops: Vec<String> = r
             .hops
@@ -103,7 +103,7 @@ pub fn run(a: RelayChainArgs) -> Result<(), String> {
             })
             .collect();
         println!(
-            "{:9}  {:9}  {:6} of {:6} = {:7.3} %  {:14}  {:>10} ms ({:.0} ms)               {:7.3} %   {}",
+            "{:9}  {:9}  {:6} of {:6} = {:7.3} %  {:14}  {:>10} ms ({:.0} ms)               {:7.3} %   {}; {}",
             r.transport,
             r.published,
             r.on_time,
@@ -114,7 +114,8 @@ pub fn run(a: RelayChainArgs) -> Result<(), String> {
                 .map_or("never".to_string(), |m| format!("{m:.1}")),
             r.late_joiner_bound_ms,
             r.late_joiner_on_time_pct,
-            hops.join("  ")
+            hops.join("  "),
+            r.player_path_dropped
         );
     }
     Ok(())
