@@ -325,14 +325,11 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
-<<<<<<< HEAD
-=======
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
->>>>>>> bench
     pub(crate) fn spawn(
         ns: &str,
         env: &[(&str, &Path)],

@@ -8,11 +8,14 @@ use super::clock::ClockOffset;
 use super::now_us;
 use super::wire::{self, MediaHeader, Msg, Role};
 use crate::{Connection, Error, MessageContext, Preconnection, RecvHalf, SendHalf};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a caller refreshes its estimate of the relay's clock.
 pub const PING_INTERVAL: Duration = Duration::from_secs(1);
+/// Media messages a player keeps that arrive before the relay's ACCEPT.
+pub const PENDING_LIMIT: usize = 4096;
 /// How long a publisher's close waits for the relay's.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(3);
 /// How long a caller waits for the relay's answer to its hello.
@@ -63,6 +66,10 @@ pub struct Session {
     ended: Arc<Mutex<Option<String>>>,
     next_seq: u64,
     last_ping: i64,
+    /// Media that overtook the relay's ACCEPT, raw.
+    pending: VecDeque<Vec<u8>>,
+    /// The relay said END: reading on until its close (or a second of quiet).
+    end_seen: bool,
     stats: SessionStats,
     protocol: crate::Protocol,
 }
@@ -93,21 +100,35 @@ impl Session {
             stream_id: id.to_srt(),
         };
         conn.send(hello.encode(), control()).await?;
-        let answer = tokio::time::timeout(HELLO_TIMEOUT, conn.receive())
-            .await
-            .map_err(|_| Error::Establishment("the relay did not answer the hello".into()))??
-            .ok_or_else(|| Error::Establishment("the relay closed without answering".into()))?;
-        let t4 = now_us();
+        // The answer. Control messages are unordered (QUIC's stream per
+        // message), so with loss the first media can overtake it: kept
+        // for `receive`, at most PENDING_LIMIT of them.
+        let mut pending = VecDeque::new();
+        let give_up = tokio::time::Instant::now() + HELLO_TIMEOUT;
         let mut clock = ClockOffset::new();
-        match Msg::decode(&answer.data).map_err(|e| Error::Establishment(e.to_string()))? {
-            Msg::Accept { t1_us, t2_us } if t1_us == t1 => clock.sample(t1, t2_us, t4),
-            Msg::Refuse { code, reason } => return Err(refused(code, &reason)),
-            m => {
-                return Err(Error::Establishment(format!(
-                    "the relay answered the hello with {m:?}"
-                )))
+        loop {
+            let answer = tokio::time::timeout_at(give_up, conn.receive())
+                .await
+                .map_err(|_| Error::Establishment("the relay did not answer the hello".into()))??
+                .ok_or_else(|| Error::Establishment("the relay closed without answering".into()))?;
+            let t4 = now_us();
+            match Msg::decode(&answer.data).map_err(|e| Error::Establishment(e.to_string()))? {
+                Msg::Accept { t1_us, t2_us } if t1_us == t1 => {
+                    clock.sample(t1, t2_us, t4);
+                    break;
+                }
+                Msg::Refuse { code, reason } => return Err(refused(code, &reason)),
+                Msg::Media { .. } if req.role == Role::Play && pending.len() < PENDING_LIMIT => {
+                    pending.push_back(answer.data)
+                }
+                m => {
+                    return Err(Error::Establishment(format!(
+                        "the relay answered the hello with {m:?}"
+                    )))
+                }
             }
         }
+        let t4 = now_us();
         let (tx, rx) = conn.split();
         let clock = Arc::new(Mutex::new(clock));
         let ended = Arc::new(Mutex::new(None));
@@ -125,6 +146,8 @@ impl Session {
             ended,
             next_seq: 0,
             last_ping: t4,
+            pending,
+            end_seen: false,
             stats: SessionStats::default(),
             protocol,
         })
@@ -230,22 +253,30 @@ impl Session {
             return Err(Error::InvalidMessage("a publisher does not receive".into()));
         };
         let r = loop {
-            let m = tokio::select! {
-                m = rx.receive() => m,
-                () = tokio::time::sleep(PING_INTERVAL) => {
-                    if let Err(e) = self.ping_if_due().await { break Err(e) }
-                    continue;
+            let data = if let Some(d) = self.pending.pop_front() {
+                d
+            } else {
+                // After END, what is still on its way, until the close or
+                // a second of quiet.
+                let quiet = if self.end_seen { Duration::from_secs(1) } else { PING_INTERVAL };
+                let m = tokio::select! {
+                    m = rx.receive() => m,
+                    () = tokio::time::sleep(quiet) => {
+                        if self.end_seen { break Ok(None) }
+                        if let Err(e) = self.ping_if_due().await { break Err(e) }
+                        continue;
+                    }
+                };
+                match m {
+                    Ok(Some(m)) => m.data,
+                    Ok(None) => break Ok(None),
+                    Err(e) => break Err(e),
                 }
-            };
-            let m = match m {
-                Ok(Some(m)) => m,
-                Ok(None) => break Ok(None),
-                Err(e) => break Err(e),
             };
             if let Err(e) = self.ping_if_due().await {
                 break Err(e);
             }
-            match Msg::decode(&m.data) {
+            match Msg::decode(&data) {
                 Ok(Msg::Media {
                     mut header,
                     payload,
@@ -262,7 +293,8 @@ impl Session {
                     break Ok(Some(Received { header, payload }));
                 }
                 Ok(Msg::Pong { t1_us, t2_us }) => lock(&self.clock).sample(t1_us, t2_us, now_us()),
-                Ok(Msg::End) => break Ok(None),
+                // Media sent before it may still arrive: read to the close.
+                Ok(Msg::End) => self.end_seen = true,
                 Ok(m) => {
                     break Err(Error::Connection(format!(
                         "relay protocol: unexpected {m:?}"
