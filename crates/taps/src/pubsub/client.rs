@@ -258,7 +258,11 @@ impl Session {
             } else {
                 // After END, what is still on its way, until the close or
                 // a second of quiet.
-                let quiet = if self.end_seen { Duration::from_secs(1) } else { PING_INTERVAL };
+                let quiet = if self.end_seen {
+                    Duration::from_secs(1)
+                } else {
+                    PING_INTERVAL
+                };
                 let m = tokio::select! {
                     m = rx.receive() => m,
                     () = tokio::time::sleep(quiet) => {
