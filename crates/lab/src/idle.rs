@@ -292,32 +292,12 @@ async fn side(spec: &IdleSpec, server: Server, limit: Option<usize>, lab: &Lab) 
             let n = spec.payload;
             tokio::spawn(async move {
                 loop {
-                    let Ok((mut st, _)) = l.accept().await else {
+                    let Ok((st, _)) = l.accept().await else {
                         // EMFILE and the like: try again shortly.
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
-                    tokio::spawn(async move {
-                        let mut buf = vec![0u8; n];
-                        let mut got = 0;
-                        while got < n {
-                            match st.read(&mut buf[got..]).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(k) => got += k,
-                            }
-                        }
-                        if st.write_all(&buf).await.is_err() {
-                            return;
-                        }
-                        drop(buf);
-                        // Idle: echo whatever comes later (the recheck).
-                        let mut b = [0u8; 256];
-                        while let Ok(k) = st.read(&mut b).await {
-                            if k == 0 || st.write_all(&b[..k]).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
+                    tokio::spawn(serve_echo(st, n));
                 }
             });
             stack = Some(s);
@@ -333,28 +313,13 @@ async fn side(spec: &IdleSpec, server: Server, limit: Option<usize>, lab: &Lab) 
             let l = tokio::net::TcpListener::from_std(std_l)?;
             let n = spec.payload;
             tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
                 loop {
-                    let Ok((mut st, _)) = l.accept().await else {
+                    let Ok((st, _)) = l.accept().await else {
                         // EMFILE and the like: try again shortly.
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
-                    tokio::spawn(async move {
-                        let mut buf = vec![0u8; n];
-                        if st.read_exact(&mut buf).await.is_err()
-                            || st.write_all(&buf).await.is_err()
-                        {
-                            return;
-                        }
-                        drop(buf);
-                        let mut b = [0u8; 256];
-                        while let Ok(k) = st.read(&mut b).await {
-                            if k == 0 || st.write_all(&b[..k]).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
+                    tokio::spawn(serve_echo(st, n));
                 }
             });
             addr
@@ -523,4 +488,25 @@ pub fn table(r: &IdleReport) -> String {
         );
     }
     s
+}
+
+/// One connection of the echo server (engine or Linux): read `n` bytes,
+/// send them back, then sit idle echoing whatever comes later (the
+/// recheck of old connections).
+async fn serve_echo<S>(mut st: S, n: usize)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; n];
+    if st.read_exact(&mut buf).await.is_err() || st.write_all(&buf).await.is_err() {
+        return;
+    }
+    drop(buf);
+    let mut b = [0u8; 256];
+    while let Ok(k) = st.read(&mut b).await {
+        if k == 0 || st.write_all(&b[..k]).await.is_err() {
+            return;
+        }
+    }
 }

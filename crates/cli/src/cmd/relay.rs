@@ -13,11 +13,9 @@ use crate::units::parse_duration;
 use clap::Args;
 use hollywood_taps::pubsub::{self, Policy, Relay, RelayReport, ServerConfig, Upstream};
 use hollywood_taps::{
-    Identity, LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters,
-    TransportProperties,
+    LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters, TransportProperties,
 };
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Arguments of `hollywood relay`.
@@ -55,16 +53,10 @@ pub struct RelayArgs {
     /// Candidates to serve, comma-separated (quic, hollywood, kernel).
     #[arg(long, value_delimiter = ',')]
     transport: Vec<String>,
-    /// TLS on every candidate: this certificate (PEM or DER), which
-    /// callers pin (with --key). The upstream relay must present the same.
-    #[arg(long, requires = "key")]
-    cert: Option<PathBuf>,
-    /// The certificate's PKCS#8 private key.
-    #[arg(long, requires = "cert")]
-    key: Option<PathBuf>,
-    /// The name the certificate is issued to.
-    #[arg(long, default_value = "hollywood.invalid")]
-    server_name: String,
+    /// TLS (--cert, --key, --server-name): callers pin this certificate;
+    /// the upstream relay must present the same.
+    #[command(flatten)]
+    tls: super::transmit::TlsArgs,
     /// TCP Hollywood on this host's engine (`hollywood host up`), as for
     /// `transmit --host`: a standing instance NAME, or the first free one;
     /// with none up, an in-process one forwarding the listening port.
@@ -154,12 +146,7 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
     if let Ok(t) = std::env::var("HOLLYWOOD_PUBLISH_TOKEN") {
         a.publish_tokens.push(t);
     }
-    let security = match (&a.cert, &a.key) {
-        (Some(c), Some(k)) => {
-            SecurityParameters::pinned(Identity::from_files(c, k, &a.server_name)?)
-        }
-        _ => SecurityParameters::Disabled,
-    };
+    let security = a.tls.security()?;
     if matches!(security, SecurityParameters::Disabled)
         && (!a.publish_tokens.is_empty() || !a.play_tokens.is_empty())
     {

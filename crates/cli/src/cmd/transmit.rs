@@ -47,16 +47,8 @@ pub struct TransmitArgs {
     /// Statistics as one JSON object per line.
     #[arg(long)]
     json: bool,
-    /// TLS on every candidate: the certificate (PEM or DER) a listener
-    /// presents and a caller pins (with --key; both ends need the pair).
-    #[arg(long, requires = "key")]
-    cert: Option<PathBuf>,
-    /// The certificate's PKCS#8 private key.
-    #[arg(long, requires = "cert")]
-    key: Option<PathBuf>,
-    /// The name the certificate is issued to.
-    #[arg(long, default_value = "hollywood.invalid")]
-    server_name: String,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Make the sockets in this network namespace (`ip netns`; root).
     #[arg(long)]
     netns: Option<String>,
@@ -74,6 +66,33 @@ pub struct TransmitArgs {
     /// library's default, `Engine::host`).
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NAME")]
     host: Option<String>,
+}
+
+/// TLS on every candidate (`transmit`, `relay`).
+#[derive(Args, Debug)]
+pub(crate) struct TlsArgs {
+    /// TLS on every candidate: the certificate (PEM or DER) a listener
+    /// presents and a caller pins (with --key; both ends need the pair).
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// The certificate's PKCS#8 private key.
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// The name the certificate is issued to.
+    #[arg(long, default_value = "hollywood.invalid")]
+    server_name: String,
+}
+
+impl TlsArgs {
+    /// Pinned TLS with the pair, or none.
+    pub(crate) fn security(&self) -> Result<SecurityParameters, String> {
+        Ok(match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => {
+                SecurityParameters::pinned(Identity::from_files(c, k, &self.server_name)?)
+            }
+            _ => SecurityParameters::Disabled,
+        })
+    }
 }
 
 /// One side of the relay.
@@ -284,12 +303,7 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
     } else {
         Mode::Caller
     });
-    let security = match (&a.cert, &a.key) {
-        (Some(c), Some(k)) => {
-            SecurityParameters::pinned(Identity::from_files(c, k, &a.server_name)?)
-        }
-        _ => SecurityParameters::Disabled,
-    };
+    let security = a.tls.security()?;
     let mut pre = Preconnection::new(TransportProperties::media(), security)
         .with_racing_delay(a.racing_delay);
     if let Some(t) = transport {
