@@ -56,7 +56,7 @@ use crate::Error;
 use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -155,12 +155,15 @@ pub struct EndpointStats {
 /// its estimate.
 const MEMORY_RECOUNT: Duration = Duration::from_millis(10);
 /// Bookkeeping of one connection outside [`Connection::memory`]: the
-/// endpoint's entry and its two map nodes (an estimate).
-const ENTRY_OVERHEAD: usize = 160;
+/// endpoint's entry and its map and set nodes (an estimate).
+pub(crate) const ENTRY_OVERHEAD: usize = 224;
 
 #[derive(Debug)]
 struct Entry {
-    conn: Connection,
+    /// Boxed: B-tree nodes hold eleven entries and, filled in handle
+    /// order, stay about half full, so an inline 2.7 KiB connection would
+    /// cost twice its size.
+    conn: Box<Connection>,
     /// Reported to the application (always for active opens; on
     /// ESTABLISHED for passive ones).
     announced: bool,
@@ -174,13 +177,18 @@ struct Entry {
     /// A half-open connection counted in this listener's backlog (until it
     /// is accepted or removed).
     backlog_of: Option<SocketAddr>,
+    /// The deadline this connection is filed under in `Endpoint::timers`.
+    timer: Option<Instant>,
+    /// In `Endpoint::stale`: the application may have changed its timer.
+    stale: bool,
 }
 
 /// One listening address.
 #[derive(Debug)]
 struct Listener {
-    /// Configuration of accepted connections (and the backlog settings).
-    config: Config,
+    /// Configuration of accepted connections (and the backlog settings),
+    /// shared by them.
+    config: std::sync::Arc<Config>,
     /// Half-open connections counted against `config.syn_backlog`.
     half_open: usize,
     /// Last time the backlog was full (cookies may be outstanding).
@@ -201,6 +209,22 @@ pub struct Endpoint {
     events: VecDeque<EndpointEvent>,
     /// Connections that may have events.
     dirty: DirtySet,
+    /// Connections by their next timer, `(deadline, handle)`: the earliest
+    /// timer and the expired ones are found without visiting every
+    /// connection (a host with 10 000 idle connections pays for the few
+    /// that are busy, as Linux's timer wheel does).
+    timers: BTreeSet<(Instant, u64)>,
+    /// Connections handed to the application (`connection_mut`) since
+    /// their entry in `timers` was last refreshed.
+    stale: Vec<u64>,
+    /// Connections that may have something to send: touched by input, a
+    /// timer or the application since `poll_transmit` last found nothing.
+    /// A connection nobody touched has nothing new to send (a pacer or
+    /// delayed-ACK hold is a timer), so it is not visited.
+    sendable: BTreeSet<u64>,
+    /// With [`Endpoint::track_touched`]: connections that took input or a
+    /// timer, or raised events, since [`Endpoint::take_touched`].
+    touched: Option<BTreeSet<u64>>,
     /// Round-robin cursor for `poll_transmit`.
     rr: u64,
     scratch: Vec<u8>,
@@ -235,6 +259,10 @@ impl Endpoint {
             out: VecDeque::new(),
             events: VecDeque::new(),
             dirty: DirtySet::default(),
+            timers: BTreeSet::new(),
+            stale: Vec::new(),
+            sendable: BTreeSet::new(),
+            touched: None,
             rr: 0,
             scratch: Vec::new(),
             stats: EndpointStats::default(),
@@ -282,8 +310,13 @@ impl Endpoint {
             if pressure {
                 self.stats.memory_pressure_entered += 1;
             }
-            for e in self.conns.values_mut() {
+            for (&h, e) in self.conns.iter_mut() {
                 e.conn.set_memory_pressure(pressure);
+                self.sendable.insert(h);
+                if !e.stale {
+                    e.stale = true;
+                    self.stale.push(h);
+                }
             }
         }
     }
@@ -339,7 +372,7 @@ impl Endpoint {
         self.listeners.insert(
             local,
             Listener {
-                config,
+                config: std::sync::Arc::new(config),
                 half_open: 0,
                 overflowed_at: None,
             },
@@ -435,14 +468,17 @@ impl Endpoint {
         self.conns.insert(
             h,
             Entry {
-                conn,
+                conn: Box::new(conn),
                 announced: !passive,
                 closed_reported: false,
                 detached: false,
                 backlog_of,
+                timer: None,
+                stale: false,
             },
         );
-        self.dirty.insert(h);
+        self.touch(h);
+        self.reindex(h);
         ConnHandle(h)
     }
 
@@ -454,6 +490,13 @@ impl Endpoint {
                 self.by_tuple.remove(&key);
             }
             self.dirty.remove(&h);
+            if let Some(t) = e.timer {
+                self.timers.remove(&(t, h));
+            }
+            self.sendable.remove(&h);
+            if let Some(t) = &mut self.touched {
+                t.remove(&h);
+            }
             self.stats.connections_closed += 1;
             if e.announced {
                 if self.final_stats.len() == FINAL_STATS_KEPT {
@@ -501,13 +544,18 @@ impl Endpoint {
         self.conns
             .get(&h.0)
             .filter(|e| e.announced)
-            .map(|e| &e.conn)
+            .map(|e| &*e.conn)
     }
 
     /// A connection, for application commands.
     pub fn connection_mut(&mut self, h: ConnHandle) -> Option<&mut Connection> {
         let e = self.conns.get_mut(&h.0).filter(|e| e.announced)?;
         self.dirty.insert(h.0);
+        self.sendable.insert(h.0);
+        if !e.stale {
+            e.stale = true;
+            self.stale.push(h.0);
+        }
         Some(&mut e.conn)
     }
 
@@ -542,6 +590,7 @@ impl Endpoint {
             }
         };
         self.stats.packets_in += 1;
+        self.refresh_timers();
         self.memory_check(now, false);
         let (local, remote, tcp, payload) = (seg.dst, seg.src, seg.tcp, seg.payload);
         let f = tcp.flags;
@@ -557,7 +606,8 @@ impl Endpoint {
             if !reuse {
                 if let Some(e) = self.conns.get_mut(&h) {
                     e.conn.handle_segment(now, &tcp, payload);
-                    self.dirty.insert(h);
+                    self.touch(h);
+                    self.reindex(h);
                 }
                 return;
             }
@@ -663,7 +713,7 @@ impl Endpoint {
     fn send_cookie(
         &mut self,
         now: Instant,
-        cfg: Config,
+        cfg: std::sync::Arc<Config>,
         local: SocketAddr,
         remote: SocketAddr,
         syn: &TcpRepr,
@@ -811,11 +861,76 @@ impl Endpoint {
 
     /// Service expired timers of every connection.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for (&h, e) in self.conns.iter_mut() {
+        self.refresh_timers();
+        let due: Vec<u64> = self
+            .timers
+            .iter()
+            .take_while(|&&(t, _)| t <= now)
+            .map(|&(_, h)| h)
+            .collect();
+        for h in due {
+            let Some(e) = self.conns.get_mut(&h) else {
+                continue;
+            };
             if e.conn.poll_timeout().is_some_and(|t| t <= now) {
                 e.conn.handle_timeout(now);
-                self.dirty.insert(h);
+                self.touch(h);
             }
+            self.reindex(h);
+        }
+    }
+
+    /// Connection `h` took input or a timer: it may have events, output
+    /// and a new timer.
+    fn touch(&mut self, h: u64) {
+        self.dirty.insert(h);
+        self.sendable.insert(h);
+        if let Some(t) = &mut self.touched {
+            t.insert(h);
+        }
+    }
+
+    /// File connection `h` under its current timer.
+    fn reindex(&mut self, h: u64) {
+        let Some(e) = self.conns.get_mut(&h) else {
+            return;
+        };
+        e.stale = false;
+        let t = e.conn.poll_timeout();
+        if t != e.timer {
+            if let Some(old) = e.timer {
+                self.timers.remove(&(old, h));
+            }
+            if let Some(new) = t {
+                self.timers.insert((new, h));
+            }
+            e.timer = t;
+        }
+    }
+
+    /// Refile the connections the application was given since the last
+    /// refresh.
+    fn refresh_timers(&mut self) {
+        for h in std::mem::take(&mut self.stale) {
+            self.reindex(h);
+        }
+    }
+
+    /// Keep a set of the connections that took input or a timer or raised
+    /// events ([`Endpoint::take_touched`]), for a driver that services
+    /// only those rather than visiting every connection on every step.
+    /// Off by default (nothing is kept).
+    pub fn track_touched(&mut self, on: bool) {
+        self.touched = on.then(BTreeSet::new);
+    }
+
+    /// The connections touched (input, timer, events) since the last call,
+    /// in handle order (with [`Endpoint::track_touched`]; empty otherwise).
+    /// Application commands through [`Endpoint::connection_mut`] do not
+    /// count: the caller knows about those.
+    pub fn take_touched(&mut self, out: &mut Vec<ConnHandle>) {
+        if let Some(t) = &mut self.touched {
+            out.extend(std::mem::take(t).into_iter().map(ConnHandle));
         }
     }
 
@@ -826,27 +941,38 @@ impl Endpoint {
             self.stats.packets_out += 1;
             return Some(p);
         }
-        // Round robin from the connection after the last one that sent.
+        self.refresh_timers();
+        // Round robin from the connection after the last one that sent,
+        // over those that may have something to send. Each visit either
+        // returns a packet or takes the connection out of the set.
         let mut key = self.rr;
-        for _ in 0..self.conns.len() {
+        for _ in 0..self.sendable.len() {
             let next = self
-                .conns
+                .sendable
                 .range(key..)
                 .next()
-                .or_else(|| self.conns.iter().next());
-            let Some((&h, _)) = next else { break };
+                .or_else(|| self.sendable.iter().next())
+                .copied();
+            let Some(h) = next else { break };
             key = h.wrapping_add(1);
             let Some(e) = self.conns.get_mut(&h) else {
+                self.sendable.remove(&h);
                 continue;
             };
             let Some(repr) = e.conn.poll_transmit(now, &mut self.scratch) else {
+                self.sendable.remove(&h);
                 // Looking for something to send may have raised events
                 // (messages expired in the queue: thesis §4.2 liveness
                 // test before sequence numbers).
                 if e.conn.has_events() {
                     self.dirty.insert(h);
+                    if let Some(t) = &mut self.touched {
+                        t.insert(h);
+                    }
                 }
-                if e.closed_reported {
+                let retire = e.closed_reported;
+                self.reindex(h);
+                if retire {
                     self.retire(h);
                 }
                 continue;
@@ -854,7 +980,9 @@ impl Endpoint {
             let pkt =
                 hollywood_wire::build_tcp_ip(e.conn.local(), e.conn.remote(), &repr, &self.scratch);
             self.dirty.insert(h);
-            if e.closed_reported && !e.conn.rst_pending() {
+            let retire = e.closed_reported && !e.conn.rst_pending();
+            self.reindex(h);
+            if retire {
                 self.retire(h);
             }
             self.rr = key;
@@ -867,10 +995,24 @@ impl Endpoint {
     /// The earliest time `handle_timeout` must be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns
-            .values()
-            .filter_map(|e| e.conn.poll_timeout())
-            .min()
+        // Connections handed to the application since they were filed may
+        // have a new timer: those are asked directly.
+        let stale = self
+            .stale
+            .iter()
+            .filter_map(|h| self.conns.get(h)?.conn.poll_timeout())
+            .min();
+        // Their filed entries may be out of date: skipped (at most one
+        // per stale connection).
+        let filed = self
+            .timers
+            .iter()
+            .find(|(_, h)| !self.conns.get(h).is_some_and(|e| e.stale))
+            .map(|&(t, _)| t);
+        match (filed, stale) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The next application event.

@@ -10,7 +10,7 @@ use hollywood_tcp::{
     Config, ConnHandle, Connection, Endpoint, EndpointEvent, Event, Instant, MessageMeta,
     SendMessageError, State,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
@@ -21,12 +21,15 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Debug)]
 struct Entry {
     shared: Arc<Shared>,
-    deframer: Deframer,
+    /// Boxed: the map's spare slots cost a pointer, not a deframer.
+    deframer: Box<Deframer>,
     peer_fin: bool,
     close_sent: bool,
     aborted: bool,
     /// The engine reported `Closed`.
     closed: bool,
+    /// The deframer's timer, as filed in `Driver::timers`.
+    timer: Option<Instant>,
 }
 
 struct Pending {
@@ -51,6 +54,15 @@ struct Driver {
     shutdown: Option<oneshot::Sender<ShutdownReport>>,
     events: Vec<EndpointEvent>,
     scratch: Vec<u8>,
+    /// Connections the handles poked (`Control::poke`).
+    poked: Arc<Mutex<Vec<ConnHandle>>>,
+    /// Deframer timers, `(deadline, handle)`.
+    timers: BTreeSet<(Instant, ConnHandle)>,
+    /// Service every connection on the next step (a listener went away:
+    /// streams waiting in its queue were dropped unseen).
+    sweep: bool,
+    /// The connections to service this step.
+    todo: Vec<ConnHandle>,
 }
 
 /// `config` with the MSS lowered so a full segment fits an `mtu`-byte IP
@@ -67,8 +79,10 @@ pub(super) async fn run(
     cmds: mpsc::UnboundedReceiver<Command>,
     options: StackOptions,
     failure: Arc<Mutex<Option<Arc<str>>>>,
+    poked: Arc<Mutex<Vec<ConnHandle>>>,
 ) {
     let mtu = host.tun().mtu();
+    host.endpoint_mut().track_touched(true);
     let config = host.config_for(std::net::Ipv4Addr::UNSPECIFIED.into());
     let mut driver = Driver {
         cmds,
@@ -84,6 +98,10 @@ pub(super) async fn run(
         shutdown: None,
         events: Vec::new(),
         scratch: vec![0; 64 << 10],
+        poked,
+        timers: BTreeSet::new(),
+        sweep: false,
+        todo: Vec::new(),
     };
     let result = host.drive(|step| driver.step(step)).await;
     let why = match result {
@@ -125,6 +143,8 @@ impl Driver {
                 Ok(c) => self.command(c, ep, now),
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
+                    // Every handle is gone: look at every connection once.
+                    self.sweep |= !self.detached;
                     self.detached = true;
                     break;
                 }
@@ -136,13 +156,44 @@ impl Driver {
         }
         self.events = events;
         self.expire_connects(ep, now);
-        let handles: Vec<ConnHandle> = self.conns.keys().copied().collect();
-        let mut wake_at: Option<Instant> = None;
-        for h in handles {
-            if let Some(t) = self.service(h, ep, now) {
-                wake_at = Some(wake_at.map_or(t, |w| w.min(t)));
+        // Service only what may have changed: connections the engine
+        // touched (input, timers, events), those a handle poked, pending
+        // connects and due deframer timers. An idle connection costs
+        // nothing per step, so a host with thousands of them moves
+        // packets at the cost of the busy ones.
+        let mut todo = std::mem::take(&mut self.todo);
+        todo.clear();
+        ep.take_touched(&mut todo);
+        todo.append(&mut self.poked.lock().unwrap_or_else(|p| p.into_inner()));
+        for e in &self.events {
+            match *e {
+                EndpointEvent::Accepted { handle, .. } | EndpointEvent::Conn { handle, .. } => {
+                    todo.push(handle);
+                }
             }
         }
+        todo.extend(self.pending.keys().copied());
+        while let Some(&(t, h)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            if let Some(e) = self.conns.get_mut(&h) {
+                e.timer = None;
+            }
+            todo.push(h);
+        }
+        if std::mem::take(&mut self.sweep) {
+            todo.extend(self.conns.keys().copied());
+        }
+        todo.sort_unstable();
+        todo.dedup();
+        for &h in &todo {
+            let timer = self.service(h, ep, now);
+            self.file_timer(h, timer);
+        }
+        self.todo = todo;
+        let mut wake_at: Option<Instant> = self.timers.first().map(|&(t, _)| t);
         if let Some(t) = self.pending.values().map(|p| p.deadline).min() {
             wake_at = Some(wake_at.map_or(t, |w| w.min(t)));
         }
@@ -172,8 +223,34 @@ impl Driver {
         }
     }
 
-    fn new_shared(&self, conn: &Connection) -> Arc<Shared> {
+    /// File connection `h`'s deframer timer (it is gone: nothing).
+    fn file_timer(&mut self, h: ConnHandle, timer: Option<Instant>) {
+        let Some(e) = self.conns.get_mut(&h) else {
+            return;
+        };
+        if e.timer != timer {
+            if let Some(old) = e.timer {
+                self.timers.remove(&(old, h));
+            }
+            if let Some(t) = timer {
+                self.timers.insert((t, h));
+            }
+            e.timer = timer;
+        }
+    }
+
+    /// Forget connection `h` (and its timer).
+    fn forget(&mut self, h: ConnHandle) -> Option<Entry> {
+        let e = self.conns.remove(&h)?;
+        if let Some(t) = e.timer {
+            self.timers.remove(&(t, h));
+        }
+        Some(e)
+    }
+
+    fn new_shared(&self, h: ConnHandle, conn: &Connection) -> Arc<Shared> {
         Arc::new(Shared {
+            handle: h,
             local: conn.local(),
             remote: conn.remote(),
             ooo: conn.config().hollywood.out_of_order_delivery,
@@ -190,11 +267,12 @@ impl Driver {
             h,
             Entry {
                 shared,
-                deframer: Deframer::new(self.options.deframer),
+                deframer: Box::new(Deframer::new(self.options.deframer)),
                 peer_fin: false,
                 close_sent: false,
                 aborted: false,
                 closed: false,
+                timer: None,
             },
         );
     }
@@ -218,6 +296,9 @@ impl Driver {
                 if self.listeners.remove(&local).is_some() {
                     // Fails only if not listening, which cannot be here.
                     let _ = ep.unlisten(local);
+                    // Accepted streams still in its queue are dropped:
+                    // their connections are orphans now.
+                    self.sweep = true;
                 }
             }
             Command::Connect {
@@ -233,7 +314,7 @@ impl Driver {
                             let _ = reply.send(Err(StreamError::Closed));
                             return;
                         };
-                        let shared = self.new_shared(conn);
+                        let shared = self.new_shared(h, conn);
                         self.insert(h, shared);
                         self.pending.insert(
                             h,
@@ -265,7 +346,7 @@ impl Driver {
         if let Some(c) = ep.connection_mut(h) {
             c.abort();
         }
-        if let Some(e) = self.conns.remove(&h) {
+        if let Some(e) = self.forget(h) {
             e.shared.lock().closed = true;
         }
     }
@@ -290,7 +371,7 @@ impl Driver {
                     return;
                 };
                 let local = conn.local();
-                let shared = self.new_shared(conn);
+                let shared = self.new_shared(handle, conn);
                 let listener = self.listeners.get(&local).or_else(|| {
                     let any = SocketAddr::new(
                         match local {
@@ -379,7 +460,7 @@ impl Driver {
             }
             st.wake_all();
             drop(st);
-            self.conns.remove(&h);
+            self.forget(h);
             return None;
         };
         // Only the task holds the state (never handed out, or the handles
@@ -643,7 +724,8 @@ impl Driver {
         let remove = entry.closed && !st.rx_pending;
         drop(guard);
         if remove {
-            self.conns.remove(&h);
+            self.forget(h);
+            return None;
         }
         timer
     }

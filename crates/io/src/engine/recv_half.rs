@@ -48,7 +48,7 @@ impl StreamReceiver {
         };
         let mut st = self.shared.lock();
         if ConnState::set_mode(&mut st.rx_mode, mode, what)? {
-            self.ctl.waker.wake();
+            self.ctl.poke(self.shared.handle);
         }
         Ok(st)
     }
@@ -58,7 +58,7 @@ impl StreamReceiver {
     fn unstall(&self, st: &mut ConnState) {
         if st.rx_stalled {
             st.rx_stalled = false;
-            self.ctl.waker.wake();
+            self.ctl.poke(self.shared.handle);
         }
     }
 
@@ -190,7 +190,7 @@ impl Drop for StreamReceiver {
         st.rx_msgs.clear();
         st.rx_msg_bytes = 0;
         drop(st);
-        self.ctl.waker.wake();
+        self.ctl.poke(self.shared.handle);
     }
 }
 

@@ -62,7 +62,7 @@ impl StreamSender {
         st.tx_bytes += item.remaining();
         st.tx.push_back(item);
         drop(st);
-        self.ctl.waker.wake();
+        self.ctl.poke(self.shared.handle);
     }
 
     /// Byte mode: queue up to `buf.len()` bytes, at least one; waits for
@@ -197,7 +197,7 @@ impl StreamSender {
         if !st.close_requested {
             st.close_requested = true;
             drop(st);
-            self.ctl.waker.wake();
+            self.ctl.poke(self.shared.handle);
         }
     }
 
@@ -222,7 +222,7 @@ impl StreamSender {
         st.tx.clear();
         st.tx_bytes = 0;
         drop(st);
-        self.ctl.waker.wake();
+        self.ctl.poke(self.shared.handle);
     }
 
     /// Counters (both directions).
@@ -253,7 +253,7 @@ impl Drop for StreamSender {
             st.unread_dropped |= !st.rx_bytes.is_empty() || !st.rx_msgs.is_empty();
         }
         drop(st);
-        self.ctl.waker.wake();
+        self.ctl.poke(self.shared.handle);
     }
 }
 

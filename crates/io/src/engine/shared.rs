@@ -170,6 +170,9 @@ impl ConnState {
 
 #[derive(Debug)]
 pub(super) struct Shared {
+    /// The engine's handle of this connection (the task services it when
+    /// a handle pokes it: `Control::poke`).
+    pub(super) handle: hollywood_tcp::ConnHandle,
     pub(super) local: SocketAddr,
     pub(super) remote: SocketAddr,
     /// The connection delivers segments out of order (thesis §4.3).

@@ -11,7 +11,7 @@ use crate::netns::NetNs;
 use crate::tun::device::{TunConfig, TunDevice};
 use crate::tun::host::{HostStats, HostWaker, TunHost};
 use hollywood_msg::{DeframerConfig, FramerConfig};
-use hollywood_tcp::{Config, EndpointStats};
+use hollywood_tcp::{Config, ConnHandle, EndpointStats};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -107,6 +107,10 @@ pub(super) struct Control {
     /// `None` only while dropping.
     pub(super) cmds: Option<mpsc::UnboundedSender<Command>>,
     pub(super) waker: HostWaker,
+    /// Connections a handle changed (queued data, read, closed, dropped):
+    /// the task services these, and those the engine touched, rather than
+    /// every connection on every step.
+    pub(super) poked: Arc<Mutex<Vec<ConnHandle>>>,
     /// Set when the task ended with an error.
     pub(super) failure: Arc<Mutex<Option<Arc<str>>>>,
 }
@@ -117,6 +121,12 @@ impl Control {
         cmds.send(c).map_err(|_| self.stopped())?;
         self.waker.wake();
         Ok(())
+    }
+
+    /// Connection `h` needs the task's attention: wake it.
+    pub(super) fn poke(&self, h: ConnHandle) {
+        self.poked.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        self.waker.wake();
     }
 
     pub(super) fn stopped(&self) -> StreamError {
@@ -178,12 +188,14 @@ impl Stack {
         let (tx, rx) = mpsc::unbounded_channel();
         let config = Arc::new(host.config_for(std::net::IpAddr::from([0, 0, 0, 0])));
         let failure = Arc::new(Mutex::new(None));
+        let poked = Arc::new(Mutex::new(Vec::new()));
         let ctl = Arc::new(Control {
             cmds: Some(tx),
             waker: host.waker(),
+            poked: poked.clone(),
             failure: failure.clone(),
         });
-        tokio::spawn(run(host, rx, options, failure));
+        tokio::spawn(run(host, rx, options, failure, poked));
         Stack {
             ctl,
             options,

@@ -33,6 +33,7 @@ use crate::Error;
 use hollywood_wire::{SeqNumber, TcpRepr};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod app;
@@ -374,7 +375,7 @@ const OOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// One TCP connection (a TCB, RFC 9293 §3.3.1).
 pub struct Connection {
-    config: Config,
+    config: Arc<Config>,
     local: SocketAddr,
     remote: SocketAddr,
     state: State,
@@ -661,11 +662,14 @@ fn default_mss(remote: SocketAddr) -> u16 {
 impl Connection {
     fn new(
         now: Instant,
-        config: Config,
+        config: impl Into<Arc<Config>>,
         local: SocketAddr,
         remote: SocketAddr,
         iss: SeqNumber,
     ) -> Connection {
+        // Shared with the listener's other connections (an accepted
+        // connection costs a pointer, not a copy of the configuration).
+        let config: Arc<Config> = config.into();
         let mss = local_mss(config.mss, remote) as usize;
         let cc = config.cc.build(mss, config.initial_cwnd_segments);
         let rtt = RttEstimator::new(config.initial_rto, config.min_rto, config.max_rto);
@@ -777,7 +781,7 @@ impl Connection {
     /// endpoint's RFC 6528 generator.
     pub fn connect(
         now: Instant,
-        config: Config,
+        config: impl Into<Arc<Config>>,
         local: SocketAddr,
         remote: SocketAddr,
         iss: SeqNumber,
@@ -794,7 +798,7 @@ impl Connection {
     /// SYN and not ACK or RST (the endpoint checks).
     pub fn accept(
         now: Instant,
-        config: Config,
+        config: impl Into<Arc<Config>>,
         local: SocketAddr,
         remote: SocketAddr,
         iss: SeqNumber,

@@ -471,3 +471,95 @@ fn syn_cookies_are_checked() {
     while e.poll_event().is_some() {}
     assert_eq!(e.half_open(me), Some(0));
 }
+
+/// The earliest timer of every connection, by visiting each one.
+fn earliest_timer_by_scan(e: &Endpoint) -> Option<Instant> {
+    e.handles()
+        .filter_map(|h| e.connection(h)?.poll_timeout())
+        .min()
+}
+
+#[test]
+fn the_timer_index_agrees_with_a_scan_of_every_connection() {
+    // Forty connections with keep-alive, retransmission, delayed-ACK and
+    // TIME-WAIT timers in flight; the endpoint's filed earliest timer must
+    // be the scan's at every step, including right after the application
+    // changed connections through `connection_mut`.
+    let cfg = Config {
+        keepalive: Some(crate::KeepaliveConfig {
+            idle: Duration::from_millis(700),
+            interval: Duration::from_millis(150),
+            probes: 3,
+        }),
+        time_wait: Duration::from_millis(400),
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg.clone(), cfg, 11);
+    let mut conns = Vec::new();
+    for _ in 0..40 {
+        conns.push(p.connect());
+    }
+    p.ab.loss = 0.05;
+    p.ba.loss = 0.05;
+    let check = |p: &Pair| {
+        assert_eq!(p.a.poll_timeout(), earliest_timer_by_scan(&p.a));
+        assert_eq!(p.b.poll_timeout(), earliest_timer_by_scan(&p.b));
+    };
+    for round in 0..30u32 {
+        for (i, &(ha, hb)) in conns.iter().enumerate() {
+            let i = i as u32;
+            if (i + round).is_multiple_of(7) {
+                if let Some(c) = p.a.connection_mut(ha) {
+                    let _ = c.send(&[round as u8; 3000]);
+                    if i.is_multiple_of(2) {
+                        // The application drives the connection itself (a
+                        // segment it then loses): that arms its timers
+                        // outside the endpoint's own calls.
+                        let mut buf = Vec::new();
+                        let _ = c.poll_transmit(p.now, &mut buf);
+                    }
+                }
+            }
+            if round == 20 && i.is_multiple_of(5) {
+                for c in [p.a.connection_mut(ha), p.b.connection_mut(hb)]
+                    .into_iter()
+                    .flatten()
+                {
+                    c.close();
+                }
+            }
+        }
+        check(&p);
+        let until = p.now + Duration::from_millis(97);
+        while p.now < until && p.step() {
+            check(&p);
+        }
+    }
+    assert!(p.a.stats().packets_out > 200, "the connections did work");
+}
+
+#[test]
+fn touched_lists_only_the_connections_that_took_input() {
+    let mut p = Pair::default_pair(12);
+    let mut conns = Vec::new();
+    for _ in 0..10 {
+        conns.push(p.connect());
+    }
+    p.run_for(Duration::from_secs(1));
+    p.b.track_touched(true);
+    let mut touched = Vec::new();
+    p.b.take_touched(&mut touched);
+    assert!(touched.is_empty(), "nothing before tracking");
+    let (ha, hb) = conns[3];
+    p.ca(ha).send(b"hello").unwrap();
+    p.run_for(Duration::from_millis(200));
+    p.b.take_touched(&mut touched);
+    assert_eq!(touched, vec![hb], "only the connection that took data");
+    touched.clear();
+    p.b.take_touched(&mut touched);
+    assert!(touched.is_empty(), "taken once");
+    // The application's own commands are not reported back.
+    p.cb(conns[5].1).close();
+    p.b.take_touched(&mut touched);
+    assert!(touched.is_empty());
+}

@@ -89,7 +89,7 @@ fn spoofed_flood(p: &mut Pair, n: u32) {
 
 #[test]
 fn the_memory_limit_refuses_new_connections_with_rst_and_keeps_old_ones_working() {
-    let one = std::mem::size_of::<crate::Connection>() + 160;
+    let one = std::mem::size_of::<crate::Connection>() + crate::endpoint::ENTRY_OVERHEAD;
     let server = Config {
         memory_limit: Some(40 * one),
         ..autotuned()
