@@ -137,6 +137,24 @@ struct Counters {
     events_dropped: AtomicU64,
 }
 
+/// Waits until a connection has a send event waiting
+/// ([`SendHalf::event_signal`]).
+#[derive(Clone)]
+pub struct EventSignal(Arc<Events>);
+
+impl EventSignal {
+    /// Returns once a send event is waiting (cancel-safe; takes nothing).
+    pub async fn waiting(&self) {
+        self.0.waiting().await;
+    }
+}
+
+impl std::fmt::Debug for EventSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventSignal")
+    }
+}
+
 #[derive(Default)]
 struct Events {
     queue: Mutex<VecDeque<Event>>,
@@ -174,6 +192,27 @@ impl Events {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop_front()
+    }
+
+    /// Returns once an event is waiting (without taking it).
+    async fn waiting(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self
+                .queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+            {
+                // Pass the permit on: another waiter (`next_event`) may
+                // have been woken for this event.
+                self.notify.notify_one();
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -384,6 +423,11 @@ impl Connection {
         self.tx.try_event()
     }
 
+    /// Waits until a send event is waiting: [`SendHalf::event_signal`].
+    pub fn event_signal(&self) -> EventSignal {
+        self.tx.event_signal()
+    }
+
     /// Close the sending direction: [`SendHalf::close`].
     pub async fn close(&mut self) -> Result<(), Error> {
         self.tx.close().await
@@ -521,6 +565,13 @@ impl SendHalf {
     /// Abandoned), without waiting.
     pub fn try_event(&mut self) -> Option<Event> {
         self.events.pop()
+    }
+
+    /// A handle that waits until a send event is waiting for
+    /// [`SendHalf::try_event`]: a sender that keeps a window of messages
+    /// in flight waits on it instead of polling, while it also receives.
+    pub fn event_signal(&self) -> EventSignal {
+        EventSignal(self.events.clone())
     }
 
     /// Close the sending direction once every queued message is handed to

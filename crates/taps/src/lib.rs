@@ -80,7 +80,9 @@ pub mod relay;
 pub mod reorder;
 mod sockets;
 
-pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef, RecvHalf, SendHalf};
+pub use connection::{
+    Connection, ConnectionStats, Event, EventSignal, Message, MessageRef, RecvHalf, SendHalf,
+};
 pub use hollywood_tcp::CcAlgorithm;
 pub use hollywood_transport::secure::{Identity, SERVER_NAME};
 pub use preconnection::{Engine, Listener, LocalEndpoint, Preconnection, RemoteEndpoint};

@@ -527,3 +527,39 @@ async fn a_caller_with_the_certificate_alone_connects_and_a_listener_cannot_serv
     assert!(Identity::trusting_file(&dir.join("none.der"), "x.example").is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn the_event_signal_wakes_a_sender_for_each_outcome_without_polling() {
+    // A sender that keeps a window of messages in flight waits on the
+    // signal, never on a timer: every outcome arrives through it.
+    let addr = echo_server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    let mut c = client(addr).initiate().await.unwrap();
+    let signal = c.event_signal();
+    let mut outcomes = 0;
+    for i in 0..20u32 {
+        c.send(i.to_be_bytes().to_vec(), MessageContext::default())
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), signal.waiting())
+            .await
+            .expect("the signal fires for a waiting event");
+        // Cancel-safe and takes nothing: the event is still there.
+        match c.try_event() {
+            Some(Event::Sent { .. }) => outcomes += 1,
+            Some(other) => panic!("unexpected {other:?}"),
+            None => panic!("the signal fired with no event waiting"),
+        }
+    }
+    assert_eq!(outcomes, 20);
+    // Nothing waiting now: the signal does not fire.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), signal.waiting())
+            .await
+            .is_err()
+    );
+}

@@ -539,6 +539,7 @@ async fn run_publisher(conn: &mut Connection, stream: &Stream) -> bool {
 async fn run_subscriber(conn: &mut Connection, stream: &Stream, sub: &Sub) {
     let mut outstanding = 0u64;
     let mut buf = Vec::new();
+    let signal = conn.event_signal();
     loop {
         while let Some(e) = conn.try_event() {
             match e {
@@ -580,17 +581,16 @@ async fn run_subscriber(conn: &mut Connection, stream: &Stream, sub: &Sub) {
             let _ = tokio::time::timeout(Duration::from_secs(2), conn.close()).await;
             return;
         }
-        // Waiting for the connection to take what it holds: poll its
-        // events; otherwise sleep until a message arrives or one expires.
-        let poll = if outstanding >= SUBSCRIBER_WINDOW {
-            Duration::from_millis(2)
-        } else {
-            next.map_or(Duration::from_secs(1), |d| {
-                Duration::from_micros((d - now_us()).clamp(0, 1_000_000) as u64)
-            })
-        };
+        // Window full: wait for the connection to report a message done
+        // (and expire what waits here meanwhile); otherwise sleep until a
+        // message arrives or one expires.
+        let full = outstanding >= SUBSCRIBER_WINDOW;
+        let poll = next.map_or(Duration::from_secs(1), |d| {
+            Duration::from_micros((d - now_us()).clamp(0, 1_000_000) as u64)
+        });
         tokio::select! {
-            () = sub.notify.notified() => {}
+            () = signal.waiting(), if full => {}
+            () = sub.notify.notified(), if !full => {}
             () = tokio::time::sleep(poll) => lock(&sub.queue).expire(now_us()),
             m = conn.receive() => match m.map(|m| m.map(|m| Msg::decode(&m.data))) {
                 Ok(Some(Ok(Msg::Ping { t1_us }))) => {
