@@ -26,7 +26,8 @@
 //! FIN wait unread (the data stays readable after); o dropping a stream
 //! with unread data resets the peer, as Linux does; p secure mode
 //! (docs/SECURITY.md) engine↔engine with loss and engine→kernel, and an
-//! untrusted certificate refused.
+//! untrusted certificate refused; q 200 idle connections beside a busy
+//! one are not serviced on its steps.
 //!
 //! Cases run one at a time (a lock) and each builds and removes its own
 //! namespaces (Drop guards, also on panic; stale ones from killed runs are
@@ -537,6 +538,76 @@ fn e_byte_stream_round_trip() {
         // Mixing modes on a direction is refused, not corrupting.
         let err = rx.recv_message().await.expect_err("bytes then messages");
         assert!(matches!(err, StreamError::WrongMode(_)), "{err}");
+        stack.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn q_idle_connections_cost_nothing_per_step() {
+    // 200 idle connections beside one busy one: the task services the
+    // busy one (and whatever the engine touched), not every connection on
+    // every step, so a host with thousands of idle callers moves packets
+    // at the cost of the busy ones (issue 32: a relay's idle players).
+    let Some(_serial) = start("q_idle_connections_cost_nothing_per_step") else {
+        return;
+    };
+    run(async {
+        let lab = Lab::new();
+        let stack = lab.stack("hwstun0", TUN0, Config::default(), 0.0, 0);
+        let l = plain_listener(&lab.b, kernel_addr(9017));
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            loop {
+                let (s, _) = l.accept().await.expect("accept");
+                held.push(s);
+                if held.len() == 201 {
+                    break;
+                }
+            }
+            // The last one echoes; the others stay idle.
+            let s = held.pop().expect("201 accepted");
+            let (mut r, mut w) = s.into_split();
+            let n = tokio::io::copy(&mut r, &mut w).await.expect("echo");
+            (held, n)
+        });
+        let mut idle = Vec::new();
+        for _ in 0..200 {
+            idle.push(
+                stack
+                    .connect(engine_addr(0), kernel_addr(9017), None)
+                    .await
+                    .expect("engine connect"),
+            );
+        }
+        let busy = stack
+            .connect(engine_addr(0), kernel_addr(9017), None)
+            .await
+            .expect("engine connect");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (_, before) = stack.stats().await.expect("stats");
+        let (mut tx, mut rx) = busy.split();
+        let mut got = vec![0u8; 1000];
+        for i in 0..200u32 {
+            let chunk = payload(17, i, 1000);
+            tx.write_all(&chunk).await.expect("write");
+            tokio::io::AsyncReadExt::read_exact(&mut rx, &mut got)
+                .await
+                .expect("echo back");
+            assert!(got == chunk, "round trip {i} intact");
+        }
+        let (_, after) = stack.stats().await.expect("stats");
+        let steps = after.steps - before.steps;
+        let serviced = after.serviced - before.serviced;
+        eprintln!("{steps} steps, {serviced} connection services");
+        assert!(steps >= 200, "one step per round trip at least: {steps}");
+        assert!(
+            serviced <= 3 * steps,
+            "{serviced} services in {steps} steps with 201 connections: idle ones are visited"
+        );
+        drop(idle);
+        tx.close().await.expect("close");
+        let (held, n) = server.await.expect("server");
+        assert_eq!((held.len(), n), (200, 200_000));
         stack.shutdown().await.expect("shutdown");
     });
 }

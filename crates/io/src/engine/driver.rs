@@ -21,8 +21,9 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Debug)]
 struct Entry {
     shared: Arc<Shared>,
-    /// Boxed: the map's spare slots cost a pointer, not a deframer.
-    deframer: Box<Deframer>,
+    /// Made when the receiver reads messages (a byte stream has none);
+    /// boxed, so the map's spare slots cost a pointer, not a deframer.
+    deframer: Option<Box<Deframer>>,
     peer_fin: bool,
     close_sent: bool,
     aborted: bool,
@@ -188,6 +189,8 @@ impl Driver {
         }
         todo.sort_unstable();
         todo.dedup();
+        self.stats.steps += 1;
+        self.stats.serviced += todo.len() as u64;
         for &h in &todo {
             let timer = self.service(h, ep, now);
             self.file_timer(h, timer);
@@ -267,7 +270,7 @@ impl Driver {
             h,
             Entry {
                 shared,
-                deframer: Box::new(Deframer::new(self.options.deframer)),
+                deframer: None,
                 peer_fin: false,
                 close_sent: false,
                 aborted: false,
@@ -443,6 +446,7 @@ impl Driver {
     /// deframer wants a timer.
     fn service(&mut self, h: ConnHandle, ep: &mut Endpoint, now: Instant) -> Option<Instant> {
         let epoch = self.epoch;
+        let deframer_config = self.options.deframer;
         let scratch = &mut self.scratch;
         let entry = self.conns.get_mut(&h)?;
         let Some(conn) = ep.connection_mut(h) else {
@@ -617,7 +621,9 @@ impl Driver {
                 }
             },
             Mode::Messages => {
-                let d = &mut entry.deframer;
+                let d = entry
+                    .deframer
+                    .get_or_insert_with(|| Box::new(Deframer::new(deframer_config)));
                 if shared.ooo {
                     // Thesis §4.3: every segment as it arrives, with its
                     // sequence number; the deframer finds whole frames in
@@ -704,11 +710,15 @@ impl Driver {
             wake_tx = true;
             wake_rx = true;
         }
-        if st.eof && mode == Mode::Messages {
+        if let Some(d) = entry
+            .deframer
+            .as_mut()
+            .filter(|_| st.eof && mode == Mode::Messages)
+        {
             // End of stream: ordered messages still waiting for a
             // predecessor that can no longer arrive are released, not lost.
-            entry.deframer.finish();
-            wake_rx |= pull_messages(&mut entry.deframer, st, epoch);
+            d.finish();
+            wake_rx |= pull_messages(d, st, epoch);
         }
         if wake_tx {
             if let Some(w) = st.tx_waker.take() {
@@ -720,7 +730,11 @@ impl Driver {
                 w.wake();
             }
         }
-        let timer = entry.deframer.poll_timeout().map(Instant::from_nanos);
+        let timer = entry
+            .deframer
+            .as_ref()
+            .and_then(|d| d.poll_timeout())
+            .map(Instant::from_nanos);
         let remove = entry.closed && !st.rx_pending;
         drop(guard);
         if remove {

@@ -70,6 +70,12 @@ pub struct StackStats {
     /// Connections reset because the application dropped the stream with
     /// received data it never read (RFC 1122 §4.2.2.13, as Linux does).
     pub reset_unread: u64,
+    /// Steps of the task (each packet batch, timer or handle wake-up).
+    pub steps: u64,
+    /// Connections serviced, summed over the steps: only those the engine
+    /// touched, a handle poked or a timer named, so `serviced / steps`
+    /// stays near the busy connections' number however many sit idle.
+    pub serviced: u64,
 }
 
 /// What [`Stack::shutdown`] returns.
