@@ -481,7 +481,43 @@ pub struct MessageTable {
     fallback_pending: bool,
     /// Entries visited by lookups (binary-search probes included): the
     /// table's work, see [`MessageTable::work`].
-    work: std::cell::Cell<u64>,
+    work: std::sync::atomic::AtomicU64,
+}
+
+/// A connection's message table, made when its first message is queued: a
+/// connection that never queues one (a byte stream, or inconsistent
+/// retransmissions off) holds a null pointer, not a table. Reads of a
+/// table not made yet see an empty one.
+#[derive(Debug, Default)]
+pub(crate) struct LazyTable(Option<Box<MessageTable>>);
+
+impl std::ops::Deref for LazyTable {
+    type Target = MessageTable;
+
+    fn deref(&self) -> &MessageTable {
+        static EMPTY: std::sync::OnceLock<MessageTable> = std::sync::OnceLock::new();
+        self.0
+            .as_deref()
+            .unwrap_or_else(|| EMPTY.get_or_init(MessageTable::default))
+    }
+}
+
+impl LazyTable {
+    /// The table, if made (an empty table's updates do nothing: callers
+    /// skip them).
+    pub(crate) fn get_mut(&mut self) -> Option<&mut MessageTable> {
+        self.0.as_deref_mut()
+    }
+
+    /// The table, made if it was not.
+    pub(crate) fn make(&mut self) -> &mut MessageTable {
+        self.0.get_or_insert_with(Box::default)
+    }
+
+    /// Whether the table was made (for memory accounting).
+    pub(crate) fn is_made(&self) -> bool {
+        self.0.is_some()
+    }
 }
 
 impl MessageTable {
@@ -500,11 +536,11 @@ impl MessageTable {
     /// message however many are in flight (review B6: it was linear per
     /// ACKed slot, O(k·n) per ACK). For tests and benchmarks.
     pub fn work(&self) -> u64 {
-        self.work.get()
+        self.work.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn step(&self) {
-        self.work.set(self.work.get() + 1);
+        self.work.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Messages tracked: queued, in a slot not yet acknowledged, or carried.

@@ -138,7 +138,7 @@ impl Connection {
             self.want_writable(frame.len());
             return Err(SendMessageError::WouldBlock);
         }
-        self.messages.enqueue(now, frame.into_owned(), meta);
+        self.messages.make().enqueue(now, frame.into_owned(), meta);
         Ok(())
     }
 
@@ -180,14 +180,15 @@ impl Connection {
         let ns_per_byte = if rate > 0.0 { 1e9 / rate } else { 0.0 };
         if let Some(len) = self
             .messages
-            .head_len_paced(now, owd, now_room, ns_per_byte)
+            .get_mut()
+            .and_then(|t| t.head_len_paced(now, owd, now_room, ns_per_byte))
         {
             let first = len.min(self.neg.smss);
             let wnd_end = self.snd_una + self.snd_wnd;
             let usable = wnd_end.diff(self.snd_nxt).max(0) as usize;
             if force || ((first <= usable || self.force_send) && first <= avail) {
                 let seq = self.snd_buf.end_seq();
-                if let Some(frame) = self.messages.take_head(seq) {
+                if let Some(frame) = self.messages.get_mut().and_then(|t| t.take_head(seq)) {
                     let n = self.snd_buf.write(&frame);
                     debug_assert_eq!(n, frame.len(), "queue accounting keeps room");
                 }

@@ -16,7 +16,7 @@ impl Connection {
         self.stats.data_bytes_first_sent += len as u64;
         if self.config.hollywood.inconsistent_retransmissions && !self.messages.is_empty() {
             let owd = self.one_way_delay();
-            let rewrites = self.messages.on_first_transmit(now, owd, seq, len);
+            let rewrites = self.messages.make().on_first_transmit(now, owd, seq, len);
             self.apply_rewrites(rewrites);
         }
     }
@@ -30,7 +30,7 @@ impl Connection {
             if r.keep_original {
                 let mut old = Vec::with_capacity(r.bytes.len());
                 self.snd_buf.read(r.seq, r.bytes.len(), &mut old);
-                self.messages.set_original(r.seq, old);
+                self.messages.make().set_original(r.seq, old);
             }
             let ok = self.snd_buf.rewrite(r.seq, &r.bytes).is_ok();
             debug_assert!(ok, "rewrite outside the send buffer");
@@ -41,7 +41,8 @@ impl Connection {
     /// Hand the message table's Expired reports (and a middlebox fallback)
     /// to the application.
     pub(super) fn drain_message_events(&mut self) {
-        while let Some((id, seq, len, first)) = self.messages.poll_sent() {
+        while let Some((id, seq, len, first)) = self.messages.get_mut().and_then(|t| t.poll_sent())
+        {
             self.push_event(Event::MessageSent {
                 id,
                 seq,
@@ -49,10 +50,10 @@ impl Connection {
                 first,
             });
         }
-        while let Some(e) = self.messages.poll_expired() {
+        while let Some(e) = self.messages.get_mut().and_then(|t| t.poll_expired()) {
             self.push_event(Event::Expired(e));
         }
-        if self.messages.take_fallback() {
+        if self.messages.get_mut().is_some_and(|t| t.take_fallback()) {
             self.stop_rewriting();
         }
     }
@@ -69,7 +70,9 @@ impl Connection {
 
     /// The connection failed or was aborted: queued messages never went out.
     pub(super) fn abandon_messages(&mut self) {
-        self.messages.abandon();
+        if let Some(t) = self.messages.get_mut() {
+            t.abandon();
+        }
         self.drain_message_events();
     }
 
@@ -109,7 +112,7 @@ impl Connection {
                 tsval: self.neg.timestamps.then(|| self.ts_now(now)),
                 path_loss,
             };
-            let rewrites = self.messages.on_retransmit(now, owd, seq, len, how);
+            let rewrites = self.messages.make().on_retransmit(now, owd, seq, len, how);
             self.apply_rewrites(rewrites);
         }
     }

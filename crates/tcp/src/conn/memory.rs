@@ -188,6 +188,11 @@ impl Connection {
             + self.rcv_buf.allocated()
             + self.snd_buf.allocated()
             + self.messages.queued_bytes()
+            + if self.messages.is_made() {
+                std::mem::size_of::<crate::hollywood::MessageTable>()
+            } else {
+                0
+            }
             + self.ooo_bytes
             + self.rtxq.len() * 64
     }

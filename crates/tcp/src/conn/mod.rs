@@ -21,7 +21,7 @@
 
 use crate::cc::CongestionControl;
 use crate::config::Config;
-use crate::hollywood::{ExpiredMessage, MessageMeta, MessageTable, MetaError};
+use crate::hollywood::{ExpiredMessage, MessageMeta, MetaError};
 use crate::rack::{Prr, Rack};
 use crate::recv_buf::RecvBuffer;
 use crate::rtt::RttEstimator;
@@ -525,7 +525,7 @@ pub struct Connection {
 
     // --- TCP Hollywood (thesis ch. 4)
     /// Per-message metadata for inconsistent retransmissions (§4.2).
-    messages: MessageTable,
+    messages: crate::hollywood::LazyTable,
     /// Segments handed to the application as they arrived (§4.3).
     ooo: VecDeque<ArrivedSegment>,
     /// Payload bytes in `ooo` (count against the receive window).
@@ -765,7 +765,7 @@ impl Connection {
             writable_low: 1,
             error: None,
             stats: ConnectionStats::default(),
-            messages: MessageTable::new(),
+            messages: crate::hollywood::LazyTable::default(),
             ooo: VecDeque::new(),
             ooo_bytes: 0,
             ooo_spare: Vec::new(),

@@ -344,7 +344,11 @@ impl Connection {
         }
         if self.config.hollywood.seq_gap_deadlines && !s.fin && !self.messages.is_empty() {
             let owd = self.one_way_delay();
-            if self.messages.skip_expired(now, owd, s.seq, s.len as usize) {
+            if self
+                .messages
+                .make()
+                .skip_expired(now, owd, s.seq, s.len as usize)
+            {
                 self.drain_message_events();
                 return Some(self.seq_gap_skip(now, i));
             }

@@ -198,7 +198,9 @@ impl Connection {
         self.sndbuf_expand();
         // Hollywood (thesis §4.2.1): metadata of acknowledged messages goes.
         // An echo shared by several segments proves nothing about any one.
-        self.messages.on_ack(ack, tsecr.filter(|_| same_ts <= 1));
+        if let Some(t) = self.messages.get_mut() {
+            t.on_ack(ack, tsecr.filter(|_| same_ts <= 1));
+        }
         self.stats.bytes_acked += acked as u64;
         self.take_rtt_sample(now, seg, &a);
         if self.recovery == Recovery::Open && self.recover < self.snd_una - 1 {
@@ -277,7 +279,9 @@ impl Connection {
                     self.on_dsack(now, *b);
                     // Hollywood: a rewrite that landed on bytes the receiver
                     // already had did not deliver its replacement.
-                    self.messages.on_dsack(b.left, b.right);
+                    if let Some(t) = self.messages.get_mut() {
+                        t.on_dsack(b.left, b.right);
+                    }
                     continue;
                 }
             }
@@ -288,13 +292,15 @@ impl Connection {
             }
             let rack = &mut self.rack;
             let rate = &mut self.rate;
-            let messages = &mut self.messages;
+            let mut messages = self.messages.get_mut();
             newly += self.rtxq.sack_with(b.left.max(self.snd_una), b.right, |s| {
                 rack.on_delivered(&info, s);
                 rate.on_delivered(now, s);
                 // Hollywood: only newly SACKed segments (RFC 2018 receivers
                 // repeat blocks on every ACK; the scoreboard filters them).
-                messages.on_sack(s.seq, s.end());
+                if let Some(t) = messages.as_mut() {
+                    t.on_sack(s.seq, s.end());
+                }
             });
             // Hollywood: a block edge inside one of our segments (a
             // resegmenting middlebox cut it, thesis §4.5). The scoreboard
@@ -313,7 +319,7 @@ impl Connection {
                             && (seg.seq < lo || seg.seq + seg.len as usize > b.right)
                         {
                             let end = b.right.min(seg.seq + seg.len as usize);
-                            self.messages.on_sack(lo.max(seg.seq), end);
+                            self.messages.make().on_sack(lo.max(seg.seq), end);
                         }
                     }
                 }
@@ -332,7 +338,9 @@ impl Connection {
                     && last.seq < b.right
                     && b.left < b.right
                 {
-                    self.messages.on_sack(b.left.max(last.seq), b.right);
+                    if let Some(t) = self.messages.get_mut() {
+                        t.on_sack(b.left.max(last.seq), b.right);
+                    }
                 }
             }
         }

@@ -29,6 +29,13 @@ fn an_idle_connection_holds_no_buffers_after_a_transfer() {
         p.cb(hb).memory()
     );
     assert!(p.ca(ha).memory() <= idle + 1024, "{}", p.ca(ha).memory());
+    // A byte stream never made a message table.
+    let table = std::mem::size_of::<crate::hollywood::MessageTable>();
+    assert!(
+        p.ca(ha).memory() < std::mem::size_of::<crate::Connection>() + table,
+        "{}",
+        p.ca(ha).memory()
+    );
     // Without autotuning the window is the configured buffer, as before.
     assert_eq!(p.cb(hb).receive_space(), Config::default().recv_buffer);
     assert_eq!(p.ca(ha).send_space(), Config::default().send_buffer);
