@@ -37,6 +37,11 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        // Connections waiting in the queue are let go first, so the task
+        // finds them orphaned when it handles the command (and closes
+        // them); nothing more can be queued once the queue is closed.
+        self.accepted.close();
+        while self.accepted.try_recv().is_ok() {}
         // The task may be gone already; nothing to undo then.
         let _ = self.ctl.send(Command::Unlisten(self.local));
     }

@@ -113,7 +113,7 @@ impl StreamReceiver {
         if self.opener.is_some() {
             while let Some(m) = self.early.pop_front() {
                 if let Some(m) = self.opened(m) {
-                    self.shared.lock().stats.messages.messages_received += 1;
+                    self.shared.lock().stats.messages().messages_received += 1;
                     return Poll::Ready(Ok(Some(m)));
                 }
             }
@@ -139,7 +139,7 @@ impl StreamReceiver {
                 m
             };
             if let Some(m) = self.opened(m) {
-                self.shared.lock().stats.messages.messages_received += 1;
+                self.shared.lock().stats.messages().messages_received += 1;
                 return Poll::Ready(Ok(Some(m)));
             }
         }
@@ -174,7 +174,7 @@ impl StreamReceiver {
 
     /// Counters (both directions).
     pub fn stats(&self) -> StreamStats {
-        self.shared.lock().stats.clone()
+        self.shared.lock().stats.snapshot()
     }
 }
 

@@ -125,8 +125,9 @@ impl StreamSender {
             .frame(&m, self.sealer.as_deref_mut(), &mut frame)?;
         {
             let mut st = self.shared.lock();
-            st.stats.messages.messages_sent += 1;
-            st.stats.messages.framed_bytes_sent += frame.len() as u64;
+            let m = st.stats.messages();
+            m.messages_sent += 1;
+            m.framed_bytes_sent += frame.len() as u64;
         }
         self.push(TxItem::Message {
             frame,
@@ -227,7 +228,7 @@ impl StreamSender {
 
     /// Counters (both directions).
     pub fn stats(&self) -> StreamStats {
-        self.shared.lock().stats.clone()
+        self.shared.lock().stats.snapshot()
     }
 
     /// Messages the engine reported expired since the last call (replaced

@@ -98,7 +98,7 @@ pub(super) struct ConnState {
     /// Our FIN was acknowledged.
     pub(super) fin_acked: bool,
     // Counters.
-    pub(super) stats: StreamStats,
+    pub(super) stats: Counters,
     pub(super) expired: ExpiredLog,
 }
 
@@ -127,8 +127,23 @@ impl ConnState {
             split: false,
             fin_sent: false,
             fin_acked: false,
-            stats: StreamStats::default(),
+            stats: Counters::default(),
             expired: ExpiredLog::default(),
+        }
+    }
+
+    /// Give back the storage of queues that are empty: an idle
+    /// connection keeps no queue capacity from its last burst (a few
+    /// hundred bytes each; the next burst allocates again).
+    pub(super) fn release_drained_queues(&mut self) {
+        if self.tx.is_empty() && self.tx.capacity() > 0 {
+            self.tx = VecDeque::new();
+        }
+        if self.rx_bytes.is_empty() && self.rx_bytes.capacity() > 0 {
+            self.rx_bytes = VecDeque::new();
+        }
+        if self.rx_msgs.is_empty() && self.rx_msgs.capacity() > 0 {
+            self.rx_msgs = VecDeque::new();
         }
     }
 
@@ -164,6 +179,45 @@ impl ConnState {
             }
             m if m == want => Ok(false),
             _ => Err(StreamError::WrongMode(what)),
+        }
+    }
+}
+
+/// A stream's counters as the task and the handles keep them
+/// ([`StreamStats`] is what the application sees): the message layer's
+/// are made when the stream first sends or receives a message, so a byte
+/// stream does not carry them.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) bytes_written: u64,
+    pub(super) bytes_read: u64,
+    pub(super) connection: hollywood_tcp::ConnectionStats,
+    pub(super) hollywood: hollywood_tcp::HollywoodStats,
+    pub(super) ooo: hollywood_tcp::OooStats,
+    pub(super) srtt: Option<Duration>,
+    pub(super) rto: Option<Duration>,
+    pub(super) state: Option<hollywood_tcp::State>,
+    messages: Option<Box<crate::message::MessageStats>>,
+}
+
+impl Counters {
+    /// The message-layer counters, made on first use.
+    pub(super) fn messages(&mut self) -> &mut crate::message::MessageStats {
+        self.messages.get_or_insert_with(Box::default)
+    }
+
+    /// What the application sees.
+    pub(super) fn snapshot(&self) -> StreamStats {
+        StreamStats {
+            messages: self.messages.as_deref().cloned().unwrap_or_default(),
+            bytes_written: self.bytes_written,
+            bytes_read: self.bytes_read,
+            connection: self.connection.clone(),
+            hollywood: self.hollywood,
+            ooo: self.ooo,
+            srtt: self.srtt,
+            rto: self.rto,
+            state: self.state,
         }
     }
 }
