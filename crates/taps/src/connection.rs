@@ -640,38 +640,118 @@ impl RecvHalf {
 }
 
 /// Which protocol id each recent message got (`None`: it never reached the
-/// protocol), for dependencies and `Abandoned` reports. Messages expired
-/// in the queue are entered out of order, so a map, pruned to the newest
-/// [`DEPENDENCY_WINDOW`] references.
+/// protocol), for dependencies and `Abandoned` reports, for the newest
+/// [`DEPENDENCY_WINDOW`] references. Kept as runs of consecutive
+/// references with consecutive protocol ids (or none): a stream that sends
+/// in order holds one run, not an entry per message, so a long-lived
+/// connection's map stays a few bytes and each send costs O(1). Messages
+/// expired in the queue while an earlier one was being handed over are
+/// entered out of order, as runs of their own.
 #[derive(Default)]
 struct IdMap {
-    wire: std::collections::BTreeMap<u64, Option<u32>>,
+    /// Sorted by `msg`, not overlapping.
+    runs: VecDeque<IdRun>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IdRun {
+    /// The first reference of the run.
+    msg: u64,
+    /// Its protocol id (the next ones follow), or none for the whole run.
+    wire: Option<u32>,
+    len: u32,
+}
+
+impl IdRun {
+    fn end(&self) -> u64 {
+        self.msg + u64::from(self.len)
+    }
+
+    fn get(&self, msg: u64) -> Option<Option<u32>> {
+        (self.msg..self.end())
+            .contains(&msg)
+            .then(|| self.wire.map(|w| w.wrapping_add((msg - self.msg) as u32)))
+    }
 }
 
 impl IdMap {
     fn push(&mut self, msg: MessageRef, wire: Option<u32>) {
-        self.wire.insert(msg.0, wire);
-        let newest = *self.wire.keys().next_back().expect("just inserted");
-        while let Some((&oldest, _)) = self.wire.first_key_value() {
-            if newest - oldest < DEPENDENCY_WINDOW as u64 {
+        let m = msg.0;
+        match self.runs.back_mut() {
+            Some(last) if m == last.end() => {
+                let follows = match (last.wire, wire) {
+                    (Some(a), Some(b)) => a.wrapping_add(last.len) == b,
+                    (None, None) => true,
+                    _ => false,
+                };
+                if follows && last.len < u32::MAX {
+                    last.len += 1;
+                } else {
+                    self.runs.push_back(IdRun {
+                        msg: m,
+                        wire,
+                        len: 1,
+                    });
+                }
+            }
+            Some(last) if m < last.end() => {
+                // Out of order: its own run where it belongs (a reference
+                // already entered keeps its first entry).
+                let i = self.runs.partition_point(|r| r.end() <= m);
+                if self.runs.get(i).is_some_and(|r| r.msg <= m) {
+                    return;
+                }
+                self.runs.insert(
+                    i,
+                    IdRun {
+                        msg: m,
+                        wire,
+                        len: 1,
+                    },
+                );
+            }
+            _ => self.runs.push_back(IdRun {
+                msg: m,
+                wire,
+                len: 1,
+            }),
+        }
+        // Forget what fell out of the window.
+        let newest = self.runs.back().map_or(m, |r| r.end() - 1);
+        let oldest = (newest + 1).saturating_sub(DEPENDENCY_WINDOW as u64);
+        while let Some(first) = self.runs.front_mut() {
+            if first.end() <= oldest {
+                self.runs.pop_front();
+            } else {
+                if first.msg < oldest {
+                    let cut = oldest - first.msg;
+                    first.msg = oldest;
+                    first.wire = first.wire.map(|w| w.wrapping_add(cut as u32));
+                    first.len -= cut as u32;
+                }
                 break;
             }
-            self.wire.pop_first();
         }
     }
 
     /// `Some(wire id or None)` when `msg` is in the window.
     fn get(&self, msg: MessageRef) -> Option<Option<u32>> {
-        self.wire.get(&msg.0).copied()
+        let i = self.runs.partition_point(|r| r.end() <= msg.0);
+        self.runs.get(i).and_then(|r| r.get(msg.0))
     }
 
     fn by_wire(&self, wire: u32) -> Option<MessageRef> {
         // Search back from the newest, where reports usually point.
-        self.wire
-            .iter()
-            .rev()
-            .find(|(_, w)| **w == Some(wire))
-            .map(|(m, _)| MessageRef(*m))
+        self.runs.iter().rev().find_map(|r| {
+            let off = wire.wrapping_sub(r.wire?);
+            (off < r.len).then(|| MessageRef(r.msg + u64::from(off)))
+        })
+    }
+
+    /// References entered (for tests).
+    #[cfg(test)]
+    fn len(&self) -> u64 {
+        self.runs.iter().map(|r| u64::from(r.len)).sum()
     }
 }
 
@@ -912,7 +992,8 @@ mod tests {
             m.push(MessageRef(i), Some(i as u32 + 9));
         }
         assert_eq!(m.get(MessageRef(0)), None);
-        assert_eq!(m.wire.len(), DEPENDENCY_WINDOW);
+        assert_eq!(m.len(), DEPENDENCY_WINDOW as u64);
+        assert!(m.runs.len() <= 2, "consecutive sends share a run");
         // Out of order entries (a message expired in the queue while an
         // earlier one was being handed over).
         let mut m = IdMap::default();
@@ -920,5 +1001,47 @@ mod tests {
         m.push(MessageRef(4), Some(1));
         assert_eq!(m.get(MessageRef(5)), Some(None));
         assert_eq!(m.by_wire(1), Some(MessageRef(4)));
+    }
+
+    proptest::proptest! {
+        /// The runs answer as a map of every entry in the window does
+        /// (the previous representation), for in-order sends with gaps,
+        /// expiries, out-of-order entries and a window that slides.
+        #[test]
+        fn id_map_matches_a_plain_map(
+            ops in proptest::collection::vec((0u8..8, 0u8..3, proptest::bool::ANY), 1..400),
+            window_slide in 0u64..3,
+        ) {
+            let mut m = IdMap::default();
+            let mut model = std::collections::BTreeMap::<u64, Option<u32>>::new();
+            let mut next = window_slide * (DEPENDENCY_WINDOW as u64 - 150);
+            let mut wire = 7u32;
+            for (step, back, sent) in ops {
+                // Mostly the next reference; sometimes a skip, sometimes
+                // one a little behind (expired while another was sent).
+                let msg = match step {
+                    0 => next.saturating_sub(u64::from(back) + 1),
+                    // A jump (up to 40 000 on): the window slides.
+                    1 => { next += u64::from(back) * 20_000 + 1; next }
+                    _ => next,
+                };
+                next = next.max(msg + 1);
+                let w = sent.then(|| { wire = wire.wrapping_add(1 + u32::from(step == 7)); wire });
+                m.push(MessageRef(msg), w);
+                model.entry(msg).or_insert(w);
+                let newest = *model.keys().next_back().unwrap();
+                model.retain(|&k, _| newest - k < DEPENDENCY_WINDOW as u64);
+                proptest::prop_assert_eq!(m.len(), model.len() as u64);
+            }
+            let lo = model.keys().next().copied().unwrap_or(0).saturating_sub(3);
+            for k in (lo..next + 3).filter(|k| model.contains_key(k) || k % 97 == 0 || *k < lo + 10) {
+                proptest::prop_assert_eq!(m.get(MessageRef(k)), model.get(&k).copied());
+            }
+            for (&k, w) in &model {
+                if let Some(w) = *w {
+                    proptest::prop_assert_eq!(m.by_wire(w), Some(MessageRef(k)));
+                }
+            }
+        }
     }
 }
