@@ -170,6 +170,9 @@ impl Connection {
                 .min_rtt()
                 .is_some_and(|min| self.live.no_queue(min));
         self.live.update(now, self.rtt.srtt(), open, self.cc.cwnd());
+        if self.live.floor() > self.cc.cwnd() {
+            self.sndbuf_expand();
+        }
     }
 
     /// Give the head of the Hollywood message queue its sequence numbers if
