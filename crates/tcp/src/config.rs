@@ -229,6 +229,18 @@ pub struct HollywoodConfig {
     /// (so stream offsets stay sequence offsets; with COBS framing a run of
     /// zeros is empty frames).
     pub seq_gap_receive: bool,
+    /// **Sender, live messages** — the live-stream window
+    /// (`crate::live`, docs/LIVE-CC.md): while the path shows no standing
+    /// queue, the congestion window and the pacing rate never fall below
+    /// what the application offered over the last smoothed RTT (× 5/4)
+    /// as messages that cannot wait a round trip (lifetime ≤ one-way
+    /// delay + SRTT), so neither the initial window nor a loss-based
+    /// controller's response to random loss starves a live stream whose
+    /// rate the path carries. Only such messages queued with
+    /// `send_message` count (it needs `inconsistent_retransmissions`).
+    /// Off by default; on in [`Config::hollywood`] with
+    /// `inconsistent_retransmissions`.
+    pub live_window: bool,
 }
 
 impl Config {
@@ -242,6 +254,7 @@ impl Config {
             hollywood: HollywoodConfig {
                 inconsistent_retransmissions,
                 out_of_order_delivery,
+                live_window: inconsistent_retransmissions,
                 ..HollywoodConfig::default()
             },
             ..Config::default()

@@ -31,6 +31,7 @@ mod delivery;
 pub mod endpoint;
 pub mod hollywood;
 pub mod isn;
+pub mod live;
 pub mod pacing;
 #[cfg(test)]
 mod pair;

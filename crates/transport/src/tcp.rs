@@ -125,6 +125,9 @@ impl Deployment {
         // sequence numbers) and skips instead of rewriting.
         c.hollywood.inconsistent_retransmissions = self.uses_message_queue();
         c.hollywood.seq_gap_deadlines = deadline;
+        // The live-stream window (docs/LIVE-CC.md) for TCP Hollywood's
+        // sender; the deadline TCP is [TCP-video]'s design, left as it was.
+        c.hollywood.live_window = self.sender_ir();
         c.hollywood.out_of_order_delivery = false;
         c
     }
@@ -134,6 +137,7 @@ impl Deployment {
         let mut c = base.clone();
         c.nagle = false;
         c.hollywood.inconsistent_retransmissions = false;
+        c.hollywood.live_window = false;
         c.hollywood.out_of_order_delivery = self.receiver_ooo();
         c.hollywood.seq_gap_receive = self == Deployment::Deadline;
         c

@@ -138,8 +138,41 @@ impl Connection {
             self.want_writable(frame.len());
             return Err(SendMessageError::WouldBlock);
         }
+        let len = frame.len();
         self.messages.make().enqueue(now, frame.into_owned(), meta);
+        // Only messages that cannot wait a round trip for the window
+        // (lifetime ≤ one-way delay + SRTT) make the live-stream window:
+        // a reliable or long-lived message can wait for the ACK clock, and
+        // a sender that queues a backlog of them (a chunk of video with
+        // its playout deadlines, a bulk transfer) must not open the window
+        // to that backlog.
+        let urgent = meta
+            .lifetime
+            .is_some_and(|l| l <= self.one_way_delay() + self.rtt.srtt().unwrap_or_default());
+        if self.config.hollywood.live_window && urgent {
+            self.live.on_offered(now, len);
+            self.update_live_window(now);
+        }
         Ok(())
+    }
+
+    /// Recompute the live-stream window floor (`crate::live`) at `now`:
+    /// open while no retransmission timer has backed off and the smallest
+    /// RTT of the last round trip is within an eighth of the minimum RTT
+    /// (the path does not queue).
+    pub(super) fn update_live_window(&mut self, now: Instant) {
+        if !self.config.hollywood.live_window {
+            return;
+        }
+        let open = self.rtt.backoff_count() == 0
+            && self
+                .rtt
+                .min_rtt()
+                .is_some_and(|min| self.live.no_queue(min));
+        self.live.update(now, self.rtt.srtt(), open, self.cc.cwnd());
+        if self.live.floor() > self.cc.cwnd() {
+            self.sndbuf_expand();
+        }
     }
 
     /// Give the head of the Hollywood message queue its sequence numbers if
@@ -170,7 +203,9 @@ impl Connection {
             avail.min(usable_now).max(self.neg.smss)
         };
         let window_rate = match self.rtt.srtt() {
-            Some(srtt) if !srtt.is_zero() => self.cc.cwnd() as f64 / srtt.as_secs_f64(),
+            Some(srtt) if !srtt.is_zero() => {
+                self.cc.cwnd().max(self.live.floor()) as f64 / srtt.as_secs_f64()
+            }
             _ => 0.0,
         };
         let rate = match self.delivery_bw.get() {

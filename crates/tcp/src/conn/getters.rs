@@ -71,6 +71,17 @@ impl Connection {
     pub fn local_mss(&self) -> u16 {
         local_mss(self.config.mss, self.remote)
     }
+    /// The live-stream window's floor under cwnd in force (bytes;
+    /// `HollywoodConfig::live_window`, `crate::live`): 0 when off, when
+    /// nothing was offered lately, or while the path queues.
+    pub fn live_window(&self) -> usize {
+        self.live.floor()
+    }
+    /// Times the live-stream window was held off because the stream at
+    /// its own rate made the path queue (`crate::live`).
+    pub fn live_window_holds(&self) -> u64 {
+        self.live.holds()
+    }
     /// Congestion window (bytes).
     pub fn cwnd(&self) -> usize {
         self.cc.cwnd()
@@ -79,9 +90,10 @@ impl Connection {
     /// the congestion controller's own (BBR), else with `Config::pacing`
     /// `cwnd / SRTT` × 2 in slow start and × 1.2 after it (Linux's
     /// `tcp_pacing_ss_ratio` / `tcp_pacing_ca_ratio`).
+    /// The live-stream window (`crate::live`) is a floor under either.
     pub fn pacing_rate(&self) -> Option<u64> {
         if let Some(r) = self.cc.pacing_rate() {
-            return Some(r.max(1));
+            return Some(r.max(self.live.rate()).max(1));
         }
         if !self.config.pacing {
             return None;
@@ -89,7 +101,12 @@ impl Connection {
         let srtt = self.rtt.srtt()?.as_nanos().max(1);
         let ratio: u128 = if self.cc.in_slow_start() { 200 } else { 120 };
         let rate = self.cc.cwnd() as u128 * ratio * 1_000_000_000 / 100 / srtt;
-        Some(u64::try_from(rate).unwrap_or(u64::MAX).max(1))
+        Some(
+            u64::try_from(rate)
+                .unwrap_or(u64::MAX)
+                .max(self.live.rate())
+                .max(1),
+        )
     }
     /// Slow-start threshold (bytes).
     pub fn ssthresh(&self) -> usize {

@@ -161,13 +161,18 @@ impl Connection {
     }
 
     /// Grow the send buffer with the congestion window (Linux
-    /// `tcp_sndbuf_expand`, checked on each ACK as `tcp_new_space` does).
+    /// `tcp_sndbuf_expand`, checked on each ACK as `tcp_new_space` does),
+    /// or with the live-stream window's floor when that is larger
+    /// (`crate::live`; checked as the floor is recomputed): a buffer of
+    /// twice the initial window would otherwise hold a live stream to it
+    /// in the first round trips, whatever the floor allows.
     pub(super) fn sndbuf_expand(&mut self) {
         if !self.space.autotune || self.space.pressure {
             return;
         }
         let mss = self.neg.smss.max(1);
-        let segs = (self.cc.cwnd() / mss).max(self.config.initial_cwnd_segments);
+        let window = self.cc.cwnd().max(self.live.floor());
+        let segs = (window / mss).max(self.config.initial_cwnd_segments);
         let want = (2 * segs * mss).min(self.config.send_buffer);
         if want > self.space.snd {
             self.space.snd = want;

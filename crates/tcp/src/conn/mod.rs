@@ -453,6 +453,8 @@ pub struct Connection {
     /// most recently sent segment it delivered: the current path delay
     /// without most of the receiver's ACK delay (see `one_way_delay`).
     recent_rtt: crate::rtt::WindowedMin,
+    /// The live-stream window floor (`HollywoodConfig::live_window`).
+    live: crate::live::LiveWindow,
     /// Without timestamps: the one timed segment `(end, sent)` (RFC 6298 §3).
     timed: Option<(SeqNumber, Instant)>,
 
@@ -724,6 +726,7 @@ impl Connection {
             cc,
             rtt,
             recent_rtt: crate::rtt::WindowedMin::new(),
+            live: crate::live::LiveWindow::default(),
             rate: crate::delivery::RateEstimator::default(),
             delivery_bw: crate::cc::bbr::WindowedMax::default(),
             pacer: crate::pacing::Pacer::default(),

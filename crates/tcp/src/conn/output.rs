@@ -19,6 +19,7 @@ impl Connection {
     pub fn poll_transmit(&mut self, now: Instant, payload: &mut Vec<u8>) -> Option<TcpRepr> {
         payload.clear();
         self.pacing_at = None;
+        self.update_live_window(now);
         let repr = self.next_segment(now, payload);
         if let Some(r) = &repr {
             self.after_send(r, payload.len());
@@ -40,7 +41,8 @@ impl Connection {
         }
         let pipe = self.pipe();
         let lost_waiting = self.rtxq.lost_bytes() > self.rtxq.retrans_bytes();
-        if !lost_waiting && pipe < self.cc.cwnd() {
+        // The live-stream window's floor (`crate::live`) is window too.
+        if !lost_waiting && pipe < self.cc.cwnd().max(self.live_window()) {
             self.rate.on_app_limited(pipe as u64);
         }
     }

@@ -14,6 +14,7 @@ use crate::time::Instant;
 use crate::timer::Timer;
 use crate::Error;
 use hollywood_wire::{SackBlock, TcpRepr};
+use std::time::Duration;
 
 impl Connection {
     /// RFC 9293 §3.10.7.4 fifth check for an acceptable ACK
@@ -85,6 +86,7 @@ impl Connection {
             // then §6.2 step 5: losses by transmission time.
             if let Some(rtt) = self.rack.commit() {
                 self.recent_rtt.update(super::RECENT_RTT_WINDOW, now, rtt);
+                self.live_rtt_sample(now, rtt);
             }
             let pure_dup = acked == 0 && sacked == 0 && payload_len == 0 && wnd == old_wnd;
             self.tlp_on_ack(now, seg, pure_dup, prior_flight);
@@ -249,6 +251,7 @@ impl Connection {
             self.rtt.on_sample(s);
             if !self.rack_active() {
                 self.recent_rtt.update(super::RECENT_RTT_WINDOW, now, s);
+                self.live_rtt_sample(now, s);
             }
             self.stats.rtt_samples += 1;
             // HyStart++ (RFC 9406) in the congestion controller.
@@ -530,6 +533,15 @@ impl Connection {
         self.pending_rtx = Some(self.snd_una);
     }
 
+    /// The live-stream window's gate (`crate::live`) takes the same RTT
+    /// samples as `recent_rtt`, over about one round trip.
+    fn live_rtt_sample(&mut self, now: Instant, rtt: Duration) {
+        if self.config.hollywood.live_window {
+            let round = self.rtt.srtt().unwrap_or(rtt);
+            self.live.on_rtt(now, rtt, round);
+        }
+    }
+
     fn exit_recovery(&mut self, now: Instant) {
         self.recovery = Recovery::Open;
         self.dupacks = 0;
@@ -552,8 +564,9 @@ impl Connection {
 
     /// Congestion window the sender may fill, with RFC 3042 limited
     /// transmit: on the first DupThresh-1 duplicate ACKs, cwnd + dupacks*SMSS.
+    /// The live-stream window (`crate::live`) is a floor under cwnd.
     pub(super) fn cwnd_limit(&self) -> usize {
-        let cwnd = self.cc.cwnd();
+        let cwnd = self.cc.cwnd().max(self.live.floor());
         if self.config.limited_transmit
             && self.recovery == Recovery::Open
             && self.dupacks > 0
@@ -574,7 +587,12 @@ impl Connection {
             && matches!(self.recovery, Recovery::Sack { .. })
             && !self.cc.owns_recovery_window()
         {
-            self.prr.sndcnt
+            // The live-stream window's floor holds in recovery too: PRR
+            // paces the reduction towards ssthresh, which the floor
+            // overrides while the loss is random (`crate::live`).
+            self.prr
+                .sndcnt
+                .max(self.live.floor().saturating_sub(self.pipe()))
         } else {
             self.cwnd_limit().saturating_sub(self.pipe())
         };
