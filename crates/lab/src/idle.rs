@@ -145,6 +145,9 @@ pub struct IdleReport {
     pub linux_kernel_bytes_per_conn: f64,
     /// Linux server's user-space echo tasks per connection (B).
     pub linux_user_bytes_per_conn: f64,
+    /// The engine's figure ÷ Linux's whole one (kernel + echo tasks: the
+    /// engine's includes its echo tasks too); ≤ 1 is the target.
+    pub engine_vs_linux: f64,
     /// The engine with the memory limit.
     pub limited: Option<Side>,
 }
@@ -439,6 +442,11 @@ pub fn run(spec: &IdleSpec, progress: impl Fn(&Side)) -> Result<IdleReport> {
             * 1024.0
             / nl,
         linux_user_bytes_per_conn: linux.rss_growth_kib as f64 * 1024.0 / nl,
+        engine_vs_linux: engine.rss_growth_kib as f64
+            / n
+            / ((linux.kernel_growth_kib - engine.kernel_growth_kib + linux.rss_growth_kib) as f64
+                / nl)
+                .max(f64::MIN_POSITIVE),
         engine,
         linux,
         limited,
@@ -462,6 +470,10 @@ pub fn table(r: &IdleReport) -> String {
         "linux:  {:.1} KiB per connection in the kernel (Slab + TCP pages, server side) + {:.1} KiB of echo tasks (RSS)\n",
         kib(r.linux_kernel_bytes_per_conn),
         kib(r.linux_user_bytes_per_conn)
+    );
+    s += &format!(
+        "engine ÷ linux (kernel + echo tasks): {:.2}\n",
+        r.engine_vs_linux
     );
     for side in [&r.engine, &r.linux].into_iter().chain(r.limited.as_ref()) {
         let c = &side.callers;
