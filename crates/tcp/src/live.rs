@@ -64,6 +64,35 @@ pub const MAX_HOLD: Duration = Duration::from_secs(16);
 /// queue gate in `cc::bbr`).
 pub const QUEUE_GATE: u32 = 8;
 
+/// A connection's live-stream window, made with the connection when the
+/// switch is on: a connection without it holds a null pointer, and reads
+/// see a window that was never opened (no floor).
+#[derive(Debug, Default)]
+pub(crate) struct LiveSlot(Option<Box<LiveWindow>>);
+
+impl LiveSlot {
+    /// With the switch on, a window; off, none.
+    pub(crate) fn new(on: bool) -> LiveSlot {
+        LiveSlot(on.then(Box::default))
+    }
+
+    /// The window, when the switch is on.
+    pub(crate) fn get_mut(&mut self) -> Option<&mut LiveWindow> {
+        self.0.as_deref_mut()
+    }
+}
+
+impl std::ops::Deref for LiveSlot {
+    type Target = LiveWindow;
+
+    fn deref(&self) -> &LiveWindow {
+        static CLOSED: std::sync::OnceLock<LiveWindow> = std::sync::OnceLock::new();
+        self.0
+            .as_deref()
+            .unwrap_or_else(|| CLOSED.get_or_init(LiveWindow::default))
+    }
+}
+
 /// The live-stream window's state: what the application offered lately.
 #[derive(Debug, Default)]
 pub(crate) struct LiveWindow {

@@ -44,40 +44,55 @@ impl Timer {
     ];
 }
 
-/// Deadline per timer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Deadline per timer, in nanoseconds of engine time; [`UNARMED`] when the
+/// timer is not armed (a deadline 584 years on is never reached: the same
+/// as unarmed). Eight bytes a timer rather than sixteen for an
+/// `Option<Instant>`: every connection holds one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TimerTable {
-    data: [Option<Instant>; 8],
+    data: [u64; 8],
+}
+
+/// A timer that is not armed.
+const UNARMED: u64 = u64::MAX;
+
+impl Default for TimerTable {
+    fn default() -> Self {
+        TimerTable { data: [UNARMED; 8] }
+    }
 }
 
 impl TimerTable {
     /// Arm `timer` for `at` (replacing any deadline).
     pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
-        self.data[timer as usize] = Some(at);
+        self.data[timer as usize] = at.as_nanos();
     }
     /// Disarm `timer`.
     pub(crate) fn stop(&mut self, timer: Timer) {
-        self.data[timer as usize] = None;
+        self.data[timer as usize] = UNARMED;
     }
     /// `timer` is armed.
     pub(crate) fn is_set(&self, timer: Timer) -> bool {
-        self.data[timer as usize].is_some()
+        self.data[timer as usize] != UNARMED
     }
     /// Deadline of `timer`, if armed.
     pub(crate) fn deadline(&self, timer: Timer) -> Option<Instant> {
-        self.data[timer as usize]
+        let t = self.data[timer as usize];
+        (t != UNARMED).then(|| Instant::from_nanos(t))
     }
     /// `timer` is armed and due at `now`.
     pub(crate) fn is_expired(&self, timer: Timer, now: Instant) -> bool {
-        self.data[timer as usize].is_some_and(|t| t <= now)
+        let t = self.data[timer as usize];
+        t != UNARMED && t <= now.as_nanos()
     }
     /// Earliest deadline.
     pub(crate) fn next(&self) -> Option<Instant> {
-        self.data.iter().flatten().min().copied()
+        let t = *self.data.iter().min().expect("eight timers");
+        (t != UNARMED).then(|| Instant::from_nanos(t))
     }
     /// Disarm everything.
     pub(crate) fn clear(&mut self) {
-        self.data = [None; 8];
+        self.data = [UNARMED; 8];
     }
 }
 

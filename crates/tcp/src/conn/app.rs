@@ -150,7 +150,9 @@ impl Connection {
             .lifetime
             .is_some_and(|l| l <= self.one_way_delay() + self.rtt.srtt().unwrap_or_default());
         if self.config.hollywood.live_window && urgent {
-            self.live.on_offered(now, len);
+            if let Some(l) = self.live.get_mut() {
+                l.on_offered(now, len);
+            }
             self.update_live_window(now);
         }
         Ok(())
@@ -169,7 +171,10 @@ impl Connection {
                 .rtt
                 .min_rtt()
                 .is_some_and(|min| self.live.no_queue(min));
-        self.live.update(now, self.rtt.srtt(), open, self.cc.cwnd());
+        let (srtt, cwnd) = (self.rtt.srtt(), self.cc.cwnd());
+        if let Some(l) = self.live.get_mut() {
+            l.update(now, srtt, open, cwnd);
+        }
         if self.live.floor() > self.cc.cwnd() {
             self.sndbuf_expand();
         }

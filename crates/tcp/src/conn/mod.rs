@@ -454,7 +454,7 @@ pub struct Connection {
     /// without most of the receiver's ACK delay (see `one_way_delay`).
     recent_rtt: crate::rtt::WindowedMin,
     /// The live-stream window floor (`HollywoodConfig::live_window`).
-    live: crate::live::LiveWindow,
+    live: crate::live::LiveSlot,
     /// Without timestamps: the one timed segment `(end, sent)` (RFC 6298 §3).
     timed: Option<(SeqNumber, Instant)>,
 
@@ -726,7 +726,7 @@ impl Connection {
             cc,
             rtt,
             recent_rtt: crate::rtt::WindowedMin::new(),
-            live: crate::live::LiveWindow::default(),
+            live: crate::live::LiveSlot::new(config.hollywood.live_window),
             rate: crate::delivery::RateEstimator::default(),
             delivery_bw: crate::cc::bbr::WindowedMax::default(),
             pacer: crate::pacing::Pacer::default(),

@@ -538,7 +538,9 @@ impl Connection {
     fn live_rtt_sample(&mut self, now: Instant, rtt: Duration) {
         if self.config.hollywood.live_window {
             let round = self.rtt.srtt().unwrap_or(rtt);
-            self.live.on_rtt(now, rtt, round);
+            if let Some(l) = self.live.get_mut() {
+                l.on_rtt(now, rtt, round);
+            }
         }
     }
 
