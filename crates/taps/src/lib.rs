@@ -79,6 +79,7 @@ pub mod quic;
 pub mod relay;
 pub mod reorder;
 mod sockets;
+pub mod uri;
 
 pub use connection::{Connection, ConnectionStats, Event, Message, MessageRef, RecvHalf, SendHalf};
 pub use hollywood_tcp::CcAlgorithm;
