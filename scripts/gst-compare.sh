@@ -9,8 +9,8 @@
 #   GST_COMPARE_SECONDS=10 GST_COMPARE_LATENCY_MS=300 sudo -E bash scripts/gst-compare.sh
 #
 # Root (namespaces and the lab's emulator); the GStreamer packages of
-# scripts/test.sh. Takes about 4 × (seconds + 12) s after the build.
+# scripts/test.sh. Takes about 4 × (seconds + 12) s after the release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo test -p hollywood-gst --test pipeline -- \
+exec cargo test --release -p hollywood-gst --test pipeline -- \
   --ignored --exact compare_with_srt --nocapture --test-threads=1

@@ -583,12 +583,19 @@ mod imp {
             if let gst::EventView::Eos(_) = event.view() {
                 let r = lock(&self.running)
                     .as_ref()
-                    .map(|r| (r.tx.clone(), r.latency));
-                if let Some((tx, latency)) = r {
+                    .map(|r| (r.tx.clone(), r.latency, r.stats.clone()));
+                if let Some((tx, latency, stats)) = r {
                     let (done, wait) = std::sync::mpsc::sync_channel(1);
                     if tx.blocking_send(Cmd::Eos(done)).is_ok() {
                         let _ = wait.recv_timeout(latency + Duration::from_secs(6));
                     }
+                    // The final counters on the bus, as the source posts its own.
+                    let obj = self.obj();
+                    let _ = obj.post_message(
+                        gst::message::Element::builder(stats.structure())
+                            .src(&*obj)
+                            .build(),
+                    );
                 }
             }
             self.parent_event(event)

@@ -6,9 +6,15 @@
 //! repaired loss lets later messages overtake. Where the caps say the
 //! downstream reorders itself (`application/x-rtp`: a jitter buffer),
 //! buffers leave as they arrive; otherwise (MPEG-TS: a demuxer reads a
-//! packet behind a later one as a discontinuity) a reorder window of half
-//! the latency puts them back in the sender's order
-//! (`hollywood_taps::reorder`, what `hollywood transmit` does). The
+//! packet behind a later one as a discontinuity and drops the PES) a
+//! buffer waits at most the latency for a missing earlier one
+//! (`hollywood_taps::reorder`). The whole latency, not `hollywood
+//! transmit`'s half: the source reports the latency to the pipeline, so
+//! the sinks downstream already wait that long, and a gap's message, sent
+//! before the one waiting, either arrives within its lifetime (the
+//! latency) or never. Measured at 100 ms RTT / 2 % loss with 400 ms
+//! (docs/GSTREAMER.md): half gave up 5 gaps whose messages all arrived
+//! later, 9 TS discontinuities and 37 of 900 frames lost. The
 //! `reorder` property overrides both.
 //!
 //! Every second, and at the end, an element message `hollywood-stats` on
@@ -206,7 +212,7 @@ impl Task {
         *lock(&self.stats.protocol) = Some(protocol);
         gst::info!(CAT, "connected over {protocol}");
         let window = match self.window.load(Ordering::Relaxed) {
-            ns if ns < 0 => hollywood_taps::relay::default_reorder(self.latency),
+            ns if ns < 0 => self.latency,
             ns => Duration::from_nanos(ns as u64),
         };
         let r = self.receive(input, window).await.map_err(|e| e.to_string());
@@ -343,7 +349,7 @@ mod imp {
         }
 
         /// The reorder window for `caps`: none where the downstream
-        /// reorders (RTP), half the latency otherwise; or the property.
+        /// reorders (RTP), the latency otherwise; or the property.
         fn decide_window(&self, caps: Option<&gst::Caps>) {
             let ms = *lock(&self.reorder_ms);
             let latency = lock(&self.settings).latency;
@@ -355,7 +361,7 @@ mod imp {
             {
                 Duration::ZERO
             } else {
-                hollywood_taps::relay::default_reorder(latency)
+                latency
             };
             self.window.store(w.as_nanos() as i64, Ordering::Relaxed);
         }
@@ -370,7 +376,7 @@ mod imp {
                         .nick("Reorder window")
                         .blurb(
                             "Milliseconds a buffer may wait for a missing earlier one \
-                             (-1: none for application/x-rtp caps, half the latency otherwise; \
+                             (-1: none for application/x-rtp caps, the latency otherwise; \
                              0: push as messages arrive)",
                         )
                         .minimum(-1)

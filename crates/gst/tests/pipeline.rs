@@ -162,8 +162,22 @@ impl Video {
 struct Outcome {
     /// Frames the sink rendered on time.
     on_time: usize,
+    /// Frames the sink dropped as late (its QoS messages).
+    late: usize,
+    /// tsdemux's continuity warnings (TS packets missing or out of order).
+    discontinuities: usize,
     /// hollywoodsrc's last `hollywood-stats` bus message.
     stats: Option<String>,
+    /// hollywoodsink's counters at EOS.
+    sink_stats: Option<String>,
+}
+
+/// The fields of the last bus message naming `what`, from `text`.
+fn last_message(text: &str, what: &str) -> Option<String> {
+    text.lines()
+        .rfind(|l| l.contains(what))
+        .and_then(|l| l.split_once("(element): "))
+        .map(|(_, s)| s.trim().to_string())
 }
 
 fn run(lab: &Lab, kind: Kind, video: Video, latency_ms: u32, plugins: &Path) -> Outcome {
@@ -175,7 +189,8 @@ fn run(lab: &Lab, kind: Kind, video: Video, latency_ms: u32, plugins: &Path) -> 
         ),
         Kind::Srt => (
             format!("srtsink uri=\"srt://{b}:9000?mode=caller\" latency={latency_ms}"),
-            format!("srtsrc uri=\"srt://:9000?mode=listener\" latency={latency_ms} caps=video/mpegts"),
+            // srtsrc 1.22 has no caps property: a capsfilter says it.
+            format!("srtsrc uri=\"srt://:9000?mode=listener\" latency={latency_ms} ! video/mpegts"),
         ),
     };
     let v = video;
@@ -220,15 +235,15 @@ fn run(lab: &Lab, kind: Kind, video: Video, latency_ms: u32, plugins: &Path) -> 
         rx.interrupt(Duration::from_secs(3));
     }
     let text = std::fs::read_to_string(&rx_out).unwrap_or_default();
-    let on_time = text
-        .lines()
-        .filter(|l| l.contains("last-message = chain"))
-        .count();
-    let stats = text
-        .lines()
-        .rfind(|l| l.contains("hollywood-stats"))
-        .map(|l| l.trim().to_string());
-    Outcome { on_time, stats }
+    let count = |what: &str| text.lines().filter(|l| l.contains(what)).count();
+    let tx_text = std::fs::read_to_string(&tx_out).unwrap_or_default();
+    Outcome {
+        on_time: count("last-message = chain"),
+        late: count("\"fakesink0\" (qos)"),
+        discontinuities: count("WARNING: from element /GstPipeline:pipeline0/GstTSDemux"),
+        stats: last_message(&text, "hollywood-stats"),
+        sink_stats: last_message(&tx_text, "hollywood-sink-stats"),
+    }
 }
 
 /// Drop UDP to port 9000 in b (SRT and QUIC cannot connect).
@@ -270,7 +285,7 @@ fn mpeg_ts_video_crosses_a_lossy_path_and_a_udp_block() {
         fps: 30,
         kbps: 500,
     };
-    let lab = lab("hwg", Duration::from_millis(40), 0.02, 20_000_000);
+    let lab = lab("hgst", Duration::from_millis(40), 0.02, 20_000_000);
     let lossy = run(&lab, Kind::Hollywood, video, 300, &plugins);
     eprintln!("lossy path: {lossy:?}");
     block_udp(&lab);
@@ -336,17 +351,22 @@ fn compare_with_srt() {
     let mut lines = Vec::new();
     for blocked in [false, true] {
         for kind in [Kind::Hollywood, Kind::Srt] {
-            let lab = lab("hwgc", Duration::from_millis(100), 0.02, 20_000_000);
+            let name = if blocked { "hgcmpb" } else { "hgcmp" };
+            let lab = lab(name, Duration::from_millis(100), 0.02, 20_000_000);
             if blocked {
                 block_udp(&lab);
             }
             let o = run(&lab, kind, video, latency, &plugins);
             let line = format!(
-                "{kind:?}{}: {} of {frames} frames on time ({:.1} %), latency {latency} ms; {}",
+                "{kind:?}{}: {} of {frames} frames on time ({:.1} %), {} dropped late, \
+                 {} TS discontinuities, latency {latency} ms; src {}; sink {}",
                 if blocked { " (UDP blocked)" } else { "" },
                 o.on_time,
                 100.0 * o.on_time as f64 / f64::from(frames),
-                o.stats.as_deref().unwrap_or("")
+                o.late,
+                o.discontinuities,
+                o.stats.as_deref().unwrap_or("-"),
+                o.sink_stats.as_deref().unwrap_or("-"),
             );
             eprintln!("{line}");
             lines.push(line);
