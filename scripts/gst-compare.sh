@@ -7,6 +7,7 @@
 #
 #   sudo bash scripts/gst-compare.sh                    # 30 s, latency 400 ms
 #   GST_COMPARE_SECONDS=10 GST_COMPARE_LATENCY_MS=300 sudo -E bash scripts/gst-compare.sh
+#   GST_COMPARE_REORDER_MS=300 GST_COMPARE_SRC_PROPS=do-timestamp=false …   # hollywoodsrc properties
 #
 # Root (namespaces and the lab's emulator); the GStreamer packages of
 # scripts/test.sh. Takes about 4 × (seconds + 12) s after the release build.

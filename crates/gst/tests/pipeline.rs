@@ -185,7 +185,12 @@ fn run(lab: &Lab, kind: Kind, video: Video, latency_ms: u32, plugins: &Path) -> 
     let (sink, src) = match kind {
         Kind::Hollywood => (
             format!("hollywoodsink uri=\"hollywood://{b}:9000\" latency={latency_ms}"),
-            format!("hollywoodsrc uri=\"hollywood://{b}:9000?mode=listener\" latency={latency_ms} caps=video/mpegts"),
+            format!(
+                "hollywoodsrc uri=\"hollywood://{b}:9000?mode=listener\" latency={latency_ms} \
+                 caps=video/mpegts reorder={} {}",
+                std::env::var("GST_COMPARE_REORDER_MS").unwrap_or_else(|_| "-1".into()),
+                std::env::var("GST_COMPARE_SRC_PROPS").unwrap_or_default(),
+            ),
         ),
         Kind::Srt => (
             format!("srtsink uri=\"srt://{b}:9000?mode=caller\" latency={latency_ms}"),
@@ -322,7 +327,9 @@ fn mpeg_ts_video_crosses_a_lossy_path_and_a_udp_block() {
 }
 
 /// The issue's comparison (`scripts/gst-compare.sh`): `GST_COMPARE_SECONDS`
-/// (30), `GST_COMPARE_LATENCY_MS` (400), 720p30 at 2.5 Mb/s over 100 ms RTT
+/// (30), `GST_COMPARE_LATENCY_MS` (400), `GST_COMPARE_REORDER_MS`
+/// (hollywoodsrc's `reorder`, -1: its default), `GST_COMPARE_SRC_PROPS`
+/// (more hollywoodsrc properties), 720p30 at 2.5 Mb/s over 100 ms RTT
 /// and 2 % loss each way; prints one line per run.
 #[test]
 #[ignore = "a minute and a half of real time: scripts/gst-compare.sh"]
