@@ -19,13 +19,21 @@ step() { printf '\n==> %s   (+%ds; %ds so far)\n' "$*" "$((SECONDS - last))" "$S
 
 # --- system packages (root only) -------------------------------------------
 # command:package pairs the root-only tests use, and files the plots need.
-NEEDED="ip:iproute2 iptables:iptables nft:nftables ping:iputils-ping iperf3:iperf3 tshark:tshark haproxy:haproxy socat:socat srt-live-transmit:srt-tools chromium:chromium ffmpeg:ffmpeg nc:netcat-openbsd"
+NEEDED="ip:iproute2 iptables:iptables nft:nftables ping:iputils-ping iperf3:iperf3 tshark:tshark haproxy:haproxy socat:socat srt-live-transmit:srt-tools chromium:chromium ffmpeg:ffmpeg nc:netcat-openbsd gst-launch-1.0:gstreamer1.0-tools"
 missing=()
 for pair in $NEEDED; do
   cmd=${pair%%:*}; pkg=${pair##*:}
   command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
 done
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || [ -n "${HOLLYWOOD_FONT:-}" ] || missing+=(fonts-dejavu-core)
+# crates/gst (the GStreamer plugin) builds against Debian's GStreamer 1.22
+# (the -dev packages and pkg-config); its pipeline test needs x264enc
+# (ugly), mpegtsmux, tsdemux, srtsink/srtsrc (bad), avdec_h264 (libav).
+for pkg in pkg-config libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
+  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad \
+  gstreamer1.0-plugins-ugly gstreamer1.0-libav; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     step "installing ${missing[*]}"
@@ -33,7 +41,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
   else
-    echo "note: not root and missing ${missing[*]}: real-packet tests skip; plots need a TTF font (HOLLYWOOD_FONT=path)"
+    echo "note: not root and missing ${missing[*]}: real-packet tests skip; plots need a TTF font (HOLLYWOOD_FONT=path); crates/gst needs the GStreamer -dev packages to build"
   fi
 fi
 

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("hollywood-lab", 5),
     ("hollywood-experiments", 5),
     ("hollywood-cli", 6),
+    ("hollywood-gst", 6),
 ];
 
 /// Crates that may only be dev-dependencies of others.
@@ -38,6 +39,7 @@ const SANS_IO_OPT_OUTS: &[&str] = &[
     "hollywood-taps-c",
     "hollywood-lab",
     "hollywood-cli",
+    "hollywood-gst",
 ];
 
 fn crates_dir() -> PathBuf {

@@ -79,6 +79,7 @@ pub mod quic;
 pub mod relay;
 pub mod reorder;
 mod sockets;
+pub mod uri;
 
 pub use connection::{
     Connection, ConnectionStats, Event, EventSignal, Message, MessageRef, RecvHalf, SendHalf,

@@ -11,13 +11,13 @@
 use crate::units::parse_duration;
 use clap::Args;
 use hollywood_io::hostmode::{self, UpOptions};
-use hollywood_taps::pubsub::{self, Request, Role, StreamId};
+use hollywood_taps::pubsub::{self, Request, Role};
 use hollywood_taps::relay::{self, Direction, Mode, RelayConfig, RelaySnapshot, RelayStats};
+use hollywood_taps::uri::HollywoodUri;
 use hollywood_taps::{
-    Engine, Identity, LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters,
-    TransportProperties,
+    Engine, Identity, Preconnection, Protocol, SecurityParameters, TransportProperties,
 };
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,14 +99,7 @@ impl TlsArgs {
 #[derive(Debug, PartialEq, Eq)]
 enum Side {
     Udp(SocketAddr),
-    Hollywood {
-        host: String,
-        port: u16,
-        mode: Option<Mode>,
-        transport: Option<Protocol>,
-        /// A stream on a relay: publish or play, with its id.
-        stream: Option<(Role, StreamId)>,
-    },
+    Hollywood(HollywoodUri),
 }
 
 fn parse_side(s: &str) -> Result<Side, String> {
@@ -121,90 +114,12 @@ fn parse_side(s: &str) -> Result<Side, String> {
             .map_err(|_| format!("{s}: expected udp://IP:PORT or udp://:PORT"))?;
         return Ok(Side::Udp(a));
     }
-    let rest = s.strip_prefix("hollywood://").ok_or_else(|| {
-        format!("{s}: expected udp://… or hollywood://… (e.g. hollywood://host:9000?mode=listener)")
-    })?;
-    let (authority, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (authority, path) = authority.split_once('/').unwrap_or((authority, ""));
-    let (host, port) = authority
-        .rsplit_once(':')
-        .ok_or_else(|| format!("{s}: no port"))?;
-    let host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("{s}: bad port {port:?}"))?;
-    let (mut mode, mut transport, mut role) = (None, None, None);
-    let (mut token, mut user) = (None, None);
-    for kv in query.split('&').filter(|k| !k.is_empty()) {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("{s}: bad option {kv:?}"))?;
-        match k {
-            "mode" => match v {
-                "caller" => mode = Some(Mode::Caller),
-                "listener" => mode = Some(Mode::Listener),
-                "publish" => role = Some(Role::Publish),
-                "play" => role = Some(Role::Play),
-                _ => {
-                    return Err(format!(
-                        "{s}: mode is caller, listener, publish or play, not {v:?}"
-                    ))
-                }
-            },
-            "token" => token = Some(v.to_string()),
-            "user" => user = Some(v.to_string()),
-            "transport" => {
-                transport = Some(Protocol::parse(v).ok_or_else(|| {
-                    format!("{s}: transport is quic, hollywood or kernel, not {v:?}")
-                })?)
-            }
-            _ => {
-                return Err(format!(
-                    "{s}: unknown option {k:?} (mode, transport, token, user)"
-                ))
-            }
-        }
-    }
-    let stream = match (role, path.is_empty()) {
-        (Some(r), false) => Some((
-            r,
-            StreamId {
-                resource: path.to_string(),
-                user,
-                mode: Some(r),
-                token,
-            },
-        )),
-        (Some(_), true) => {
-            return Err(format!(
-                "{s}: publish and play name a stream: hollywood://HOST:PORT/STREAM?mode=…"
-            ))
-        }
-        (None, false) => {
-            return Err(format!(
-                "{s}: a stream path needs mode=publish or mode=play (a relay)"
-            ))
-        }
-        (None, true) if token.is_some() || user.is_some() => {
-            return Err(format!("{s}: token and user are for a relay's stream"))
-        }
-        (None, true) => None,
-    };
-    if stream.is_some() && mode.is_some() {
+    if !s.starts_with("hollywood://") {
         return Err(format!(
-            "{s}: a relay's stream is always reached as a caller"
+            "{s}: expected udp://… or hollywood://… (e.g. hollywood://host:9000?mode=listener)"
         ));
     }
-    Ok(Side::Hollywood {
-        host,
-        port,
-        mode,
-        transport,
-        stream,
-    })
+    HollywoodUri::parse(s).map(Side::Hollywood)
 }
 
 fn print(snap: &RelaySnapshot, elapsed: Duration, json: bool) {
@@ -252,36 +167,19 @@ fn print(snap: &RelaySnapshot, elapsed: Duration, json: bool) {
 /// Run the command.
 pub fn run(a: TransmitArgs) -> Result<(), String> {
     let (src, dst) = (parse_side(&a.src)?, parse_side(&a.dst)?);
-    let (direction, (host, port, mode, transport, stream)) = match (src, dst) {
-        (
-            Side::Udp(bind),
-            Side::Hollywood {
-                host,
-                port,
-                mode,
-                transport,
-                stream,
-            },
-        ) => {
-            if stream.as_ref().is_some_and(|(r, _)| *r != Role::Publish) {
+    let (direction, uri) = match (src, dst) {
+        (Side::Udp(bind), Side::Hollywood(uri)) => {
+            if uri
+                .stream
+                .as_ref()
+                .is_some_and(|(r, _)| *r != Role::Publish)
+            {
                 return Err(format!("{}: from UDP to a relay is mode=publish", a.dst));
             }
-            (
-                Direction::UdpToHollywood { bind },
-                (host, port, mode, transport, stream),
-            )
+            (Direction::UdpToHollywood { bind }, uri)
         }
-        (
-            Side::Hollywood {
-                host,
-                port,
-                mode,
-                transport,
-                stream,
-            },
-            Side::Udp(to),
-        ) => {
-            if stream.as_ref().is_some_and(|(r, _)| *r != Role::Play) {
+        (Side::Hollywood(uri), Side::Udp(to)) => {
+            if uri.stream.as_ref().is_some_and(|(r, _)| *r != Role::Play) {
                 return Err(format!("{}: from a relay to UDP is mode=play", a.src));
             }
             if to.ip().is_unspecified() || to.port() == 0 {
@@ -290,25 +188,16 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                     a.dst
                 ));
             }
-            (
-                Direction::HollywoodToUdp { to },
-                (host, port, mode, transport, stream),
-            )
+            (Direction::HollywoodToUdp { to }, uri)
         }
         _ => return Err("one side must be udp://… and the other hollywood://…".into()),
     };
     // As srt-live-transmit: no host means listener.
-    let mode = mode.unwrap_or(if host.is_empty() && stream.is_none() {
-        Mode::Listener
-    } else {
-        Mode::Caller
-    });
+    let mode = uri.effective_mode();
+    let (port, transport, stream) = (uri.port, uri.transport, uri.stream.clone());
     let security = a.tls.security()?;
     let mut pre = Preconnection::new(TransportProperties::media(), security)
         .with_racing_delay(a.racing_delay);
-    if let Some(t) = transport {
-        pre = pre.with_protocols(&[t]);
-    }
     if let Some(ns) = &a.netns {
         pre = pre.with_namespace(ns.clone());
     }
@@ -355,47 +244,28 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
             // (`Engine::host`), else racing without it, with a notice.
             None => a.netns.is_none() && hostmode::any_up().unwrap_or(false),
         };
-        pre = match mode {
-            Mode::Listener => {
-                let ip: IpAddr = if host.is_empty() {
-                    IpAddr::from([0, 0, 0, 0])
-                } else {
-                    host.parse().map_err(|_| {
-                        format!("a listener needs an IP address to listen on, not {host:?}")
-                    })?
-                };
-                if transport == Some(Protocol::TcpHollywood) && !engine {
-                    // Not silent (issue 31): without an engine this
-                    // listener serves TCP Hollywood callers with the
-                    // message layer on kernel TCP, thesis §4.4's partial
-                    // deployment — in order, with head-of-line blocking
-                    // at this end.
-                    eprintln!(
-                        "note: transport=hollywood: this listener has no engine (a TUN device); \
-                         callers get the message layer on kernel TCP here (in-order delivery, \
-                         thesis §4.4 partial deployment)"
-                    );
-                }
-                pre.with_local(LocalEndpoint { ip, port })
-            }
-            Mode::Caller => {
-                if transport == Some(Protocol::TcpHollywood) && !engine {
-                    return Err(
-                        "transport=hollywood: no engine: no host-mode instance is up in \
-                                this network namespace; `sudo hollywood host up` makes a standing \
-                                one, --host an in-process one (docs/DEPLOY.md); or leave \
-                                transport out to race QUIC and the \
-                                message layer on kernel TCP, or name transport=kernel"
-                            .into(),
-                    );
-                }
-                let r = match host.parse::<IpAddr>() {
-                    Ok(ip) => RemoteEndpoint::new().with_ip_address(ip),
-                    Err(_) => RemoteEndpoint::new().with_host_name(host.clone()),
-                };
-                pre.with_remote(r.with_port(port))
-            }
-        };
+        if mode == Mode::Listener && transport == Some(Protocol::TcpHollywood) && !engine {
+            // Not silent (issue 31): without an engine this listener
+            // serves TCP Hollywood callers with the message layer on
+            // kernel TCP, thesis §4.4's partial deployment — in order,
+            // with head-of-line blocking at this end.
+            eprintln!(
+                "note: transport=hollywood: this listener has no engine (a TUN device); \
+                 callers get the message layer on kernel TCP here (in-order delivery, \
+                 thesis §4.4 partial deployment)"
+            );
+        }
+        if mode == Mode::Caller && transport == Some(Protocol::TcpHollywood) && !engine {
+            return Err(
+                "transport=hollywood: no engine: no host-mode instance is up in \
+                        this network namespace; `sudo hollywood host up` makes a standing \
+                        one, --host an in-process one (docs/DEPLOY.md); or leave \
+                        transport out to race QUIC and the \
+                        message layer on kernel TCP, or name transport=kernel"
+                    .into(),
+            );
+        }
+        pre = uri.apply(pre)?;
         let cfg = RelayConfig {
             preconnection: pre,
             mode,
@@ -558,6 +428,7 @@ impl Drop for OwnInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hollywood_taps::pubsub::StreamId;
 
     #[test]
     fn sides_parse_like_srt_live_transmit() {
@@ -567,27 +438,27 @@ mod tests {
         );
         assert_eq!(
             parse_side("hollywood://10.0.0.2:9000?mode=listener&transport=quic").unwrap(),
-            Side::Hollywood {
+            Side::Hollywood(HollywoodUri {
                 host: "10.0.0.2".into(),
                 port: 9000,
                 mode: Some(Mode::Listener),
                 transport: Some(Protocol::Quic),
                 stream: None,
-            }
+            })
         );
         assert_eq!(
             parse_side("hollywood://[fd00::1]:9000").unwrap(),
-            Side::Hollywood {
+            Side::Hollywood(HollywoodUri {
                 host: "fd00::1".into(),
                 port: 9000,
                 mode: None,
                 transport: None,
                 stream: None,
-            }
+            })
         );
         assert_eq!(
             parse_side("hollywood://relay:9000/live/cam1?mode=publish&token=k&user=al").unwrap(),
-            Side::Hollywood {
+            Side::Hollywood(HollywoodUri {
                 host: "relay".into(),
                 port: 9000,
                 mode: None,
@@ -601,7 +472,7 @@ mod tests {
                         token: Some("k".into()),
                     }
                 )),
-            }
+            })
         );
         for bad in [
             "srt://x:1",
