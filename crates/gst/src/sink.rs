@@ -81,7 +81,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Stats {
     fn structure(&self) -> gst::Structure {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (e, c) = (*lock(&self.ended), *lock(&self.current));
+        let mut t = *lock(&self.ended);
+        t += *lock(&self.current);
         gst::Structure::builder("application/x-hollywood-sink-stats")
             .field(
                 "protocol",
@@ -93,26 +94,17 @@ impl Stats {
             .field("keyframe-messages", g(&self.key_messages))
             .field("groups", g(&self.groups))
             .field("group-duration-ms", g(&self.group_ms))
-            .field("messages-queued", e.queued + c.queued)
-            .field("messages-sent", e.sent + c.sent)
-            .field(
-                "messages-expired",
-                e.expired + c.expired + g(&self.expired_unconnected),
-            )
-            .field("messages-abandoned", e.abandoned + c.abandoned)
-            .field("send-errors", e.send_errors + c.send_errors)
+            .field("messages-queued", t.queued)
+            .field("messages-sent", t.sent)
+            .field("messages-expired", t.expired + g(&self.expired_unconnected))
+            .field("messages-abandoned", t.abandoned)
+            .field("send-errors", t.send_errors)
             .build()
     }
 
     fn connection_ended(&self) {
         let c = std::mem::take(&mut *lock(&self.current));
-        let mut e = lock(&self.ended);
-        e.queued += c.queued;
-        e.sent += c.sent;
-        e.expired += c.expired;
-        e.abandoned += c.abandoned;
-        e.send_errors += c.send_errors;
-        e.received += c.received;
+        *lock(&self.ended) += c;
     }
 }
 

@@ -782,10 +782,7 @@ fn run_victim(kind: Kind, victim: Victim, spec: &AttackSpec) -> Result<VictimRep
         })),
     })?;
     let attacker = Attacker::attach(&lab)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::workload::runtime()?;
     let out = rt.block_on(exchange(kind, victim, spec, &lab, attacker, seen));
     rt.shutdown_timeout(Duration::from_secs(2));
     drop(lab);

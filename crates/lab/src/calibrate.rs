@@ -706,10 +706,7 @@ fn bulk_run(spec: &BulkSpec, end: End) -> Result<BulkRun> {
         seed: spec.seed,
         hook: None,
     })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::workload::runtime()?;
     let total = spec.bytes;
     let cc_name = spec.cc.name().to_string();
     let config = Config {

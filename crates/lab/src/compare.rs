@@ -772,10 +772,7 @@ fn start_relays(
         Engine, LocalEndpoint, Preconnection, RemoteEndpoint, SecurityParameters,
         TransportProperties,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::workload::runtime()?;
     let ns_a = lab.ns(Host::A).name().ok_or("named namespace")?.to_string();
     let ns_b = lab.ns(Host::B).name().ok_or("named namespace")?.to_string();
     let server = SocketAddr::new(lab.addr(Host::B, false), TRANSMIT_PORT);

@@ -269,10 +269,7 @@ fn run_side(spec: &IdleSpec, server: Server, limit: Option<usize>, tag: &str) ->
         seed: 1,
         hook: None,
     })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::workload::runtime()?;
     let out = rt.block_on(side(spec, server, limit, &lab));
     rt.shutdown_timeout(Duration::from_secs(2));
     drop(lab);

@@ -438,10 +438,7 @@ pub fn run_pair(spec: &PairSpec) -> Result<PairRun> {
         &pcap_path,
         &format!("tcp port {}", spec.port),
     )?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::workload::runtime()?;
     let out = rt.block_on(exchange(&lab, spec));
     // Stop the capture while the engines' TUNs still exist (without them,
     // a and b would route late packets for the engine subnets back into

@@ -273,10 +273,7 @@ pub fn run(spec: &SoakSpec, mut progress: impl FnMut(&SoakSample)) -> Result<Soa
         seed: spec.seed,
         hook: None,
     })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = crate::workload::runtime()?;
     let n = spec.messages();
     let config = Config::hollywood(true, true);
     let ledger = Arc::new(Mutex::new(Ledger::new(n)));

@@ -126,6 +126,20 @@ pub struct ConnectionStats {
     pub events_dropped: u64,
 }
 
+/// Counters of several connections summed (e.g. one that ended and the
+/// next one).
+impl std::ops::AddAssign for ConnectionStats {
+    fn add_assign(&mut self, o: ConnectionStats) {
+        self.queued += o.queued;
+        self.sent += o.sent;
+        self.expired += o.expired;
+        self.send_errors += o.send_errors;
+        self.abandoned += o.abandoned;
+        self.received += o.received;
+        self.events_dropped += o.events_dropped;
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     queued: AtomicU64,

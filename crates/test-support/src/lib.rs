@@ -6,6 +6,7 @@
 //!   commands refuse without it), so it stays `hollywood_io::is_root`.
 //! - [`have_tool`]: whether an external program runs here, for a test to
 //!   [`skip`] without it.
+//! - [`ts_packet`]: an MPEG-TS packet to classify.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -88,6 +89,26 @@ pub fn accept_within(
     s.set_read_timeout(Some(timeout)).expect("read timeout");
     s.set_write_timeout(Some(timeout)).expect("write timeout");
     s
+}
+
+/// A 188-byte MPEG-TS packet on `pid` for tests: a PES start with
+/// `stream_id` (`start`) or a continuation, with the random access
+/// indicator set in an adaptation field when `rai`.
+#[must_use]
+pub fn ts_packet(pid: u16, start: Option<u8>, rai: bool) -> Vec<u8> {
+    let mut p = vec![0x47, ((pid >> 8) as u8) & 0x1f, pid as u8, 0x10];
+    if start.is_some() {
+        p[1] |= 0x40;
+    }
+    if rai {
+        p[3] = 0x30;
+        p.extend_from_slice(&[1, 0x40]);
+    }
+    if let Some(sid) = start {
+        p.extend_from_slice(&[0, 0, 1, sid]);
+    }
+    p.resize(188, 0xff);
+    p
 }
 
 #[cfg(test)]

@@ -474,18 +474,9 @@ mod tests {
                 )),
             })
         );
-        for bad in [
-            "srt://x:1",
-            "hollywood://x",
-            "hollywood://x:1?mode=both",
-            "hollywood://x:1?transport=sctp",
-            "hollywood://x:1?latency=5",
-            "hollywood://x:1/s",
-            "hollywood://x:1?mode=play",
-            "hollywood://x:1?token=t",
-            "hollywood://x:1/s?mode=play&mode=listener",
-            "udp://nowhere",
-        ] {
+        // The URI's own rules are `taps::uri`'s (tested there); here the
+        // schemes and that its errors come through.
+        for bad in ["srt://x:1", "udp://nowhere", "hollywood://x:1?mode=both"] {
             assert!(parse_side(bad).is_err(), "{bad}");
         }
     }

@@ -110,22 +110,7 @@ impl TsClassifier {
 mod tests {
     use super::*;
 
-    /// A TS packet: `pid`, PES start with `stream_id` or a continuation.
-    fn pkt(pid: u16, start: Option<u8>, rai: bool) -> Vec<u8> {
-        let mut p = vec![0x47, ((pid >> 8) as u8) & 0x1f, pid as u8, 0x10];
-        if start.is_some() {
-            p[1] |= 0x40;
-        }
-        if rai {
-            p[3] = 0x30;
-            p.extend_from_slice(&[1, 0x40]);
-        }
-        if let Some(sid) = start {
-            p.extend_from_slice(&[0, 0, 1, sid]);
-        }
-        p.resize(188, 0xff);
-        p
-    }
+    use hollywood_test_support::ts_packet as pkt;
 
     #[test]
     fn keyframes_start_groups_and_come_first() {
