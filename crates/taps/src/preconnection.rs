@@ -93,7 +93,7 @@ impl RemoteEndpoint {
 /// Where to listen or connect from (RFC 9622 §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalEndpoint {
-    /// The address (a listener's QUIC candidate needs a specific one).
+    /// The address (a listener may take a wildcard).
     pub ip: IpAddr,
     /// The port (0: any).
     pub port: u16,
@@ -624,8 +624,8 @@ impl Preconnection {
     /// endpoint (QUIC on UDP with the same port), and on the engine's
     /// address too when an engine is given. TCP Hollywood clients reach
     /// the kernel TCP listener as well (thesis §4.4: the message layer on
-    /// an unmodified receiver). The local endpoint needs a specific
-    /// address when QUIC is a candidate.
+    /// an unmodified receiver). The address may be a wildcard: QUIC then
+    /// answers each client from the address it called.
     pub async fn listen(&self) -> Result<Listener, Error> {
         let local = self
             .local
@@ -709,13 +709,10 @@ impl Preconnection {
                 });
             }
         }
-        let mut left_out = Vec::new();
-        if candidates.contains(&Protocol::Quic) && local.ip.is_unspecified() {
-            left_out.push(format!(
-                "quic: needs a specific local address, not {} (the transport must know which address a datagram reached)",
-                local.ip
-            ));
-        } else if candidates.contains(&Protocol::Quic) {
+        // Nothing is left out of a listener today (a wildcard address
+        // serves QUIC too); the list stays for candidates that may be.
+        let left_out = Vec::new();
+        if candidates.contains(&Protocol::Quic) {
             let id = match &self.security {
                 SecurityParameters::Pinned(id) => QuicIdentity::from_identity(id),
                 SecurityParameters::Disabled => {

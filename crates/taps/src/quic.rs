@@ -6,9 +6,18 @@
 //!
 //! A client owns a connected socket. A server owns one socket for all its
 //! connections and hands each datagram to the connection of its source
-//! address (no connection migration: the transport disables it), creating
-//! one for a new address only when the datagram looks like a QUIC Initial
-//! (a long header in a datagram of at least 1200 bytes, RFC 9000 §14.1).
+//! address and the address it reached (no connection migration: the
+//! transport disables it), creating one for a new pair only when the
+//! datagram looks like a QUIC Initial (a long header in a datagram of at
+//! least 1200 bytes, RFC 9000 §14.1).
+//!
+//! A server's socket may be bound to a wildcard address (`0.0.0.0`, `[::]`,
+//! what a public listener is given): `quinn-udp` reads each datagram's
+//! destination address (`IP_PKTINFO` / `IPV6_PKTINFO`), the connection it
+//! opens is on that address, and every reply leaves from it, so a host
+//! with several addresses answers from the one the client called. A dual-stack
+//! `[::]` socket serves IPv4 clients too; their addresses are kept in
+//! IPv4 form and mapped back only on the socket.
 
 use crate::backend::{Abandoned, RecvHalf, SendHalf, SendOut};
 use hollywood_io::message::{ReceivedMessage, StreamError};
@@ -42,6 +51,78 @@ pub const END_SUBSTREAM: u16 = 0xFFFF;
 /// acknowledge everything.
 const CLOSE_LINGER: Duration = Duration::from_secs(10);
 
+/// A server's UDP socket, shared by its reader and every connection's
+/// task: sends name their source address (the one the client called)
+/// when the socket is bound to a wildcard.
+pub(crate) struct ServerSocket {
+    io: UdpSocket,
+    state: quinn_udp::UdpSocketState,
+    /// Bound to `0.0.0.0` or `[::]`: replies name their source.
+    wildcard: bool,
+    /// An IPv6 socket: IPv4 peers are reached by their mapped address.
+    v6: bool,
+}
+
+impl ServerSocket {
+    fn new(io: UdpSocket) -> Result<ServerSocket, String> {
+        let local = io.local_addr().map_err(|e| e.to_string())?;
+        let state = quinn_udp::UdpSocketState::new((&io).into())
+            .map_err(|e| format!("UDP socket at {local}: {e}"))?;
+        Ok(ServerSocket {
+            io,
+            state,
+            wildcard: local.ip().is_unspecified(),
+            v6: local.is_ipv6(),
+        })
+    }
+
+    /// Send `payload` to `dst` from `src` (addresses as the transport
+    /// names them: IPv4 peers in IPv4 form).
+    fn try_send(&self, payload: &[u8], src: SocketAddr, dst: SocketAddr) -> std::io::Result<()> {
+        let destination = match dst {
+            SocketAddr::V4(v4) if self.v6 => {
+                SocketAddr::from((v4.ip().to_ipv6_mapped(), v4.port()))
+            }
+            d => d,
+        };
+        let t = quinn_udp::Transmit {
+            destination,
+            ecn: None,
+            contents: payload,
+            segment_size: None,
+            src_ip: self.wildcard.then(|| src.ip()),
+        };
+        self.io.try_io(tokio::io::Interest::WRITABLE, || {
+            self.state.try_send((&self.io).into(), &t)
+        })
+    }
+}
+
+/// Where a connection's datagrams go out.
+#[derive(Clone)]
+enum Out {
+    /// A client's connected socket.
+    Connected(Arc<UdpSocket>),
+    /// A server's socket.
+    Server(Arc<ServerSocket>),
+}
+
+impl Out {
+    fn try_send(&self, payload: &[u8], src: SocketAddr, dst: SocketAddr) -> std::io::Result<()> {
+        match self {
+            Out::Connected(s) => s.try_send_to(payload, dst).map(drop),
+            Out::Server(s) => s.try_send(payload, src, dst),
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        match self {
+            Out::Connected(s) => s.writable().await,
+            Out::Server(s) => s.io.writable().await,
+        }
+    }
+}
+
 enum Wake {
     Datagram(Option<(Vec<u8>, SocketAddr)>),
     Cmd(Option<Cmd>),
@@ -57,7 +138,7 @@ enum Cmd {
 /// The task of one QUIC connection.
 struct Driver {
     t: QuicTransport,
-    socket: Arc<UdpSocket>,
+    socket: Out,
     local: SocketAddr,
     /// Transport time ↔ the OS clock (the transport's epoch).
     clock: Clock,
@@ -103,14 +184,14 @@ impl Driver {
                 // reactor, so the first `try_send_to` can refuse: wait for
                 // writability once. A full socket buffer after that is a
                 // loss to QUIC, which recovers.
-                if let Err(e) = self.socket.try_send_to(d.payload, d.dst) {
+                if let Err(e) = self.socket.try_send(d.payload, d.src, d.dst) {
                     if e.kind() == std::io::ErrorKind::WouldBlock {
                         let wait = self.socket.writable();
                         if tokio::time::timeout(Duration::from_millis(5), wait)
                             .await
                             .is_ok()
                         {
-                            let _ = self.socket.try_send_to(d.payload, d.dst);
+                            let _ = self.socket.try_send(d.payload, d.src, d.dst);
                         }
                     }
                 }
@@ -337,7 +418,7 @@ pub(crate) struct QuicConn {
 #[allow(clippy::too_many_arguments)]
 fn spawn_driver(
     t: QuicTransport,
-    socket: Arc<UdpSocket>,
+    socket: Out,
     local: SocketAddr,
     peer: SocketAddr,
     inbound: mpsc::Receiver<(Vec<u8>, SocketAddr)>,
@@ -448,7 +529,7 @@ pub(crate) async fn connect(
             }
         }
     });
-    let (conn, ready) = spawn_driver(t, socket, local, remote, in_rx);
+    let (conn, ready) = spawn_driver(t, Out::Connected(socket), local, remote, in_rx);
     match ready.await {
         Ok(Ok(())) => Ok(conn),
         Ok(Err(e)) => Err(e),
@@ -464,22 +545,16 @@ pub(crate) struct QuicListener {
 }
 
 impl QuicListener {
-    /// Listen on `local`, which must be a specific address (the transport
-    /// puts it in the packets it sees; a wildcard socket cannot say which
-    /// of its addresses a datagram reached).
+    /// Listen on `local`: a specific address, or a wildcard (each
+    /// connection is then on the address its client called; module docs).
     pub(crate) async fn bind(
         ns: Option<&str>,
         local: SocketAddr,
         identity: QuicIdentity,
         cfg: QuicConfig,
     ) -> Result<QuicListener, String> {
-        if local.ip().is_unspecified() {
-            return Err(format!(
-                "QUIC listener on {local}: needs a specific address, not the wildcard"
-            ));
-        }
-        let socket = Arc::new(crate::sockets::udp(ns, local, None)?);
-        let local = socket.local_addr().map_err(|e| e.to_string())?;
+        let socket = Arc::new(ServerSocket::new(crate::sockets::udp(ns, local, None)?)?);
+        let local = socket.io.local_addr().map_err(|e| e.to_string())?;
         let (acc_tx, acc_rx) = mpsc::channel(128);
         tokio::spawn(serve(socket, local, identity, cfg, acc_tx));
         Ok(QuicListener {
@@ -497,56 +572,108 @@ fn looks_like_initial(d: &[u8]) -> bool {
     d.len() >= 1200 && d[0] & 0xC0 == 0xC0
 }
 
+/// An address in the form the transport names it: IPv4 peers of a
+/// dual-stack socket in IPv4 form.
+fn canonical(a: SocketAddr) -> SocketAddr {
+    SocketAddr::new(a.ip().to_canonical(), a.port())
+}
+
+/// The datagrams of one receive: `(payload, source, destination)`. With
+/// GRO the kernel hands several datagrams from one source in one buffer,
+/// `stride` bytes apart (the last may be shorter).
+fn datagrams<'a>(
+    buf: &'a [u8],
+    meta: &quinn_udp::RecvMeta,
+    bound: SocketAddr,
+) -> impl Iterator<Item = (&'a [u8], SocketAddr, SocketAddr)> + 'a {
+    let from = canonical(meta.addr);
+    // The address the datagram reached; a specific bound address is
+    // that address (no ancillary data needed).
+    let to = match meta.dst_ip {
+        Some(ip) if bound.ip().is_unspecified() => {
+            Some(SocketAddr::new(ip.to_canonical(), bound.port()))
+        }
+        _ if bound.ip().is_unspecified() => None,
+        _ => Some(canonical(bound)),
+    };
+    let stride = meta.stride.max(1);
+    buf[..meta.len.min(buf.len())]
+        .chunks(stride)
+        .filter_map(move |d| to.map(|to| (d, from, to)))
+}
+
 async fn serve(
-    socket: Arc<UdpSocket>,
-    local: SocketAddr,
+    socket: Arc<ServerSocket>,
+    bound: SocketAddr,
     identity: QuicIdentity,
     cfg: QuicConfig,
     accepted: mpsc::Sender<QuicConn>,
 ) {
-    let mut conns: HashMap<SocketAddr, mpsc::Sender<(Vec<u8>, SocketAddr)>> = HashMap::new();
-    let mut buf = vec![0u8; 65_536];
+    type Inbound = mpsc::Sender<(Vec<u8>, SocketAddr)>;
+    // A connection is its client's address and the address it called.
+    let mut conns: HashMap<(SocketAddr, SocketAddr), Inbound> = HashMap::new();
+    // Room for a GRO batch, as quinn's endpoint keeps (the pages are
+    // touched only as far as datagrams fill them).
+    let mut buf = vec![0u8; 65_536 * socket.state.gro_segments().max(1)];
+    let mut meta = [quinn_udp::RecvMeta::default()];
     loop {
-        let (n, from) = tokio::select! {
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(r) => r,
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+        let received = tokio::select! {
+            r = socket.io.readable() => match r {
+                Ok(()) => socket.io.try_io(tokio::io::Interest::READABLE, || {
+                    let mut bufs = [std::io::IoSliceMut::new(&mut buf)];
+                    socket.state.recv((&socket.io).into(), &mut bufs, &mut meta)
+                }),
                 Err(_) => return,
             },
             () = accepted.closed() => return,
         };
-        let mut d = buf[..n].to_vec();
-        if let Some(tx) = conns.get(&from) {
-            match tx.try_send((d, from)) {
-                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,
-                Err(mpsc::error::TrySendError::Closed((back, _))) => {
-                    // That connection ended; this may open a new one.
-                    conns.remove(&from);
-                    d = back;
+        match received {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                continue
+            }
+            Err(_) => return,
+        }
+        for (d, from, to) in datagrams(&buf, &meta[0], bound) {
+            let mut d = d.to_vec();
+            if let Some(tx) = conns.get(&(from, to)) {
+                match tx.try_send((d, from)) {
+                    Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,
+                    Err(mpsc::error::TrySendError::Closed((back, _))) => {
+                        // That connection ended; this may open a new one.
+                        conns.remove(&(from, to));
+                        d = back;
+                    }
                 }
             }
-        }
-        if !looks_like_initial(&d) {
-            continue;
-        }
-        conns.retain(|_, tx| !tx.is_closed());
-        if conns.len() >= MAX_SERVER_CONNECTIONS {
-            continue;
-        }
-        let Ok(t) = QuicTransport::new(cfg.clone(), Role::Server, local, &identity, seed()) else {
-            continue;
-        };
-        let (in_tx, in_rx) = mpsc::channel(INBOUND_QUEUE);
-        let _ = in_tx.try_send((d, from));
-        conns.insert(from, in_tx);
-        let (conn, ready) = spawn_driver(t, socket.clone(), local, from, in_rx);
-        let accepted = accepted.clone();
-        tokio::spawn(async move {
-            if let Ok(Ok(Ok(()))) = tokio::time::timeout(SERVER_HANDSHAKE_TIMEOUT, ready).await {
-                let _ = accepted.send(conn).await;
+            if !looks_like_initial(&d) {
+                continue;
             }
-            // Otherwise `conn` is dropped: its task closes and ends.
-        });
+            conns.retain(|_, tx| !tx.is_closed());
+            if conns.len() >= MAX_SERVER_CONNECTIONS {
+                continue;
+            }
+            let Ok(t) = QuicTransport::new(cfg.clone(), Role::Server, to, &identity, seed()) else {
+                continue;
+            };
+            let (in_tx, in_rx) = mpsc::channel(INBOUND_QUEUE);
+            let _ = in_tx.try_send((d, from));
+            conns.insert((from, to), in_tx);
+            let (conn, ready) = spawn_driver(t, Out::Server(socket.clone()), to, from, in_rx);
+            let accepted = accepted.clone();
+            tokio::spawn(async move {
+                if let Ok(Ok(Ok(()))) = tokio::time::timeout(SERVER_HANDSHAKE_TIMEOUT, ready).await
+                {
+                    let _ = accepted.send(conn).await;
+                }
+                // Otherwise `conn` is dropped: its task closes and ends.
+            });
+        }
     }
 }
 

@@ -114,6 +114,47 @@ async fn with_udp_open_quic_wins_and_echoes() {
     round_trip(&mut c, 200).await;
 }
 
+/// A listener on a wildcard address serves QUIC, and answers from the
+/// address each client called: 127.0.0.2 is this host's too, but the
+/// route back to the client leaves from 127.0.0.1, so a reply that did
+/// not name its source would miss the client's connected socket (and the
+/// race would fall back to TCP). A dual-stack `[::]` listener serves IPv4
+/// and IPv6 callers alike.
+#[tokio::test]
+async fn a_wildcard_listener_serves_quic_from_the_address_each_client_called() {
+    for (listen, callers) in [
+        ("0.0.0.0:0", &["127.0.0.1", "127.0.0.2"][..]),
+        ("[::]:0", &["127.0.0.2", "::1"][..]),
+    ] {
+        let listen: SocketAddr = listen.parse().unwrap();
+        let mut l = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+            .with_local(LocalEndpoint::from_addr(listen))
+            .with_protocols(&[Protocol::Quic])
+            .listen()
+            .await
+            .unwrap();
+        assert!(l.left_out().is_empty(), "{:?}", l.left_out());
+        let port = l.local_addrs()[0].1.port();
+        tokio::spawn(async move {
+            while let Some(c) = l.accept().await {
+                tokio::spawn(echo(c));
+            }
+        });
+        for ip in callers {
+            let to = SocketAddr::new(ip.parse().unwrap(), port);
+            let mut c = tokio::time::timeout(
+                Duration::from_secs(5),
+                client(to).with_protocols(&[Protocol::Quic]).initiate(),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{listen} answers {to} within 5 s"))
+            .unwrap_or_else(|e| panic!("{listen} answers {to}: {e}"));
+            assert_eq!(c.protocol(), Protocol::Quic);
+            round_trip(&mut c, 50).await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn without_a_quic_server_the_race_falls_back_to_kernel_tcp_after_the_stagger() {
     // The server listens on TCP only: QUIC's Initial goes unanswered, as on

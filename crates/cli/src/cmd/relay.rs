@@ -22,9 +22,8 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct RelayArgs {
     /// Where to listen: every candidate (QUIC on UDP, TCP Hollywood and the
-    /// kernel's TCP) on this one address and port. QUIC needs a specific
-    /// address: on 0.0.0.0 it is left out (said at start) and TCP serves
-    /// alone.
+    /// kernel's TCP) on this one address and port; on 0.0.0.0 or [::]
+    /// QUIC answers each caller from the address it called.
     #[arg(long, default_value = "0.0.0.0:9000")]
     listen: SocketAddr,
     /// A token that may publish (repeat for several; also
