@@ -226,6 +226,7 @@ pub struct Preconnection {
     congestion: Option<CcAlgorithm>,
     keep_alive: Option<Duration>,
     consistent_only: bool,
+    listen_shards: usize,
 }
 
 /// Whether the one-line notice about a missing default engine was printed.
@@ -249,7 +250,19 @@ impl Preconnection {
             congestion: None,
             keep_alive: None,
             consistent_only: false,
+            listen_shards: 1,
         }
+    }
+
+    /// A listener's QUIC candidate reads `n` sockets on its port
+    /// (`SO_REUSEPORT`), each from its own task, so a busy listener's
+    /// receiving spreads over the runtime's worker threads (`hollywood
+    /// relay` gives one per worker). The kernel keeps each client on one
+    /// socket. Default 1; 0 counts as 1.
+    #[must_use]
+    pub fn with_listen_shards(mut self, n: usize) -> Preconnection {
+        self.listen_shards = n.max(1);
+        self
     }
 
     /// The peer to connect to.
@@ -726,6 +739,7 @@ impl Preconnection {
                 at,
                 id,
                 self.quic_config(sem.ordered_default),
+                self.listen_shards,
             )
             .await
             .map_err(Error::Endpoint)?;

@@ -38,8 +38,8 @@ use tokio::sync::{mpsc, oneshot};
 const INBOUND_QUEUE: usize = 1024;
 /// Received messages a connection's task hands ahead of the application.
 const RX_CHANNEL: usize = 64;
-/// Connections one server socket serves at most; datagrams opening more
-/// are dropped.
+/// Connections one listener serves at most (shared out among its
+/// sockets); datagrams opening more are dropped.
 pub const MAX_SERVER_CONNECTIONS: usize = 1024;
 /// A server connection that has not completed its handshake after this
 /// long is dropped (so datagrams from spoofed addresses cost little).
@@ -547,16 +547,36 @@ pub(crate) struct QuicListener {
 impl QuicListener {
     /// Listen on `local`: a specific address, or a wildcard (each
     /// connection is then on the address its client called; module docs).
+    /// With `shards` > 1, that many sockets share the port
+    /// (`SO_REUSEPORT`), each read by its own task, so receiving spreads
+    /// over the runtime's workers; the kernel keeps each client on one
+    /// socket.
     pub(crate) async fn bind(
         ns: Option<&str>,
         local: SocketAddr,
         identity: QuicIdentity,
         cfg: QuicConfig,
+        shards: usize,
     ) -> Result<QuicListener, String> {
-        let socket = Arc::new(ServerSocket::new(crate::sockets::udp(ns, local, None)?)?);
-        let local = socket.io.local_addr().map_err(|e| e.to_string())?;
+        let sockets = crate::sockets::udp_shards(ns, local, shards)?;
+        let n = sockets.len();
         let (acc_tx, acc_rx) = mpsc::channel(128);
-        tokio::spawn(serve(socket, local, identity, cfg, acc_tx));
+        let mut bound = local;
+        for s in sockets {
+            let socket = Arc::new(ServerSocket::new(s)?);
+            bound = socket.io.local_addr().map_err(|e| e.to_string())?;
+            let limit = MAX_SERVER_CONNECTIONS.div_ceil(n);
+            let shard = serve(
+                socket,
+                bound,
+                identity.clone(),
+                cfg.clone(),
+                acc_tx.clone(),
+                limit,
+            );
+            tokio::spawn(shard);
+        }
+        let local = bound;
         Ok(QuicListener {
             accepted: acc_rx,
             local,
@@ -608,6 +628,7 @@ async fn serve(
     identity: QuicIdentity,
     cfg: QuicConfig,
     accepted: mpsc::Sender<QuicConn>,
+    max_connections: usize,
 ) {
     type Inbound = mpsc::Sender<(Vec<u8>, SocketAddr)>;
     // A connection is its client's address and the address it called.
@@ -655,7 +676,7 @@ async fn serve(
                 continue;
             }
             conns.retain(|_, tx| !tx.is_closed());
-            if conns.len() >= MAX_SERVER_CONNECTIONS {
+            if conns.len() >= max_connections {
                 continue;
             }
             let Ok(t) = QuicTransport::new(cfg.clone(), Role::Server, to, &identity, seed()) else {

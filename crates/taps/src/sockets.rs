@@ -39,6 +39,41 @@ pub(crate) fn udp(
     tokio::net::UdpSocket::from_std(s).map_err(|e| e.to_string())
 }
 
+/// `n` UDP sockets bound to the same address and port with
+/// `SO_REUSEPORT` (one when `n` is 1, without it): the kernel hands each
+/// a share of the peers, by a hash of their addresses, so a peer's
+/// datagrams always reach the same socket while the set is unchanged.
+/// With port 0 the first socket picks the port and the rest join it.
+pub(crate) fn udp_shards(
+    ns: Option<&str>,
+    bind: SocketAddr,
+    n: usize,
+) -> Result<Vec<tokio::net::UdpSocket>, String> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let n = n.max(1);
+    let socks = in_ns(ns, move || {
+        let mut at = bind;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let s = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))?;
+            if n > 1 {
+                s.set_reuse_port(true)?;
+            }
+            s.bind(&at.into())?;
+            s.set_nonblocking(true)?;
+            let s: std::net::UdpSocket = s.into();
+            at = s.local_addr()?;
+            out.push(s);
+        }
+        Ok(out)
+    })
+    .map_err(|e| format!("UDP socket at {bind}: {e}"))?;
+    socks
+        .into_iter()
+        .map(|s| tokio::net::UdpSocket::from_std(s).map_err(|e| e.to_string()))
+        .collect()
+}
+
 /// An unconnected TCP socket for `remote`'s family.
 pub(crate) fn tcp(ns: Option<&str>, remote: SocketAddr) -> Result<tokio::net::TcpSocket, String> {
     let v4 = remote.is_ipv4();

@@ -155,6 +155,61 @@ async fn a_wildcard_listener_serves_quic_from_the_address_each_client_called() {
     }
 }
 
+/// The UDP sockets bound to `port` (IPv4), from /proc/net/udp.
+fn udp_sockets_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let want = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| a.ends_with(&want))
+        })
+        .count()
+}
+
+/// A sharded listener: four sockets share the port (SO_REUSEPORT), each
+/// read by its own task, and every client, whichever socket the kernel
+/// hands it to, completes its handshake and echoes (a client whose
+/// datagrams reached two sockets could not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_listener_serves_every_client_from_several_sockets() {
+    let mut l = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_local(local())
+        .with_protocols(&[Protocol::Quic])
+        .with_listen_shards(4)
+        .listen()
+        .await
+        .unwrap();
+    let addr = l.local_addrs()[0].1;
+    assert_eq!(udp_sockets_on(addr.port()), 4);
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut c = client(addr)
+                    .with_protocols(&[Protocol::Quic])
+                    .initiate()
+                    .await
+                    .unwrap();
+                round_trip(&mut c, 20).await;
+            })
+        })
+        .collect();
+    for c in clients {
+        tokio::time::timeout(Duration::from_secs(20), c)
+            .await
+            .expect("every client within 20 s")
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn without_a_quic_server_the_race_falls_back_to_kernel_tcp_after_the_stagger() {
     // The server listens on TCP only: QUIC's Initial goes unanswered, as on

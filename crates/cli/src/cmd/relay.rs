@@ -223,7 +223,8 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
             play_tokens: a.play_tokens.clone(),
         };
         let cfg = ServerConfig {
-            preconnection: pre,
+            // One QUIC socket per worker on the port (SO_REUSEPORT).
+            preconnection: pre.with_listen_shards(workers),
             policy,
             max_connections: a.max_connections,
             upstream,
