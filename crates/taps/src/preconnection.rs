@@ -227,6 +227,7 @@ pub struct Preconnection {
     keep_alive: Option<Duration>,
     consistent_only: bool,
     listen_shards: usize,
+    listen_limit: usize,
 }
 
 /// Whether the one-line notice about a missing default engine was printed.
@@ -251,6 +252,7 @@ impl Preconnection {
             keep_alive: None,
             consistent_only: false,
             listen_shards: 1,
+            listen_limit: crate::quic::MAX_SERVER_CONNECTIONS,
         }
     }
 
@@ -262,6 +264,18 @@ impl Preconnection {
     #[must_use]
     pub fn with_listen_shards(mut self, n: usize) -> Preconnection {
         self.listen_shards = n.max(1);
+        self
+    }
+
+    /// A listener's QUIC candidate serves at most `n` connections at once
+    /// (default [`MAX_SERVER_CONNECTIONS`](crate::quic::MAX_SERVER_CONNECTIONS)); a datagram that would
+    /// open one more is dropped, so the caller's attempt times out (an
+    /// application that refuses with a reason, as `hollywood relay` does,
+    /// sets this above its own limit). Kernel TCP's backlog is the
+    /// kernel's.
+    #[must_use]
+    pub fn with_listen_limit(mut self, n: usize) -> Preconnection {
+        self.listen_limit = n;
         self
     }
 
@@ -740,6 +754,7 @@ impl Preconnection {
                 id,
                 self.quic_config(sem.ordered_default),
                 self.listen_shards,
+                self.listen_limit,
             )
             .await
             .map_err(Error::Endpoint)?;

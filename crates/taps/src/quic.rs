@@ -28,6 +28,7 @@ use hollywood_transport::{MessageTransport, OutMessage, Role, SendError, Transpo
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::UdpSocket;
@@ -38,8 +39,9 @@ use tokio::sync::{mpsc, oneshot};
 const INBOUND_QUEUE: usize = 1024;
 /// Received messages a connection's task hands ahead of the application.
 const RX_CHANNEL: usize = 64;
-/// Connections one listener serves at most (shared out among its
-/// sockets); datagrams opening more are dropped.
+/// Connections a listener serves at most unless told otherwise
+/// ([`Preconnection::with_listen_limit`](crate::Preconnection::with_listen_limit));
+/// datagrams opening more are dropped.
 pub const MAX_SERVER_CONNECTIONS: usize = 1024;
 /// A server connection that has not completed its handshake after this
 /// long is dropped (so datagrams from spoofed addresses cost little).
@@ -557,24 +559,24 @@ impl QuicListener {
         identity: QuicIdentity,
         cfg: QuicConfig,
         shards: usize,
+        limit: usize,
     ) -> Result<QuicListener, String> {
         let sockets = crate::sockets::udp_shards(ns, local, shards)?;
-        let n = sockets.len();
         let (acc_tx, acc_rx) = mpsc::channel(128);
+        let open = Arc::new(Open {
+            each: (0..sockets.len()).map(|_| AtomicUsize::new(0)).collect(),
+            limit,
+        });
         let mut bound = local;
-        for s in sockets {
+        for (index, s) in sockets.into_iter().enumerate() {
             let socket = Arc::new(ServerSocket::new(s)?);
             bound = socket.io.local_addr().map_err(|e| e.to_string())?;
-            let limit = MAX_SERVER_CONNECTIONS.div_ceil(n);
-            let shard = serve(
-                socket,
-                bound,
-                identity.clone(),
-                cfg.clone(),
-                acc_tx.clone(),
-                limit,
-            );
-            tokio::spawn(shard);
+            let shard = Shard {
+                index,
+                open: open.clone(),
+            };
+            let (id, c, tx) = (identity.clone(), cfg.clone(), acc_tx.clone());
+            tokio::spawn(serve(socket, bound, id, c, tx, shard));
         }
         let local = bound;
         Ok(QuicListener {
@@ -585,6 +587,34 @@ impl QuicListener {
 
     pub(crate) async fn accept(&mut self) -> Option<QuicConn> {
         self.accepted.recv().await
+    }
+}
+
+/// Connections open on each socket of a listener, and the listener's
+/// limit: read only when a datagram would open a connection, so the
+/// per-packet path shares nothing.
+struct Open {
+    each: Vec<AtomicUsize>,
+    limit: usize,
+}
+
+/// One socket's place in its listener.
+struct Shard {
+    index: usize,
+    open: Arc<Open>,
+}
+
+impl Shard {
+    /// Record this socket's count; whether the listener has room for one more.
+    fn room(&self, mine: usize) -> bool {
+        self.open.each[self.index].store(mine, Ordering::Relaxed);
+        let all: usize = self
+            .open
+            .each
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum();
+        all < self.open.limit
     }
 }
 
@@ -628,7 +658,7 @@ async fn serve(
     identity: QuicIdentity,
     cfg: QuicConfig,
     accepted: mpsc::Sender<QuicConn>,
-    max_connections: usize,
+    shard: Shard,
 ) {
     type Inbound = mpsc::Sender<(Vec<u8>, SocketAddr)>;
     // A connection is its client's address and the address it called.
@@ -676,7 +706,7 @@ async fn serve(
                 continue;
             }
             conns.retain(|_, tx| !tx.is_closed());
-            if conns.len() >= max_connections {
+            if !shard.room(conns.len()) {
                 continue;
             }
             let Ok(t) = QuicTransport::new(cfg.clone(), Role::Server, to, &identity, seed()) else {

@@ -210,6 +210,35 @@ async fn a_sharded_listener_serves_every_client_from_several_sockets() {
     }
 }
 
+/// A listener's QUIC limit: two connections are served, a third caller's
+/// Initial is dropped and its attempt times out, while the two go on.
+#[tokio::test]
+async fn a_quic_listener_serves_no_more_than_its_limit() {
+    let mut l = Preconnection::new(TransportProperties::media(), SecurityParameters::Disabled)
+        .with_local(local())
+        .with_protocols(&[Protocol::Quic])
+        .with_listen_limit(2)
+        .listen()
+        .await
+        .unwrap();
+    let addr = l.local_addrs()[0].1;
+    tokio::spawn(async move {
+        while let Some(c) = l.accept().await {
+            tokio::spawn(echo(c));
+        }
+    });
+    let caller = || {
+        client(addr)
+            .with_protocols(&[Protocol::Quic])
+            .with_establishment_timeout(Duration::from_secs(2))
+    };
+    let mut a = caller().initiate().await.unwrap();
+    let mut b = caller().initiate().await.unwrap();
+    assert!(caller().initiate().await.is_err(), "a third connection");
+    round_trip(&mut a, 10).await;
+    round_trip(&mut b, 10).await;
+}
+
 #[tokio::test]
 async fn without_a_quic_server_the_race_falls_back_to_kernel_tcp_after_the_stagger() {
     // The server listens on TCP only: QUIC's Initial goes unanswered, as on

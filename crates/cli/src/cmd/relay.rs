@@ -18,6 +18,11 @@ use hollywood_taps::{
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// QUIC connections the relay's listener takes beyond `--max-connections`,
+/// to tell those callers why they are refused (503) rather than let
+/// their attempts time out.
+const REFUSAL_MARGIN: usize = 256;
+
 /// Arguments of `hollywood relay`.
 #[derive(Args, Debug)]
 pub struct RelayArgs {
@@ -223,8 +228,11 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
             play_tokens: a.play_tokens.clone(),
         };
         let cfg = ServerConfig {
-            // One QUIC socket per worker on the port (SO_REUSEPORT).
-            preconnection: pre.with_listen_shards(workers),
+            // One QUIC socket per worker on the port (SO_REUSEPORT), and
+            // room for the callers it refuses with a reason beyond its own limit.
+            preconnection: pre
+                .with_listen_shards(workers)
+                .with_listen_limit(a.max_connections.saturating_add(REFUSAL_MARGIN)),
             policy,
             max_connections: a.max_connections,
             upstream,
