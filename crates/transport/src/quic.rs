@@ -213,6 +213,25 @@ pub struct QuicIdentity {
     /// The client verifies the server's certificate against `cert`
     /// (pinned). Off only for [`QuicIdentity::unverified`].
     verify: bool,
+    /// The server's TLS configuration, made once and shared by every
+    /// connection served with this identity (and its clones): rustls keeps
+    /// a session cache in it (~31 KiB), which per connection was a fifth
+    /// of an idle QUIC connection's memory at a relay.
+    server_crypto: SharedServerCrypto,
+}
+
+/// See [`QuicIdentity::server_crypto`](QuicIdentity).
+#[derive(Clone, Default)]
+struct SharedServerCrypto(Arc<std::sync::OnceLock<Arc<dyn quinn_proto::crypto::ServerConfig>>>);
+
+impl std::fmt::Debug for SharedServerCrypto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "made"
+        } else {
+            "not yet made"
+        })
+    }
 }
 
 impl QuicIdentity {
@@ -228,6 +247,7 @@ impl QuicIdentity {
             key: key.serialize_der(),
             name: "localhost".to_string(),
             verify: true,
+            server_crypto: SharedServerCrypto::default(),
         })
     }
 
@@ -239,6 +259,7 @@ impl QuicIdentity {
             key: id.key_der().to_vec(),
             name: id.name().to_string(),
             verify: true,
+            server_crypto: SharedServerCrypto::default(),
         }
     }
 
@@ -258,9 +279,16 @@ impl QuicIdentity {
     }
 
     fn server_config(&self, transport: Arc<TransportConfig>) -> Result<ServerConfig, String> {
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(self.key.clone().into());
-        let mut c = ServerConfig::with_single_cert(vec![self.cert.clone()], key)
-            .map_err(|e| format!("server TLS: {e}"))?;
+        let crypto = match self.server_crypto.0.get() {
+            Some(c) => c.clone(),
+            None => {
+                let key = rustls::pki_types::PrivateKeyDer::Pkcs8(self.key.clone().into());
+                let made = ServerConfig::with_single_cert(vec![self.cert.clone()], key)
+                    .map_err(|e| format!("server TLS: {e}"))?;
+                self.server_crypto.0.get_or_init(|| made.crypto).clone()
+            }
+        };
+        let mut c = ServerConfig::with_crypto(crypto);
         c.transport_config(transport).migration(false);
         Ok(c)
     }
@@ -1436,6 +1464,19 @@ mod tests {
             record::encode(&mut s, id, 0, None, &[id as u8; 32]);
         }
         s
+    }
+
+    /// Every server connection of one identity (and its clones) shares
+    /// one TLS configuration: its session cache is not made per connection.
+    #[test]
+    fn servers_of_one_identity_share_their_tls_configuration() {
+        let id = QuicIdentity::generate().unwrap();
+        let tc = Arc::new(TransportConfig::default());
+        let a = id.server_config(tc.clone()).unwrap();
+        let b = id.clone().server_config(tc.clone()).unwrap();
+        assert!(Arc::ptr_eq(&a.crypto, &b.crypto));
+        let other = QuicIdentity::generate().unwrap().server_config(tc).unwrap();
+        assert!(!Arc::ptr_eq(&a.crypto, &other.crypto));
     }
 
     #[test]
