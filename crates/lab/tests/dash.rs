@@ -23,25 +23,12 @@ use std::time::Duration;
 
 const CHUNKS: usize = 12;
 
-fn root(test: &str) -> bool {
-    if hollywood_io::is_root() {
-        true
-    } else {
-        hollywood_test_support::skip(&format!(
-            "{test} needs root (network namespaces, TUN devices, the emulator)"
-        ));
-        false
-    }
-}
-
-fn scenario(t: Transport) -> DashScenario {
+/// The session over `t` with the client of [DASHing-2018]'s Algorithm 1
+/// (TCP) or 2 (Hollywood).
+fn scenario(t: Transport, client: ClientConfig) -> DashScenario {
     DashScenario {
         transport: GenericTransport::Tcp(t),
-        client: if t == Transport::Tcp {
-            ClientConfig::algorithm1()
-        } else {
-            ClientConfig::algorithm2()
-        },
+        client,
         content: Arc::new(
             Content::dashing(CHUNKS, Duration::from_secs(1), 0.1, 1).expect("ladder"),
         ),
@@ -112,11 +99,16 @@ fn sane(r: &DashRun, sc: &DashScenario) {
 
 #[test]
 fn dash_plays_over_tcp_and_hollywood_on_real_packets() {
-    if !root("dash_plays_over_tcp_and_hollywood_on_real_packets") {
-        return;
+    if !hollywood_io::is_root() {
+        let why = "needs root (network namespaces, TUN devices, the emulator)";
+        return hollywood_test_support::skip(&format!("lab dash {why}"));
     }
-    for (tag, t) in [("tcp", Transport::Tcp), ("hw", Transport::Hollywood)] {
-        let sc = scenario(t);
+    let sessions = [
+        ("tcp", Transport::Tcp, ClientConfig::algorithm1()),
+        ("hw", Transport::Hollywood, ClientConfig::algorithm2()),
+    ];
+    for (tag, t, client) in sessions {
+        let sc = scenario(t, client);
         let lab = format!("{LAB_PREFIX}-{}-dash-{tag}", std::process::id());
         let r = hollywood_lab::dash::run(&sc, &lab).unwrap_or_else(|e| panic!("{tag}: {e}"));
         eprintln!(
