@@ -17,8 +17,10 @@
 //!   [`Stream`] in byte-stream or message mode (thesis §7.2).
 //! - [`kernel`]: the same message layer over an ordinary kernel TCP socket
 //!   (thesis §4.4 partial deployment).
-//! - [`udp`]: any `hollywood_transport::MessageTransport` (QUIC,
-//!   UDP) with its application on a real UDP socket and the OS clock.
+//! - [`apphost`]: any `hollywood_transport::MessageTransport` with its
+//!   application on real packets and the OS clock ([`AppHost`]): on a TUN
+//!   device (the TCP deployments) or, through [`udp`], on a real UDP
+//!   socket (QUIC, UDP).
 //! - [`hostmode`]: the engine on the host's own network: a persistent
 //!   TUN device, forwarding and NAT (masquerade, DNAT) set up and torn
 //!   down as one thing (`hollywood host up|down|status|clear`).
@@ -33,6 +35,7 @@
 // entropy enter, so the workspace's sans-IO lint does not apply here.
 #![allow(clippy::disallowed_methods)]
 
+pub mod apphost;
 pub mod engine;
 pub mod error;
 pub mod hostmode;
@@ -43,6 +46,7 @@ pub mod sys;
 pub mod tun;
 pub mod udp;
 
+pub use apphost::{AppHost, AppHostStats};
 pub use engine::{Listener, Stack, StackOptions, Stream, StreamStats};
 pub use error::{Error, Result};
 pub use kernel::{KernelListener, KernelStream};
@@ -50,4 +54,4 @@ pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, Str
 pub use netns::{is_root, NetNs, NsThread, VethPair};
 pub use tun::device::{TunConfig, TunDevice};
 pub use tun::host::{HostStats, HostWaker, Step, TunHost};
-pub use udp::{UdpHost, UdpHostStats};
+pub use udp::{UdpHost, UdpHostStats, UdpPort};

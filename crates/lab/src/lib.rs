@@ -11,6 +11,8 @@
 //! - [`capture`]: tshark captures on the path and their wire audit.
 //! - [`daemon`]: the emulator as a background process (`lab up`/`down`).
 //! - [`messages`]: `sim messages` on real packets (QUIC, UDP, TCP);
+//!   [`dash`]: `sim dash` on real packets (TCP, TCP Hollywood, QUIC);
+//!   [`apps`]: what they share (the simulator's apps on real hosts);
 //! - [`interop`], [`middlebox`], [`calibrate`], [`bench`], [`compare`]: the
 //!   experiments;
 //!   [`workload`]: self-checking timed message workloads they share;
@@ -23,12 +25,14 @@
 // An adapter crate: real clocks, threads and processes live here.
 #![allow(clippy::disallowed_methods)]
 
+pub mod apps;
 pub mod attack;
 pub mod bench;
 pub mod calibrate;
 pub mod capture;
 pub mod compare;
 pub mod daemon;
+pub mod dash;
 pub mod idle;
 pub mod internet;
 pub mod interop;

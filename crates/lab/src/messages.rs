@@ -18,22 +18,21 @@
 //! packet as the transport built it; the kernel sends the same addresses,
 //! ports and payload).
 
+use crate::apps;
 use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
-use hollywood_io::{NetNs, UdpHost};
+use hollywood_io::UdpHost;
 use hollywood_media::scenario::oracle::{self, Fates, Offered, Outcome};
 use hollywood_media::transport;
 use hollywood_media::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_media::{MessageReceiver, MessageSender};
 use hollywood_sim::{DropReason, LinkConfig, MiddleboxKind};
 use hollywood_tcp::Instant;
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Errors (setup failures; a transport's own failure is in the run).
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::apps::Error;
 
 /// Sender and receiver ports (as in the simulator).
 const SENDER_PORT: u16 = 4000;
@@ -100,20 +99,14 @@ pub fn run_generic(
     })?;
     let tx_addr = SocketAddr::new(lab.addr(Host::A, false), SENDER_PORT);
     let rx_addr = SocketAddr::new(lab.addr(Host::B, false), RECEIVER_PORT);
-    let ns_a = NetNs::open(lab.ns(Host::A).name().ok_or("named namespace")?)?;
-    let ns_b = NetNs::open(lab.ns(Host::B).name().ok_or("named namespace")?)?;
-    // Sockets are created inside the namespaces and keep belonging to them.
-    let tx_sock = ns_a.run(move || UdpSocket::bind(tx_addr))??;
-    let rx_sock = ns_b.run(move || UdpSocket::bind(rx_addr))??;
+    let tx_sock = apps::bind_udp(&lab, Host::A, tx_addr)?;
+    let rx_sock = apps::bind_udp(&lab, Host::B, rx_addr)?;
     // Same seeds as the simulator's run of this scenario.
-    let transport_seed = hollywood_sim::SimBuilder::new()
-        .seed(sc.seed)
-        .build()
-        .derive_seed(1);
+    let transport_seed = apps::transport_seed(sc.seed);
     let (ta, tb) = g.endpoints(&sc.base, tx_addr, rx_addr, transport_seed)?;
     let (sender, receiver) = transport::apps(sc);
     let epoch = std::time::Instant::now();
-    let mut rx = UdpHost::new(rx_sock, tb, receiver, epoch)?;
+    let rx = UdpHost::new(rx_sock, tb, receiver, epoch)?;
     let mut tx = UdpHost::new(tx_sock, ta, sender, epoch)?;
     let sent: Arc<Mutex<Vec<SentPacket>>> = Arc::default();
     {
@@ -132,20 +125,13 @@ pub fn run_generic(
         None => sc.interval * sc.count,
     };
     let limit = Instant::ZERO + traffic + sc.rtt * 20 + Duration::from_secs(60);
-    let sender_done = Arc::new(AtomicBool::new(false));
-    let rx_thread = {
-        let done = sender_done.clone();
-        std::thread::Builder::new()
-            .name("lab-msg-rx".into())
-            .spawn(move || -> std::io::Result<UdpHost<MessageReceiver>> {
-                rx.run_until(limit, |_, _| done.load(Ordering::Acquire))?;
-                Ok(rx)
-            })?
-    };
-    let tx_result = tx.run_until(limit, |app: &MessageSender, _| app.finished());
-    sender_done.store(true, Ordering::Release);
-    let rx = rx_thread.join().map_err(|_| "receiver thread panicked")??;
-    let finished = tx_result?;
+    let (finished, rx) = apps::run_beside(
+        &mut tx,
+        rx,
+        limit,
+        |app: &MessageSender, _| app.finished(),
+        |_: &MessageReceiver| false,
+    )?;
     let duration = tx.now().since_epoch();
     let drops = lab
         .netem()
@@ -177,7 +163,7 @@ pub fn run_generic(
             receiver: rx.app(),
             receiver_stats: rx.transport().stats(),
             fates: Fates::Packets(&offered),
-            wire_packets: stats.datagrams_out,
+            wire_packets: stats.packets_out,
             wire_bytes: stats.ip_bytes_out,
             duration,
             error,

@@ -3,10 +3,11 @@
 //! seeds: start-up delay, total stall, average bit-rate, downward
 //! switches, discarded messages.
 
+use crate::cmd::Place;
 use crate::units::{parse_duration, parse_fraction, parse_rate, parse_size};
 use clap::Args;
 use hollywood_experiments::dash::sessions::{
-    run_all, static_path, summarise, DashTransport, TransportSummary,
+    run_all, static_path, summarise, DashTransport, Session, TransportSummary,
 };
 use hollywood_experiments::dash::DashParams;
 use hollywood_experiments::units::Spelling;
@@ -114,6 +115,17 @@ struct RunLine {
 }
 
 pub fn run(a: DashArgs) -> Result<(), String> {
+    run_in(a, Place::Sim)
+}
+
+/// `hollywood lab dash`: the same sessions on real packets, one after the
+/// other (each in its own lab, `LAB-0`, `LAB-1`, ...).
+pub fn run_lab(a: DashArgs, lab: &str) -> Result<(), String> {
+    hollywood_lab::topology::check_name(lab).map_err(|e| e.to_string())?;
+    run_in(a, Place::Lab(lab))
+}
+
+fn run_in(a: DashArgs, place: Place<'_>) -> Result<(), String> {
     if a.arch != "request-response" {
         return Err(format!(
             "--arch {}: this command runs the [DASHing-2018] request-response HTTP/1.1 client; thesis ch. 6's push and Hollywood architectures are `hollywood dash-ch6`",
@@ -148,16 +160,20 @@ pub fn run(a: DashArgs) -> Result<(), String> {
         .checked_add(a.seeds)
         .ok_or("--seed + --seeds overflows")?;
     let seeds: Vec<u64> = (a.seed..last).collect();
-    let runs = match &a.pcap {
-        Some(p) if transports.len() == 1 && seeds.len() == 1 => {
+    let runs = match (&a.pcap, place) {
+        (Some(_), Place::Lab(_)) => {
+            return Err("--pcap is the simulator's capture; in the lab capture with tshark (`hollywood lab exec`)".into())
+        }
+        (None, Place::Lab(lab)) => run_lab_sessions(&session, &transports, &seeds, lab),
+        (Some(p), Place::Sim) if transports.len() == 1 && seeds.len() == 1 => {
             let mut s = session.scenario(&transports[0], a.seed);
             s.pcap = Some(p.clone());
             vec![vec![s.run()]]
         }
-        Some(_) => {
+        (Some(_), Place::Sim) => {
             return Err("--pcap captures one session: give one --transport and --seeds 1".into())
         }
-        None => run_all(&session, &transports, &seeds, &|| {}),
+        (None, Place::Sim) => run_all(&session, &transports, &seeds, &|| {}),
     };
     let summaries: Vec<TransportSummary> = transports
         .iter()
@@ -304,6 +320,33 @@ pub fn run(a: DashArgs) -> Result<(), String> {
         return Err(format!("{failed} run(s) failed; the first: {first}"));
     }
     Ok(())
+}
+
+/// Every (transport, seed) session in a lab of its own, one after the
+/// other (real time: running them side by side would share the CPU),
+/// results grouped as [`run_all`]'s.
+fn run_lab_sessions(
+    session: &Session,
+    transports: &[DashTransport],
+    seeds: &[u64],
+    lab: &str,
+) -> Vec<Vec<Result<hollywood_media::dash::DashRun, String>>> {
+    let mut index = 0;
+    transports
+        .iter()
+        .map(|t| {
+            seeds
+                .iter()
+                .map(|&s| {
+                    let mut sc = session.scenario(t, s);
+                    sc.client.keep_bytes &= Some(&s) == seeds.first();
+                    let name = format!("{lab}-{index}");
+                    index += 1;
+                    hollywood_lab::dash::run(&sc, &name).map_err(|e| format!("{}: {e}", t.name))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn write_csv(

@@ -39,6 +39,22 @@ pub enum LabCommand {
     /// JSON keys, over a fresh lab whose emulator runs the same link model
     /// (QUIC and UDP on UDP sockets, the TCP deployments on our engine).
     Messages(MessagesLabArgs),
+    /// `sim dash` on real packets: the same DASH client and server (HTTP
+    /// on Hollywood messages, BOLA), transports, arguments and JSON, over
+    /// a fresh lab whose emulator runs the same link model (TCP and TCP
+    /// Hollywood on our engine over TUN, QUIC on UDP sockets).
+    Dash(DashLabArgs),
+}
+
+/// Arguments of `hollywood lab dash`.
+#[derive(Args, Debug)]
+pub struct DashLabArgs {
+    /// Name of the temporary labs (one per run: NAME-0, NAME-1, ...;
+    /// deleted afterwards).
+    #[arg(long, default_value = "hwdash")]
+    pub name: String,
+    #[command(flatten)]
+    pub dash: crate::cmd::dash::DashArgs,
 }
 
 /// Arguments of `hollywood lab messages`.
@@ -151,6 +167,7 @@ pub fn run(c: LabCommand) -> Result<(), String> {
         LabCommand::Status(a) => status(a),
         LabCommand::Verify(a) => verify(a),
         LabCommand::Messages(a) => crate::cmd::messages::run_lab(a.messages, &a.name),
+        LabCommand::Dash(a) => crate::cmd::dash::run_lab(a.dash, &a.name),
     }
 }
 

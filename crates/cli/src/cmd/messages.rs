@@ -382,13 +382,7 @@ pub fn write_csv_rows<W: std::io::Write>(
     Ok(())
 }
 
-/// Where a run happens.
-enum Place<'a> {
-    /// The discrete-event simulator.
-    Sim,
-    /// Real packets in a lab of this name (root).
-    Lab(&'a str),
-}
+use crate::cmd::Place;
 
 pub fn run(a: MessagesArgs) -> Result<(), String> {
     run_in(a, Place::Sim)

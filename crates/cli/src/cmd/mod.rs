@@ -27,3 +27,12 @@ pub mod soak;
 pub mod transmit;
 pub mod video;
 pub mod voip;
+
+/// Where a simulator command's runs happen (`sim X` or `lab X`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Place<'a> {
+    /// The discrete-event simulator.
+    Sim,
+    /// Real packets in a lab of this name (root).
+    Lab(&'a str),
+}

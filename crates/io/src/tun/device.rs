@@ -293,6 +293,28 @@ impl TunDevice {
             .await
     }
 
+    /// Write one whole IP packet without waiting: `Err(WouldBlock)` (or
+    /// `ENOBUFS`) if the device cannot take it now. For callers that drive
+    /// the device from their own thread ([`crate::apphost`]).
+    pub fn try_send(&self, packet: &[u8]) -> io::Result<()> {
+        let mut file: &File = self.fd.get_ref();
+        let n = if self.offload {
+            let hdr = [0u8; VNET_HDR_LEN];
+            let iov = [IoSlice::new(&hdr), IoSlice::new(packet)];
+            file.write_vectored(&iov)?.saturating_sub(VNET_HDR_LEN)
+        } else {
+            file.write(packet)?
+        };
+        if n == packet.len() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("TUN device took {n} of {} bytes of a packet", packet.len()),
+            ))
+        }
+    }
+
     /// Wait for and read one raw frame of an offloading device into
     /// `frame`: a `virtio_net_hdr` ([`crate::tun::offload::VnetHdr`]) and the
     /// packet, possibly a super-packet or with a partial checksum (see

@@ -99,6 +99,10 @@ pub struct DashRun {
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+/// The server's port (HTTP).
+pub const SERVER_PORT: u16 = 80;
+/// The client's port.
+pub const CLIENT_PORT: u16 = 40000;
 
 type ClientHost = TransportHost<DashClient>;
 type ServerHost = TransportHost<DashServer>;
@@ -152,7 +156,11 @@ impl DashScenario {
         Ok(())
     }
 
-    fn link(p: &Phase, queue: usize) -> (LinkConfig, LinkConfig) {
+    /// The emulated links of phase `p` (server to client, client to
+    /// server): rate, half the RTT and the loss down, rate and half the
+    /// RTT up, a drop-tail queue of `queue` bytes each way. The simulator
+    /// and the lab (`hollywood lab dash`) build their paths from these.
+    pub fn link(p: &Phase, queue: usize) -> (LinkConfig, LinkConfig) {
         let down = LinkConfig::new(p.rate_bps, p.rtt / 2)
             .with_queue_bytes(queue)
             .with_loss(if p.loss > 0.0 {
@@ -164,25 +172,46 @@ impl DashScenario {
         (down, up)
     }
 
+    /// The bottleneck queue: `queue_bytes`, or one bandwidth-delay
+    /// product of the first phase, at least 64 KiB.
+    pub fn queue(&self) -> usize {
+        queue_for(&self.phases, self.queue_bytes)
+    }
+
+    /// How long a session may take before it gives up: three times the
+    /// video's length plus ten minutes.
+    pub fn time_limit(&self) -> Duration {
+        self.content.duration() * 3 + Duration::from_secs(600)
+    }
+
+    /// The session's applications: the server and the client.
+    pub fn apps(&self) -> (DashServer, DashClient) {
+        (
+            DashServer::new(self.content.clone()),
+            DashClient::new(self.client, &self.content.manifest_path()),
+        )
+    }
+
     /// Play the whole video (or give up at a generous time limit: three
     /// times the video's length plus ten minutes).
     pub fn run(&self) -> Result<DashRun, String> {
         self.validate()?;
         let name = self.transport.name();
+        let (server_app, client_app) = self.apps();
         let (mut sim, server, client) = build_path(
             &self.transport,
             self.cc,
             &self.phases,
             self.queue_bytes,
             self.seed,
-            DashServer::new(self.content.clone()),
-            DashClient::new(self.client, &self.content.manifest_path()),
+            server_app,
+            client_app,
         )?;
         if let Some(p) = &self.pcap {
             sim.capture_pcap_file(p, hollywood_sim::CaptureFilter::default())
                 .map_err(|e| format!("cannot write pcap {}: {e}", p.display()))?;
         }
-        let limit = Instant::ZERO + self.content.duration() * 3 + Duration::from_secs(600);
+        let limit = Instant::ZERO + self.time_limit();
         while sim.now() < limit {
             sim.run_for(Duration::from_secs(1))
                 .map_err(|e| e.to_string())?;
@@ -202,26 +231,57 @@ impl DashScenario {
         let now = sim.now();
         sim.finish_captures().map_err(|e| format!("pcap: {e}"))?;
         let s = sim.node_mut::<ServerHost>(server).expect("server");
-        let server_stats = s.app().stats();
-        let server_transport = s.transport().stats();
-        let retransmitted_segments = retransmitted(s);
+        let (server_stats, server_transport) = (s.app().stats(), s.transport().stats());
+        let retransmitted_segments = retransmitted(s.transport());
         let c = sim.node_mut::<ClientHost>(client).expect("client");
-        let mut report = c.app().report(now);
-        if report.ended_s.is_none() && report.error.is_none() {
-            report.error = Some(format!(
-                "playback had not ended after {:.0} s of simulated time",
+        let report = c.app().report(now);
+        Ok(DashRun::new(
+            name,
+            report,
+            server_stats,
+            server_transport,
+            retransmitted_segments,
+            now,
+        ))
+    }
+}
+
+impl DashRun {
+    /// The run of a session that ended at `now`: a client report with
+    /// neither an end nor an error gets the error "playback had not
+    /// ended" (shared by the simulator and the lab).
+    pub fn new(
+        transport: &'static str,
+        mut client: ClientReport,
+        server: ServerStats,
+        server_transport: TransportStats,
+        retransmitted_segments: u64,
+        now: Instant,
+    ) -> DashRun {
+        if client.ended_s.is_none() && client.error.is_none() {
+            client.error = Some(format!(
+                "playback had not ended after {:.0} s",
                 now.since_epoch().as_secs_f64()
             ));
         }
-        Ok(DashRun {
-            transport: name,
-            client: report,
-            server: server_stats,
+        DashRun {
+            transport,
+            client,
+            server,
             server_transport,
             retransmitted_segments,
             sim_seconds: now.since_epoch().as_secs_f64(),
-        })
+        }
     }
+}
+
+/// The queue of a path: `queue_bytes`, or one bandwidth-delay product of
+/// the first phase, at least 64 KiB.
+fn queue_for(phases: &[Phase], queue_bytes: Option<usize>) -> usize {
+    let bdp = phases.first().map_or(0, |p| {
+        (p.rate_bps as f64 * p.rtt.as_secs_f64() / 8.0) as usize
+    });
+    queue_bytes.unwrap_or(bdp.max(64 * 1024))
 }
 
 /// A server and a client over the path of `phases` (the first from 0,
@@ -241,64 +301,12 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
     client_app: C,
 ) -> Result<(Simulator, NodeId, NodeId), String> {
     let first = *phases.first().ok_or("the path needs at least one phase")?;
-    let bdp = (first.rate_bps as f64 * first.rtt.as_secs_f64() / 8.0) as usize;
-    let queue = queue_bytes.unwrap_or(bdp.max(64 * 1024));
+    let queue = queue_for(phases, queue_bytes);
     let mut sim = SimBuilder::new().seed(seed).build();
-    let server_addr = SocketAddr::new(IpAddr::V4(SERVER), 80);
-    let client_addr = SocketAddr::new(IpAddr::V4(CLIENT), 40000);
-    let base = Config {
-        cc,
-        ..Config::default()
-    };
-    let seed = sim.derive_seed(1);
-    let name = transport.name();
-    let (server_t, client_t): (Box<dyn MessageTransport>, Box<dyn MessageTransport>) =
-        match transport.with_cc(cc) {
-            GenericTransport::Tcp(t) => (
-                Box::new(TcpTransport::new(
-                    name,
-                    t.sender_config(&base),
-                    Role::Server,
-                    server_addr,
-                    seed ^ 0x5eed,
-                )),
-                Box::new(TcpTransport::new(
-                    name,
-                    t.receiver_config(&base),
-                    Role::Client {
-                        remote: server_addr,
-                    },
-                    client_addr,
-                    seed,
-                )),
-            ),
-            GenericTransport::Quic(q) => {
-                let id = QuicIdentity::generate()?;
-                (
-                    Box::new(QuicTransport::new(
-                        q.clone(),
-                        Role::Server,
-                        server_addr,
-                        &id,
-                        seed ^ 0x5eed,
-                    )?),
-                    Box::new(QuicTransport::new(
-                        q,
-                        Role::Client {
-                            remote: server_addr,
-                        },
-                        client_addr,
-                        &id,
-                        seed,
-                    )?),
-                )
-            }
-            GenericTransport::Udp => {
-                return Err(format!(
-                    "{name}: HTTP needs a reliable transport (TCP, TCP Hollywood or a QUIC stream mapping)"
-                ))
-            }
-        };
+    let server_addr = SocketAddr::new(IpAddr::V4(SERVER), SERVER_PORT);
+    let client_addr = SocketAddr::new(IpAddr::V4(CLIENT), CLIENT_PORT);
+    let (server_t, client_t) =
+        endpoints(transport, cc, server_addr, client_addr, sim.derive_seed(1))?;
     let server = sim.add_node(TransportHost::new(server_addr.ip(), server_t, server_app));
     let client = sim.add_node(TransportHost::new(client_addr.ip(), client_t, client_app));
     let (down, up) = DashScenario::link(&first, queue);
@@ -314,6 +322,75 @@ pub(crate) fn build_path<S: TransportApp, C: TransportApp>(
             .map_err(|e| e.to_string())?;
     }
     Ok((sim, server, client))
+}
+
+/// One end's transport.
+pub type Endpoint = Box<dyn MessageTransport>;
+
+/// The server's and the client's transports of `transport` at
+/// `server_addr` and `client_addr`, `cc` at both ends: the deployment's
+/// sender side serves, its receiver side is the client (over QUIC: the
+/// server and client of the connection, `cc` as quinn's controller).
+/// `seed` seeds the client, `seed ^ 0x5eed` the server (the simulator
+/// passes its first derived seed; the lab the same, so both start alike).
+pub fn endpoints(
+    transport: &GenericTransport,
+    cc: CcAlgorithm,
+    server_addr: SocketAddr,
+    client_addr: SocketAddr,
+    seed: u64,
+) -> Result<(Endpoint, Endpoint), String> {
+    let base = Config {
+        cc,
+        ..Config::default()
+    };
+    let name = transport.name();
+    Ok(match transport.with_cc(cc) {
+        GenericTransport::Tcp(t) => (
+            Box::new(TcpTransport::new(
+                name,
+                t.sender_config(&base),
+                Role::Server,
+                server_addr,
+                seed ^ 0x5eed,
+            )),
+            Box::new(TcpTransport::new(
+                name,
+                t.receiver_config(&base),
+                Role::Client {
+                    remote: server_addr,
+                },
+                client_addr,
+                seed,
+            )),
+        ),
+        GenericTransport::Quic(q) => {
+            let id = QuicIdentity::generate()?;
+            (
+                Box::new(QuicTransport::new(
+                    q.clone(),
+                    Role::Server,
+                    server_addr,
+                    &id,
+                    seed ^ 0x5eed,
+                )?),
+                Box::new(QuicTransport::new(
+                    q,
+                    Role::Client {
+                        remote: server_addr,
+                    },
+                    client_addr,
+                    &id,
+                    seed,
+                )?),
+            )
+        }
+        GenericTransport::Udp => {
+            return Err(format!(
+            "{name}: HTTP needs a reliable transport (TCP, TCP Hollywood or a QUIC stream mapping)"
+        ))
+        }
+    })
 }
 
 /// A QUIC mapping for HTTP: `quic-ss` (one stream, in order, as HTTP/1.1
@@ -361,10 +438,9 @@ pub(crate) fn pump(
     Ok(())
 }
 
-/// Segments a host's TCP transport retransmitted; over QUIC the packets
-/// it declared lost (their frames are sent again in new packets).
-pub(crate) fn retransmitted<A: TransportApp>(h: &TransportHost<A>) -> u64 {
-    let t = h.transport();
+/// Segments a TCP transport retransmitted; over QUIC the packets it
+/// declared lost (their frames are sent again in new packets).
+pub fn retransmitted(t: &dyn MessageTransport) -> u64 {
     t.as_any()
         .downcast_ref::<TcpTransport>()
         .map_or(t.stats().packets_lost, |t| {

@@ -196,7 +196,7 @@ impl Ch6Scenario {
         if let Some(e) = &s.app().error {
             return Err(format!("server: {e}"));
         }
-        let retransmitted_segments = retransmitted(s);
+        let retransmitted_segments = retransmitted(s.transport());
         let dropped_frames = s.app().dropped_frames;
         let h = s
             .transport()
