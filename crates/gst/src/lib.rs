@@ -4,9 +4,10 @@
 //!   `latency`), a priority and a dependency; keyframes get the group's
 //!   lifetime and the highest priority, delta units depend on their
 //!   group's keyframe ([`mapping`]);
-//! - `hollywoodsrc`: a live source pushing messages as they arrive, in
-//!   order within a window where the caps need it, with lost and expired
-//!   counts on the bus.
+//! - `hollywoodsrc`: a live source; where the caps need order, it puts
+//!   messages in order and plays them out at a constant delay from the
+//!   sender's clock ([`playout`], as SRT's TSBPD), otherwise it pushes
+//!   them as they arrive; lost, expired and late counts on the bus.
 //!
 //! Both take SRT-style properties (`uri`, `latency`, `certificate`/`key`,
 //! a `stats` structure) and connect with `hollywood_taps`: racing QUIC,
@@ -23,6 +24,7 @@
 
 pub mod common;
 pub mod mapping;
+pub mod playout;
 pub mod sink;
 pub mod src;
 

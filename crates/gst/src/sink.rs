@@ -10,9 +10,15 @@
 //! accepts the next caller when one leaves. At EOS the sink closes the
 //! connection after what is queued and waits (at most the latency plus
 //! 5 s) for the peer's close.
+//!
+//! On a direct connection each message starts with the sender-time header
+//! of [`crate::playout`] (`timestamps=false`: the bare buffer, for a
+//! receiver other than `hollywoodsrc`); to a relay the media header's
+//! `origin_us` carries that time.
 
 use crate::common::{self, Settings, Target};
 use crate::mapping::{BufferFlags, Mapper, Plan};
+use crate::playout;
 use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
@@ -112,6 +118,13 @@ enum Cmd {
     Buffer {
         data: Vec<u8>,
         flags: BufferFlags,
+        /// This process's clock when `render` took the buffer
+        /// ([`hollywood_taps::pubsub::now_us`]): when it was sent, as SRT's
+        /// source time. (The buffer's own time would also absorb the
+        /// encoder's delay, but a sender whose encoder falls behind real
+        /// time drifts away from the receiver's clock mapping: measured,
+        /// docs/GSTREAMER.md.)
+        sent_us: i64,
     },
     /// Close after what is queued; answer when done.
     Eos(std::sync::mpsc::SyncSender<()>),
@@ -138,16 +151,22 @@ impl Out {
         }
     }
 
-    /// Send one message; the reference of a direct one.
+    /// Send one message; the reference of a direct one. `sent_us`: the
+    /// sender time a direct message carries in its header (`None`: none).
     async fn send(
         &mut self,
         data: Vec<u8>,
         plan: &Plan,
         lifetime: Duration,
         depends_on: Option<MessageRef>,
+        sent_us: Option<i64>,
     ) -> Result<Option<MessageRef>, Error> {
         match self {
             Out::Direct(c) => {
+                let data = match sent_us {
+                    Some(t) => playout::encode(t, &data),
+                    None => data,
+                };
                 // RFC 9622: lower is more urgent, default 100; keyframe
                 // data first, then audio, other video, the rest.
                 let mut ctx = MessageContext::lifetime(lifetime)
@@ -203,12 +222,15 @@ struct Waiting {
     at: Instant,
     data: Vec<u8>,
     plan: Plan,
+    sent_us: i64,
 }
 
 struct Task {
     target: Target,
     latency: Duration,
     group: Option<Duration>,
+    /// Direct messages carry the sender-time header.
+    timestamps: bool,
     rx: mpsc::Receiver<Cmd>,
     stats: Arc<Stats>,
     error: Arc<Mutex<Option<String>>>,
@@ -270,10 +292,10 @@ impl Task {
                     tokio::select! {
                         c = &mut connect => break c,
                         cmd = self.rx.recv() => match cmd {
-                            Some(Cmd::Buffer { data, flags }) => {
+                            Some(Cmd::Buffer { data, flags, sent_us }) => {
                                 let now = Instant::now();
                                 let plan = self.plan(&mut mapper, &data, flags, now - t0);
-                                waiting.push_back(Waiting { at: now, data, plan });
+                                waiting.push_back(Waiting { at: now, data, plan, sent_us });
                                 self.expire_waiting(&mut waiting, now);
                             }
                             Some(Cmd::Eos(done)) => {
@@ -348,17 +370,18 @@ impl Task {
         let mut last_key: Option<MessageRef> = None;
         let now = Instant::now();
         self.expire_waiting(waiting, now);
+        let ts = |t: i64| self.timestamps.then_some(t);
         while let Some(w) = waiting.pop_front() {
             let left = (w.at + w.plan.lifetime).saturating_duration_since(now);
-            send(out, w.data, &w.plan, left, &mut last_key).await?;
+            send(out, w.data, &w.plan, left, &mut last_key, ts(w.sent_us)).await?;
         }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         loop {
             tokio::select! {
                 cmd = self.rx.recv() => match cmd {
-                    Some(Cmd::Buffer { data, flags }) => {
+                    Some(Cmd::Buffer { data, flags, sent_us }) => {
                         let plan = self.plan(mapper, &data, flags, Instant::now() - t0);
-                        send(out, data, &plan, plan.lifetime, &mut last_key).await?;
+                        send(out, data, &plan, plan.lifetime, &mut last_key, ts(sent_us)).await?;
                     }
                     Some(Cmd::Eos(done)) => return Ok(Some(done)),
                     None => return Ok(None),
@@ -377,12 +400,13 @@ async fn send(
     plan: &Plan,
     lifetime: Duration,
     last_key: &mut Option<MessageRef>,
+    sent_us: Option<i64>,
 ) -> Result<(), Error> {
     if plan.group_start {
         *last_key = None;
     }
     let on = if plan.depends_on_key { *last_key } else { None };
-    let r = out.send(data, plan, lifetime, on).await?;
+    let r = out.send(data, plan, lifetime, on, sent_us).await?;
     if plan.key {
         if let Some(r) = r {
             *last_key = Some(r);
@@ -408,6 +432,8 @@ mod imp {
         settings: Mutex<Settings>,
         /// `group-lifetime` in ms (0: measured).
         group_ms: Mutex<u32>,
+        /// `timestamps`: the sender-time header on direct messages.
+        timestamps: Mutex<Option<bool>>,
         running: Mutex<Option<Running>>,
         /// The counters of the last run, after `stop`.
         last_stats: Mutex<Option<Arc<Stats>>>,
@@ -437,6 +463,18 @@ mod imp {
                         .mutable_ready()
                         .build(),
                 );
+                p.push(
+                    glib::ParamSpecBoolean::builder("timestamps")
+                        .nick("Timestamps")
+                        .blurb(
+                            "Start each message of a direct connection with the 12-byte \
+                             sender-time header hollywoodsrc plays out by (false: the bare \
+                             buffer, for receivers other than hollywoodsrc)",
+                        )
+                        .default_value(true)
+                        .mutable_ready()
+                        .build(),
+                );
                 p
             });
             PROPS.as_ref()
@@ -447,6 +485,10 @@ mod imp {
                 *lock(&self.group_ms) = value.get().expect("type checked upstream");
                 return;
             }
+            if pspec.name() == "timestamps" {
+                *lock(&self.timestamps) = Some(value.get().expect("type checked upstream"));
+                return;
+            }
             if let Err(e) = lock(&self.settings).set(pspec.name(), value) {
                 gst::error!(CAT, imp = self, "{}: {e}", pspec.name());
             }
@@ -455,6 +497,7 @@ mod imp {
         fn property(&self, _id: usize, pspec: &glib::ParamSpec) -> glib::Value {
             match pspec.name() {
                 "group-lifetime" => lock(&self.group_ms).to_value(),
+                "timestamps" => lock(&self.timestamps).unwrap_or(true).to_value(),
                 "stats" => {
                     let s = lock(&self.running)
                         .as_ref()
@@ -519,6 +562,7 @@ mod imp {
                 target,
                 latency: settings.latency,
                 group,
+                timestamps: lock(&self.timestamps).unwrap_or(true),
                 rx,
                 stats: stats.clone(),
                 error: error.clone(),
@@ -560,6 +604,7 @@ mod imp {
             let cmd = Cmd::Buffer {
                 data: map.as_slice().to_vec(),
                 flags,
+                sent_us: hollywood_taps::pubsub::now_us(),
             };
             if tx.blocking_send(cmd).is_err() {
                 let why = lock(&error)

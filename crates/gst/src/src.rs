@@ -1,14 +1,29 @@
 //! `hollywoodsrc`: a live source that pushes each message as one buffer
-//! as it arrives, timestamped on arrival, and reports its `latency` so
-//! the sinks downstream play out with that budget.
+//! and reports its `latency` so the sinks downstream play out with that
+//! budget.
+//!
+//! Where it orders the stream (below: not for RTP, whose jitter buffer
+//! plays out by the RTP timestamps), it plays out at a constant delay, as
+//! SRT's TSBPD: each buffer leaves at its
+//! sender time on this host's clock (the sender's clock plus the path's
+//! base delay, [`crate::playout`]: the direct sender's header or a
+//! relay's `origin_us`) plus the latency, stamped with that time. So the
+//! downstream sees the stream at a constant delay whatever the repairs, as
+//! `srtsrc` hands it on, and a buffer that arrived within the latency is
+//! on time; one that arrived later leaves at once, stamped with its
+//! playout time (late downstream, counted as `playout-late`). A message
+//! without a sender time (a sender with `timestamps=false`), and every
+//! buffer where the downstream reorders, leaves as it arrives, stamped
+//! then (`do-timestamp`).
 //!
 //! Order: TCP Hollywood and QUIC deliver messages as they arrive, so a
 //! repaired loss lets later messages overtake. Where the caps say the
 //! downstream reorders itself (`application/x-rtp`: a jitter buffer),
 //! buffers leave as they arrive; otherwise (MPEG-TS: a demuxer reads a
 //! packet behind a later one as a discontinuity and drops the PES) a
-//! buffer waits at most the latency for a missing earlier one
-//! (`hollywood_taps::reorder`). The whole latency, not `hollywood
+//! buffer waits for a missing earlier one at most until the latency after
+//! its own sender time (after its arrival without one; `hollywood_taps::
+//! reorder`): then it is due downstream. The whole latency, not `hollywood
 //! transmit`'s half: the source reports the latency to the pipeline, so
 //! the sinks downstream already wait that long, and a gap's message, sent
 //! before the one waiting, either arrives within its lifetime (the
@@ -21,17 +36,20 @@
 //! the bus counts what arrived, what never did (`lost`: lost on the path
 //! and not repaired in time, or expired at the sender), what arrived
 //! behind a gap already given up (`late`) and, from a relay, what arrived
-//! past its end-to-end deadline (`expired`). The stream ends (EOS) when
-//! the connection does.
+//! past its end-to-end deadline (`expired`), and which buffers left after
+//! their playout time, the sender time plus the latency (`playout-late`:
+//! late downstream), with the longest wait past the sender time
+//! (`delay-max-ms`). The stream ends (EOS) when the connection does.
 
 use crate::common::{self, Settings, Target};
+use crate::playout::{self, Clock};
 use gst::glib;
 use gst::prelude::*;
 use gst::subclass::prelude::*;
 use gst_base::prelude::*;
 use gst_base::subclass::base_src::CreateSuccess;
 use gst_base::subclass::prelude::*;
-use hollywood_taps::pubsub::{Request, Role, Session};
+use hollywood_taps::pubsub::{instant_of, now_us, Request, Role, Session};
 use hollywood_taps::relay::Mode;
 use hollywood_taps::reorder::Reorder;
 use hollywood_taps::{Connection, Error, Protocol};
@@ -122,6 +140,11 @@ struct Stats {
     expired: AtomicU64,
     /// Dropped because the streaming thread fell behind.
     overflow: AtomicU64,
+    /// Left after the sender time plus the latency.
+    playout_late: AtomicU64,
+    /// The longest time from the sender time (on this clock) to leaving,
+    /// in ms.
+    delay_max_ms: AtomicU64,
 }
 
 impl Stats {
@@ -141,12 +164,19 @@ impl Stats {
             .field("reordered", g(&self.held))
             .field("gaps-skipped", g(&self.gaps_skipped))
             .field("overflow", g(&self.overflow))
+            .field("playout-late", g(&self.playout_late))
+            .field("delay-max-ms", g(&self.delay_max_ms))
             .build()
     }
 }
 
+/// The stamp of a message without a sender time.
+const NO_STAMP: i64 = i64::MIN;
+
 enum Item {
-    Data(Vec<u8>),
+    /// A buffer and its stamp: the sender's time on this host's clock
+    /// ([`now_us`]), `None` without one.
+    Data(Vec<u8>, Option<i64>),
     End,
     Error(String),
 }
@@ -224,6 +254,7 @@ impl Task {
         let mut order = Reorder::new(window);
         let mut out = Vec::new();
         let mut span = Span::default();
+        let mut clock = Clock::default();
         let ended = loop {
             let wake = order.next_timeout();
             let got = tokio::select! {
@@ -232,9 +263,20 @@ impl Task {
             };
             let now = tokio::time::Instant::now();
             match got {
-                Some(Ok(Some((id, data)))) => {
-                    span.saw(id);
-                    order.push(id, data, now, &mut out);
+                Some(Ok(Some(m))) => {
+                    span.saw(m.id);
+                    // The stamp travels in front of the buffer through the
+                    // reorder buffer; a held buffer is due at its stamp
+                    // plus the window.
+                    let stamp = m.sent_us.filter(|_| !window.is_zero()).and_then(|t| {
+                        clock.saw(t, m.arrival_us);
+                        clock.local(t)
+                    });
+                    let at = stamp.map_or(now, instant_of);
+                    let mut data = Vec::with_capacity(8 + m.data.len());
+                    data.extend_from_slice(&stamp.unwrap_or(NO_STAMP).to_be_bytes());
+                    data.extend_from_slice(&m.data[m.start..]);
+                    order.push(m.id, data, at, &mut out);
                 }
                 Some(Ok(None)) => break Ok(()),
                 Some(Err(e)) => break Err(e),
@@ -254,10 +296,22 @@ impl Task {
 
     fn forward(&self, out: &mut Vec<Vec<u8>>, span: &Span, order: &Reorder, input: &In) {
         let s = &self.stats;
-        for d in out.drain(..) {
+        let now = now_us();
+        for mut d in out.drain(..) {
+            let mut t = [0; 8];
+            t.copy_from_slice(&d[..8]);
+            d.drain(..8);
+            let stamp = Some(i64::from_be_bytes(t)).filter(|&t| t != NO_STAMP);
+            if let Some(t) = stamp {
+                let waited = now.saturating_sub(t).max(0) as u64;
+                if waited > self.latency.as_micros() as u64 {
+                    s.playout_late.fetch_add(1, Ordering::Relaxed);
+                }
+                s.delay_max_ms.fetch_max(waited / 1000, Ordering::Relaxed);
+            }
             s.received.fetch_add(1, Ordering::Relaxed);
             s.bytes.fetch_add(d.len() as u64, Ordering::Relaxed);
-            match self.tx.try_send(Item::Data(d)) {
+            match self.tx.try_send(Item::Data(d, stamp)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
                     s.overflow.fetch_add(1, Ordering::Relaxed);
@@ -276,12 +330,44 @@ impl Task {
     }
 }
 
-/// The next message and its id (consecutive per sender), `None` at the end.
-async fn next(input: &mut In) -> Result<Option<(u32, Vec<u8>)>, Error> {
-    match input {
-        In::Direct(c) => Ok(c.receive().await?.map(|m| (m.wire_id, m.data))),
-        In::Relay(s) => Ok(s.receive().await?.map(|m| (m.header.seq as u32, m.payload))),
-    }
+/// A message as it arrived.
+struct Arrived {
+    /// Consecutive per sender.
+    id: u32,
+    data: Vec<u8>,
+    /// Where the buffer starts in `data` (after the sender-time header).
+    start: usize,
+    /// The sender's clock when it sent the buffer, if it says.
+    sent_us: Option<i64>,
+    /// This host's clock ([`now_us`]) at the arrival.
+    arrival_us: i64,
+}
+
+/// The next message, `None` at the end.
+async fn next(input: &mut In) -> Result<Option<Arrived>, Error> {
+    Ok(match input {
+        In::Direct(c) => c.receive().await?.map(|m| {
+            let ago = tokio::time::Instant::now().saturating_duration_since(m.arrival);
+            let (sent_us, start) = match playout::decode(&m.data) {
+                Some((t, start)) => (Some(t), start),
+                None => (None, 0),
+            };
+            Arrived {
+                id: m.wire_id,
+                data: m.data,
+                start,
+                sent_us,
+                arrival_us: now_us() - ago.as_micros() as i64,
+            }
+        }),
+        In::Relay(s) => s.receive().await?.map(|m| Arrived {
+            id: m.header.seq as u32,
+            data: m.payload,
+            start: 0,
+            sent_us: Some(m.header.origin_us),
+            arrival_us: now_us(),
+        }),
+    })
 }
 
 async fn sleep_until(t: Option<tokio::time::Instant>) {
@@ -348,6 +434,30 @@ mod imp {
                 .post_message(gst::message::Element::builder(s).src(&*self.obj()).build());
         }
 
+        /// `t` on [`now_us`]'s clock as the pipeline's running time (when
+        /// the element has a clock and `t` is after the pipeline started).
+        fn running_time_of(&self, t: i64) -> Option<gst::ClockTime> {
+            let obj = self.obj();
+            let now = obj.clock()?.time()?.checked_sub(obj.base_time()?)?;
+            let ago = gst::ClockTime::from_useconds(now_us().saturating_sub(t).max(0) as u64);
+            now.checked_sub(ago)
+        }
+
+        /// Wait until `t` on [`now_us`]'s clock (now if it passed);
+        /// `Flushing` when the element is told to stop waiting.
+        fn wait_until(&self, t: i64) -> Result<(), gst::FlowError> {
+            loop {
+                if self.flushing.load(Ordering::SeqCst) {
+                    return Err(gst::FlowError::Flushing);
+                }
+                let left = t.saturating_sub(now_us());
+                if left <= 0 {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_micros(left.min(20_000) as u64));
+            }
+        }
+
         /// The reorder window for `caps`: none where the downstream
         /// reorders (RTP), the latency otherwise; or the property.
         fn decide_window(&self, caps: Option<&gst::Caps>) {
@@ -375,9 +485,10 @@ mod imp {
                     glib::ParamSpecInt::builder("reorder")
                         .nick("Reorder window")
                         .blurb(
-                            "Milliseconds a buffer may wait for a missing earlier one \
-                             (-1: none for application/x-rtp caps, the latency otherwise; \
-                             0: push as messages arrive)",
+                            "Milliseconds past its sender time (its arrival without one) a \
+                             buffer may wait for a missing earlier one (-1: none for \
+                             application/x-rtp caps, the latency otherwise; 0: push as \
+                             messages arrive)",
                         )
                         .minimum(-1)
                         .maximum(600_000)
@@ -563,8 +674,21 @@ mod imp {
                 }
                 let item = lock(&rx).recv_timeout(Duration::from_millis(50));
                 match item {
-                    Ok(Item::Data(d)) => {
-                        return Ok(CreateSuccess::NewBuffer(gst::Buffer::from_mut_slice(d)))
+                    Ok(Item::Data(d, stamp)) => {
+                        let mut b = gst::Buffer::from_mut_slice(d);
+                        if let Some(t) = stamp {
+                            // Playout at a constant delay: the sender time
+                            // plus the latency.
+                            let latency = lock(&self.settings).latency.as_micros() as i64;
+                            let due = t.saturating_add(latency);
+                            self.wait_until(due)?;
+                            if let Some(pts) = self.running_time_of(due) {
+                                let b = b.get_mut().expect("a new buffer");
+                                b.set_pts(pts);
+                                b.set_dts(pts);
+                            }
+                        }
+                        return Ok(CreateSuccess::NewBuffer(b));
                     }
                     Ok(Item::End) | Err(RecvTimeoutError::Disconnected) => {
                         self.post_stats();
