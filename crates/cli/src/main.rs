@@ -103,6 +103,8 @@ enum SimCommand {
     DashCh6(cmd::dash_ch6::Ch6Args),
     /// Send timed messages over TCP, a TCP Hollywood deployment, QUIC or UDP.
     Messages(cmd::messages::MessagesArgs),
+    /// One message stream over a connection group of two paths (broadcast, backup, aggregate) through a path failure.
+    Multipath(cmd::multipath::MultipathArgs),
     /// Transfer bytes one way over one simulated link and report goodput.
     Bulk(cmd::bulk::BulkArgs),
     /// Benchmark: per-message cost of the Hollywood sender vs TCP as the message count grows.
@@ -188,6 +190,7 @@ fn main() -> ExitCode {
             cmd::dash_ch6::run(args)
         }
         Command::Sim(SimCommand::Messages(args)) => cmd::messages::run(args),
+        Command::Sim(SimCommand::Multipath(args)) => cmd::multipath::run(args),
         Command::Sim(SimCommand::Bulk(args)) => cmd::bulk::run(args),
         Command::Sim(SimCommand::Scaling(args)) => cmd::scaling::run(args),
         Command::Sim(SimCommand::Chaos(args)) => cmd::chaos::run(args),

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod dash;
+pub mod multipath;
 pub mod rng;
 pub mod scenario;
 pub mod stream;

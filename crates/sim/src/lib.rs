@@ -42,6 +42,7 @@ pub mod apps;
 pub mod error;
 pub mod link;
 pub mod middlebox;
+pub mod multi_host;
 pub mod node;
 pub mod nodes;
 pub mod pattern;
@@ -61,6 +62,7 @@ pub use link::{
     DEFAULT_QUEUE_BYTES,
 };
 pub use middlebox::{Middlebox, MiddleboxConfig, MiddleboxKind, MiddleboxStats};
+pub use multi_host::MultiHomedHost;
 pub use node::{Node, NodeId};
 pub use nodes::{Arrival, DatagramPattern, Datagrams, Sink, Source};
 pub use pattern::{Pattern, StreamHash};

@@ -13,6 +13,8 @@
 //!   as standard TCP or one of the TCP Hollywood deployments
 //!   ([`tcp::Deployment`], thesis §4.4);
 //! - [`udp::UdpTransport`]: one message per datagram, sent once (the floor).
+//! - [`group::GroupTransport`]: one connection group over several paths
+//!   (broadcast, backup, aggregate), itself a transport over inner ones.
 //!
 //! Like the TCP engine, a transport never reads a clock or touches a
 //! socket: every input carries `now` ([`Instant`], nanoseconds of virtual
@@ -24,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod group;
 pub mod host;
 pub mod kind;
 pub mod pair;

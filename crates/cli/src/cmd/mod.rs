@@ -17,6 +17,7 @@ pub mod interop;
 pub mod lab;
 pub mod messages;
 pub mod middlebox;
+pub mod multipath;
 pub mod netem;
 pub mod relay;
 pub mod relay_chain;

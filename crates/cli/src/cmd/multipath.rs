@@ -1,0 +1,181 @@
+//! `hollywood sim multipath`: a timed message stream over a connection
+//! group of two disjoint simulated paths ("fibre" a and "LTE" b by
+//! default) in one of the group's modes, through a hard failure of a path
+//! (docs/MULTIPATH.md).
+
+use crate::units::{parse_duration, parse_rate, parse_size};
+use clap::Args;
+use hollywood_media::multipath::{MultipathMode, MultipathRun, MultipathScenario, PathProfile};
+use hollywood_media::GenericTransport;
+use std::time::Duration;
+
+/// Arguments of `hollywood sim multipath`.
+#[derive(Args, Debug)]
+pub struct MultipathArgs {
+    /// single-a | single-b | broadcast | backup | aggregate; several,
+    /// comma-separated, or `all`: one table.
+    #[arg(long, default_value = "broadcast")]
+    mode: String,
+    /// Hard failure of a path (100 % loss both ways from then on):
+    /// `a@10s` or `b@2.5s`.
+    #[arg(long)]
+    fail: Option<String>,
+    /// Inner connections: hollywood (or any `sim messages` transport
+    /// name: quic-pps, quicsilver, udp, ...).
+    #[arg(long, default_value = "hollywood")]
+    transport: String,
+    /// Path a's rate.
+    #[arg(long, default_value = "20mbit", value_parser = parse_rate)]
+    a_rate: u64,
+    /// Path a's RTT.
+    #[arg(long, default_value = "40ms", value_parser = parse_duration)]
+    a_rtt: Duration,
+    /// Path a's loss (data direction), a fraction (0.001 = 0.1 %).
+    #[arg(long, default_value_t = 0.001)]
+    a_loss: f64,
+    /// Path b's rate.
+    #[arg(long, default_value = "10mbit", value_parser = parse_rate)]
+    b_rate: u64,
+    /// Path b's RTT.
+    #[arg(long, default_value = "80ms", value_parser = parse_duration)]
+    b_rtt: Duration,
+    /// Path b's loss, a fraction.
+    #[arg(long, default_value_t = 0.01)]
+    b_loss: f64,
+    /// Messages.
+    #[arg(long, default_value_t = 6000)]
+    messages: u32,
+    /// Payload bytes per message.
+    #[arg(long, default_value = "1316", value_parser = parse_size)]
+    size: u64,
+    /// Time between messages.
+    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    interval: Duration,
+    /// Message lifetime (the deadline from generation).
+    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    lifetime: Duration,
+    /// Do not resend a failed path's live messages (backup, aggregate).
+    #[arg(long)]
+    no_resend: bool,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_fail(s: &str) -> Result<(usize, Duration), String> {
+    let (p, t) = s
+        .split_once('@')
+        .ok_or_else(|| format!("--fail {s}: use PATH@TIME, e.g. a@10s"))?;
+    let path = match p {
+        "a" => 0,
+        "b" => 1,
+        _ => return Err(format!("--fail {s}: the path is a or b")),
+    };
+    Ok((path, parse_duration(t)?))
+}
+
+/// Run the command.
+pub fn run(a: MultipathArgs) -> Result<(), String> {
+    let modes: Vec<MultipathMode> = if a.mode == "all" {
+        MultipathMode::ALL.to_vec()
+    } else {
+        a.mode
+            .split(',')
+            .map(|m| {
+                MultipathMode::parse(m).ok_or_else(|| {
+                    format!("unknown mode '{m}': single-a, single-b, broadcast, backup, aggregate or all")
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let transport = GenericTransport::parse(&a.transport)
+        .ok_or_else(|| format!("unknown transport '{}'", a.transport))?;
+    let fail = a.fail.as_deref().map(parse_fail).transpose()?;
+    let mut runs = Vec::new();
+    for mode in modes {
+        let sc = MultipathScenario {
+            a: PathProfile {
+                rate_bps: a.a_rate,
+                rtt: a.a_rtt,
+                loss: a.a_loss,
+            },
+            b: PathProfile {
+                rate_bps: a.b_rate,
+                rtt: a.b_rtt,
+                loss: a.b_loss,
+            },
+            mode,
+            transport: transport.clone(),
+            count: a.messages,
+            size: a.size as usize,
+            interval: a.interval,
+            lifetime: a.lifetime,
+            fail,
+            resend: !a.no_resend,
+            seed: a.seed,
+            ..MultipathScenario::default()
+        };
+        runs.push(sc.run()?);
+    }
+    if a.json {
+        let v = if runs.len() > 1 {
+            crate::output::json(&runs)
+        } else {
+            crate::output::json(&runs[0])
+        };
+        println!("{}", v?);
+    } else {
+        print_table(&runs);
+    }
+    if let Some(r) = runs.iter().find(|r| r.corrupt_or_duplicate > 0) {
+        return Err(format!(
+            "{}: corrupt or duplicate delivery to the application",
+            r.mode
+        ));
+    }
+    Ok(())
+}
+
+fn pct(n: u64, of: u64) -> f64 {
+    100.0 * n as f64 / of.max(1) as f64
+}
+
+fn print_table(runs: &[MultipathRun]) {
+    println!(
+        "{:<10} {:>7} {:>8} {:>7} {:>6} {:>6} {:>9} {:>9} {:>7} {:>7}  failure window (misses before/in/after, span ms, detected s)",
+        "mode", "sent", "on time", "%", "late", "lost", "a in time", "b in time", "missed*", "resent"
+    );
+    for r in runs {
+        let w = r.failure.as_ref().map_or(String::from("-"), |w| {
+            format!(
+                "{}/{}/{} [{:.0}..{:.0}] det {}",
+                w.misses_before,
+                w.misses_in_window,
+                w.misses_after,
+                w.miss_span_ms.map_or(0.0, |s| s.0),
+                w.miss_span_ms.map_or(0.0, |s| s.1),
+                w.detected_s.map_or("-".into(), |d| format!("{d:.3}"))
+            )
+        });
+        println!(
+            "{:<10} {:>7} {:>8} {:>6.2}% {:>6} {:>6} {:>9} {:>9} {:>7} {:>7}  {}",
+            r.mode,
+            r.sent,
+            r.on_time,
+            pct(r.on_time, r.sent),
+            r.late,
+            r.lost,
+            r.paths[0].delivered_in_time,
+            r.paths[1].delivered_in_time,
+            r.in_time_on_a_path_but_missed,
+            r.resent,
+            w
+        );
+    }
+    println!(
+        "missed*: messages some path delivered in time that the application did not get in time"
+    );
+}

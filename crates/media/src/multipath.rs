@@ -1,0 +1,425 @@
+//! The multipath scenario (issue 34 item 2, docs/MULTIPATH.md): one
+//! message stream ([`crate::stream`], unchanged) over a connection group
+//! ([`GroupTransport`]) of two disjoint simulated paths, with a hard
+//! failure of one path at a chosen time.
+//!
+//! ```text
+//!  sender 10.1.0.1 ──[path a: rate, rtt/2, loss]── 10.1.0.2 receiver
+//!         10.2.0.1 ──[path b: rate, rtt/2, loss]── 10.2.0.2
+//! ```
+//!
+//! Each end is one [`MultiHomedHost`] with an address per path; each path
+//! carries its own inner connection (TCP Hollywood, QUIC or UDP).
+
+use crate::stream::{MessageReceiver, MessageSender, SenderConfig};
+use crate::transport::GenericTransport;
+use hollywood_sim::{LinkConfig, LossModel, MultiHomedHost, SimBuilder};
+use hollywood_tcp::{Config, Instant};
+use hollywood_transport::group::{GroupConfig, GroupMode, GroupStats, GroupTransport};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// One path's link, both directions (loss on the data direction only).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct PathProfile {
+    /// Rate each way (bit/s).
+    pub rate_bps: u64,
+    /// Round-trip propagation delay.
+    pub rtt: Duration,
+    /// Random loss on the data direction (probability).
+    pub loss: f64,
+}
+
+impl PathProfile {
+    /// "Fibre": 20 Mb/s, 40 ms RTT, 0.1 % loss.
+    pub const FIBRE: PathProfile = PathProfile {
+        rate_bps: 20_000_000,
+        rtt: Duration::from_millis(40),
+        loss: 0.001,
+    };
+    /// "LTE": 10 Mb/s, 80 ms RTT, 1 % loss.
+    pub const LTE: PathProfile = PathProfile {
+        rate_bps: 10_000_000,
+        rtt: Duration::from_millis(80),
+        loss: 0.01,
+    };
+
+    /// The drop-tail queue: one bandwidth-delay product, at least 64
+    /// packets.
+    pub fn queue_bytes(&self) -> usize {
+        ((self.rate_bps as f64 / 8.0 * self.rtt.as_secs_f64()) as usize).max(64 * 1500)
+    }
+}
+
+/// Which paths the group uses and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MultipathMode {
+    /// Path a alone (a group of one).
+    SingleA,
+    /// Path b alone.
+    SingleB,
+    /// Both, every message on each.
+    Broadcast,
+    /// a, with b as the backup.
+    Backup,
+    /// Both, per message the earliest predicted delivery.
+    Aggregate,
+}
+
+impl MultipathMode {
+    /// All modes, in table order.
+    pub const ALL: [MultipathMode; 5] = [
+        MultipathMode::SingleA,
+        MultipathMode::SingleB,
+        MultipathMode::Broadcast,
+        MultipathMode::Backup,
+        MultipathMode::Aggregate,
+    ];
+
+    /// The name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MultipathMode::SingleA => "single-a",
+            MultipathMode::SingleB => "single-b",
+            MultipathMode::Broadcast => "broadcast",
+            MultipathMode::Backup => "backup",
+            MultipathMode::Aggregate => "aggregate",
+        }
+    }
+
+    /// Parse a name.
+    pub fn parse(s: &str) -> Option<MultipathMode> {
+        MultipathMode::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// Scenario parameters.
+#[derive(Debug, Clone)]
+pub struct MultipathScenario {
+    /// Path a (the main path).
+    pub a: PathProfile,
+    /// Path b.
+    pub b: PathProfile,
+    /// The mode.
+    pub mode: MultipathMode,
+    /// The inner connections' transport.
+    pub transport: GenericTransport,
+    /// Messages.
+    pub count: u32,
+    /// Payload bytes.
+    pub size: usize,
+    /// Between messages.
+    pub interval: Duration,
+    /// Lifetime (the deadline is generation + lifetime).
+    pub lifetime: Duration,
+    /// Hard failure (100 % loss both ways from then on) of path 0 (a) or
+    /// 1 (b) at this time.
+    pub fail: Option<(usize, Duration)>,
+    /// Resend a failed path's live messages (backup, aggregate).
+    pub resend: bool,
+    /// Seed.
+    pub seed: u64,
+    /// Engine configuration for TCP deployments.
+    pub base: Config,
+}
+
+impl Default for MultipathScenario {
+    /// Fibre + LTE, 1316 B every 5 ms (2.1 Mb/s) for 30 s, 200 ms lifetime,
+    /// TCP Hollywood, broadcast, no failure.
+    fn default() -> Self {
+        MultipathScenario {
+            a: PathProfile::FIBRE,
+            b: PathProfile::LTE,
+            mode: MultipathMode::Broadcast,
+            transport: GenericTransport::Tcp(crate::stream::Transport::Hollywood),
+            count: 6000,
+            size: 1316,
+            interval: Duration::from_millis(5),
+            lifetime: Duration::from_millis(200),
+            fail: None,
+            resend: true,
+            seed: 1,
+            base: Config::default(),
+        }
+    }
+}
+
+/// What one path did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PathReport {
+    /// Messages the group gave this path (resends included).
+    pub given: u64,
+    /// Copies this path delivered to the receiving group.
+    pub delivered: u64,
+    /// Distinct messages this path delivered by their deadline.
+    pub delivered_in_time: u64,
+    /// Messages whose first copy (the one the application got) came by
+    /// this path.
+    pub first_copy: u64,
+}
+
+/// Misses (late or lost) around a failure, by generation time.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct FailureWindow {
+    /// The failure (s).
+    pub fail_s: f64,
+    /// The group declared the path down (s), if it did.
+    pub detected_s: Option<f64>,
+    /// Window start: failure − lifetime (s).
+    pub window_from_s: f64,
+    /// Window end: failure + the failed path's RTT (s).
+    pub window_to_s: f64,
+    /// Misses generated inside the window.
+    pub misses_in_window: u64,
+    /// Misses generated before it.
+    pub misses_before: u64,
+    /// Misses generated after it.
+    pub misses_after: u64,
+    /// First and last miss generated within 1 s of the failure, relative
+    /// to it (ms).
+    pub miss_span_ms: Option<(f64, f64)>,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MultipathRun {
+    /// Mode.
+    pub mode: &'static str,
+    /// Inner transport.
+    pub transport: &'static str,
+    /// Messages generated.
+    pub sent: u64,
+    /// Delivered by their deadline.
+    pub on_time: u64,
+    /// Delivered after it.
+    pub late: u64,
+    /// Never delivered.
+    pub lost: u64,
+    /// Per path (a, b); a single-path mode reports the unused one empty.
+    pub paths: Vec<PathReport>,
+    /// Messages some path delivered in time that the application did not
+    /// get in time (broadcast's claim: 0).
+    pub in_time_on_a_path_but_missed: u64,
+    /// Around the failure, if any.
+    pub failure: Option<FailureWindow>,
+    /// Messages resent after a failure.
+    pub resent: u64,
+    /// Copies dropped by the receiver's de-duplication.
+    pub duplicates_dropped: u64,
+    /// Times a path was declared down (sender side, s).
+    pub path_failures_s: Vec<(usize, f64)>,
+    /// Payload delivered by deadline over the stream's duration (bit/s).
+    pub goodput_on_time_bps: f64,
+    /// Delivered with wrong content, or twice (must be 0).
+    pub corrupt_or_duplicate: u64,
+    /// Virtual time simulated (s).
+    pub sim_time_s: f64,
+}
+
+type Tx = MultiHomedHost<MessageSender>;
+type Rx = MultiHomedHost<MessageReceiver>;
+
+fn secs(t: Instant) -> f64 {
+    t.as_nanos() as f64 / 1e9
+}
+
+impl MultipathScenario {
+    /// Run the stream to its end (plus the lifetime and a margin).
+    pub fn run(&self) -> Result<MultipathRun, String> {
+        if self.count == 0 || self.size == 0 {
+            return Err("message count and size must be at least 1".into());
+        }
+        let e = |e: hollywood_sim::SimError| e.to_string();
+        let mut sim = SimBuilder::new().seed(self.seed).build();
+        let profiles = [self.a, self.b];
+        let used: Vec<usize> = match self.mode {
+            MultipathMode::SingleA => vec![0],
+            MultipathMode::SingleB => vec![1],
+            _ => vec![0, 1],
+        };
+        let mode = match self.mode {
+            MultipathMode::Backup => GroupMode::Backup,
+            MultipathMode::Aggregate => GroupMode::Aggregate,
+            _ => GroupMode::Broadcast,
+        };
+        let tx_ip = |i: usize| IpAddr::V4(Ipv4Addr::new(10, 1 + i as u8, 0, 1));
+        let rx_ip = |i: usize| IpAddr::V4(Ipv4Addr::new(10, 1 + i as u8, 0, 2));
+        let mut tx_paths = Vec::new();
+        let mut rx_paths = Vec::new();
+        for &i in &used {
+            let seed = sim.derive_seed(10 + i as u64);
+            let (a, b) = self.transport.endpoints(
+                &self.base,
+                SocketAddr::new(tx_ip(i), 4000),
+                SocketAddr::new(rx_ip(i), 5004),
+                seed,
+            )?;
+            tx_paths.push((a, tx_ip(i)));
+            rx_paths.push((b, rx_ip(i)));
+        }
+        let cfg = GroupConfig {
+            resend: self.resend,
+            ..GroupConfig::new(mode)
+        };
+        let sender = GroupTransport::new(cfg, tx_paths);
+        let mut receiver = GroupTransport::new(GroupConfig::new(GroupMode::Broadcast), rx_paths);
+        receiver.record_arrivals();
+        let send_app = MessageSender::new(SenderConfig {
+            count: self.count,
+            size: self.size,
+            interval: self.interval,
+            lifetime: Some(self.lifetime),
+            seed: self.seed,
+            linger: Duration::from_secs(1),
+            group: 0,
+            schedule: None,
+        });
+        let recv_app = MessageReceiver::new(self.count, self.size, self.seed);
+        let addrs = |f: &dyn Fn(usize) -> IpAddr| vec![f(0), f(1)];
+        let tx = sim.add_node(MultiHomedHost::new(
+            addrs(&tx_ip),
+            Box::new(sender),
+            send_app,
+        ));
+        let rx = sim.add_node(MultiHomedHost::new(
+            addrs(&rx_ip),
+            Box::new(receiver),
+            recv_app,
+        ));
+        let mut links = Vec::new();
+        for (i, p) in profiles.iter().enumerate() {
+            let one_way = p.rtt / 2;
+            let fwd = LinkConfig::new(p.rate_bps, one_way)
+                .with_queue_bytes(p.queue_bytes())
+                .with_loss(LossModel::Bernoulli(p.loss));
+            let rev = LinkConfig::new(p.rate_bps, one_way).with_queue_bytes(p.queue_bytes());
+            links.push(sim.connect(tx, i, rx, i, fwd, rev).map_err(e)?);
+        }
+        if let Some((path, at)) = self.fail {
+            let (f, r) = *links.get(path).ok_or("--fail names path a or b")?;
+            for l in [f, r] {
+                sim.schedule_link(l, Instant::ZERO + at, |c| {
+                    c.loss = LossModel::Bernoulli(1.0)
+                })
+                .map_err(e)?;
+            }
+        }
+        let end = self.interval * self.count + self.lifetime + Duration::from_secs(3);
+        sim.run_until(Instant::ZERO + end).map_err(e)?;
+        let sim_time_s = secs(sim.now());
+        let s = sim.node_mut::<Tx>(tx).ok_or("sender")?;
+        let generated: Vec<Option<Instant>> =
+            s.app().records().iter().map(|r| r.generated).collect();
+        let g = s
+            .transport()
+            .as_any()
+            .downcast_ref::<GroupTransport>()
+            .ok_or("sender group")?;
+        let gstats: GroupStats = g.group_stats().clone();
+        let r = sim.node_mut::<Rx>(rx).ok_or("receiver")?;
+        let arrival = r.app().arrival().to_vec();
+        let corrupt_or_duplicate = r.app().corrupt_delivered() + r.app().duplicates_delivered();
+        let rg = r
+            .transport()
+            .as_any()
+            .downcast_ref::<GroupTransport>()
+            .ok_or("receiver group")?;
+        let deadline = |id: usize| generated[id].map(|g| g + self.lifetime);
+        let n = self.count as usize;
+        let (mut on_time, mut late, mut lost) = (0u64, 0u64, 0u64);
+        let mut missed = vec![false; n];
+        for id in 0..n {
+            match (arrival[id], deadline(id)) {
+                (Some(a), Some(d)) if a <= d => on_time += 1,
+                (Some(_), _) => {
+                    late += 1;
+                    missed[id] = true;
+                }
+                (None, _) => {
+                    lost += 1;
+                    missed[id] = generated[id].is_some();
+                }
+            }
+        }
+        let mut paths = vec![PathReport::default(); 2];
+        let mut in_time = vec![vec![false; n]; 2];
+        for (k, &i) in used.iter().enumerate() {
+            paths[i].given = gstats.sent_per_path.get(k).copied().unwrap_or(0);
+        }
+        for a in rg.arrivals() {
+            let i = used[a.path];
+            let id = a.id as usize;
+            if id >= n {
+                continue;
+            }
+            paths[i].delivered += 1;
+            if deadline(id).is_some_and(|d| a.arrival <= d) && !in_time[i][id] {
+                in_time[i][id] = true;
+                paths[i].delivered_in_time += 1;
+            }
+            if arrival[id] == Some(a.arrival) {
+                paths[i].first_copy += 1;
+            }
+        }
+        let in_time_on_a_path_but_missed = (0..n)
+            .filter(|&id| missed[id] && (in_time[0][id] || in_time[1][id]))
+            .count() as u64;
+        let failure = self.fail.map(|(path, at)| {
+            let fail = Instant::ZERO + at;
+            let from = Instant::ZERO + (at - self.lifetime.min(at));
+            let to = fail + profiles[path].rtt;
+            let mut w = FailureWindow {
+                fail_s: secs(fail),
+                detected_s: gstats
+                    .failures
+                    .iter()
+                    .find(|(p, t)| used.get(*p) == Some(&path) && *t >= fail)
+                    .map(|(_, t)| secs(*t)),
+                window_from_s: secs(from),
+                window_to_s: secs(to),
+                ..FailureWindow::default()
+            };
+            for id in (0..n).filter(|&id| missed[id]) {
+                let Some(g) = generated[id] else { continue };
+                if g < from {
+                    w.misses_before += 1;
+                } else if g > to {
+                    w.misses_after += 1;
+                } else {
+                    w.misses_in_window += 1;
+                }
+                let rel = (g.as_nanos() as f64 - fail.as_nanos() as f64) / 1e6;
+                if rel.abs() <= 1000.0 {
+                    w.miss_span_ms = Some(match w.miss_span_ms {
+                        Some((lo, hi)) => (lo.min(rel), hi.max(rel)),
+                        None => (rel, rel),
+                    });
+                }
+            }
+            w
+        });
+        let stream = (self.interval * self.count).as_secs_f64().max(1e-9);
+        Ok(MultipathRun {
+            mode: self.mode.name(),
+            transport: self.transport.name(),
+            sent: generated.iter().filter(|g| g.is_some()).count() as u64,
+            on_time,
+            late,
+            lost,
+            paths,
+            in_time_on_a_path_but_missed,
+            failure,
+            resent: gstats.resent,
+            duplicates_dropped: rg.group_stats().duplicates_dropped,
+            path_failures_s: gstats
+                .failures
+                .iter()
+                .map(|&(p, t)| (used[p], secs(t)))
+                .collect(),
+            goodput_on_time_bps: on_time as f64 * self.size as f64 * 8.0 / stream,
+            corrupt_or_duplicate,
+            sim_time_s,
+        })
+    }
+}

@@ -1,0 +1,54 @@
+//! The multipath claims of issue 34 item 2 on short simulated runs
+//! (docs/MULTIPATH.md): fibre + LTE, path a fails hard mid-stream.
+
+use hollywood_media::multipath::{MultipathMode, MultipathRun, MultipathScenario};
+use std::time::Duration;
+
+fn run(mode: MultipathMode, resend: bool) -> MultipathRun {
+    MultipathScenario {
+        mode,
+        count: 800, // 4 s
+        fail: Some((0, Duration::from_secs(2))),
+        resend,
+        seed: 3,
+        ..MultipathScenario::default()
+    }
+    .run()
+    .expect("run")
+}
+
+#[test]
+fn broadcast_loses_nothing_the_surviving_path_delivered_in_time() {
+    let r = run(MultipathMode::Broadcast, true);
+    assert_eq!(r.corrupt_or_duplicate, 0);
+    assert_eq!(r.in_time_on_a_path_but_missed, 0, "{r:#?}");
+    // Path b carried the whole stream; path a only until the failure.
+    assert!(r.paths[1].delivered_in_time > 600, "{r:#?}");
+    assert!(r.paths[0].delivered_in_time < 500, "{r:#?}");
+    assert!(r.duplicates_dropped > 300, "{r:#?}");
+}
+
+#[test]
+fn backup_confines_losses_to_the_failure_window_and_the_resend_matters() {
+    let with = run(MultipathMode::Backup, true);
+    let w = with.failure.clone().expect("failure window");
+    // Detected within three of the failed path's RTTs (40 ms).
+    assert!(
+        w.detected_s.is_some_and(|d| d < w.fail_s + 0.12),
+        "{with:#?}"
+    );
+    assert_eq!(w.misses_before, 0, "{with:#?}");
+    let alone_b = run(MultipathMode::SingleB, true);
+    // After the window, no worse than path b alone over the whole run.
+    assert!(
+        w.misses_after <= alone_b.late + alone_b.lost,
+        "{with:#?} vs {alone_b:#?}"
+    );
+    // Without the resend, what was in flight on a is lost.
+    let without = run(MultipathMode::Backup, false);
+    let wo = without.failure.clone().expect("failure window");
+    assert!(
+        wo.misses_in_window > w.misses_in_window,
+        "{with:#?} vs {without:#?}"
+    );
+}
