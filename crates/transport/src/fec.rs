@@ -392,8 +392,14 @@ impl MessageTransport for FecTransport {
         if protect {
             let deadline = msg.lifetime.map(|l| ns(now + l));
             let one_way = rtt.map_or(Duration::ZERO, |r| r / 2);
-            self.enc
-                .push(ns(now), msg.id, msg.substream, &msg.payload, deadline, one_way);
+            self.enc.push(
+                ns(now),
+                msg.id,
+                msg.substream,
+                &msg.payload,
+                deadline,
+                one_way,
+            );
         }
         self.drain_inner();
         Ok(())
@@ -437,8 +443,8 @@ mod tests {
         let a: SocketAddr = "10.0.0.1:4000".parse().unwrap();
         let b: SocketAddr = "10.0.0.2:5000".parse().unwrap();
         let tx = FecTransport::new(Box::new(UdpTransport::new(a, Some(b))), cfg.clone()).unwrap();
-        let rx = FecTransport::new(Box::new(UdpTransport::new(b, None).reply_to_peer()), cfg)
-            .unwrap();
+        let rx =
+            FecTransport::new(Box::new(UdpTransport::new(b, None).reply_to_peer()), cfg).unwrap();
         (tx, rx)
     }
 
@@ -487,7 +493,12 @@ mod tests {
         }
         assert_eq!(
             got,
-            vec![(0, 0, at(50)), (1, 1, at(55)), (3, 3, at(65)), (2, 2, at(195))]
+            vec![
+                (0, 0, at(50)),
+                (1, 1, at(55)),
+                (3, 3, at(65)),
+                (2, 2, at(195))
+            ]
         );
         assert_eq!(rx.fec_stats().decoder.rebuilt, 1);
         // The receiver reports back (UDP: to the peer it heard from).
@@ -506,10 +517,16 @@ mod tests {
         let mut m = OutMessage::new(5, vec![1]);
         tx.send(at(0), m.clone()).unwrap();
         assert_eq!(tx.min_app_id(), 6);
-        assert!(matches!(tx.send(at(0), m.clone()), Err(SendError::Invalid(_))));
+        assert!(matches!(
+            tx.send(at(0), m.clone()),
+            Err(SendError::Invalid(_))
+        ));
         m.id = 6;
         m.substream = FEC_SUBSTREAM;
-        assert!(matches!(tx.send(at(0), m.clone()), Err(SendError::Invalid(_))));
+        assert!(matches!(
+            tx.send(at(0), m.clone()),
+            Err(SendError::Invalid(_))
+        ));
         m.substream = 0;
         m.id = wire::MAX_APP_ID + 1;
         assert!(matches!(tx.send(at(0), m), Err(SendError::Invalid(_))));
