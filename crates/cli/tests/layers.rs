@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("hollywood-test-support", 0),
     ("hollywood-wire", 0),
     ("hollywood-msg", 1),
+    ("hollywood-fec", 1),
     ("hollywood-tcp", 1),
     ("hollywood-transport", 2),
     ("hollywood-sim", 3),

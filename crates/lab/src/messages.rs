@@ -283,5 +283,6 @@ pub fn run_tcp(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Err
         wire_packets: run.netem.a_to_b.packets_in,
         wire_bytes: run.netem.a_to_b.bytes_in,
         cross_delivered_bytes: Vec::new(),
+        fec: None,
     })
 }

@@ -242,6 +242,7 @@ impl VoipScenario {
             schedule: None,
             cross: Vec::new(),
             impair: Default::default(),
+            fec: None,
         };
         let m = sc.run().map_err(VoipError::Simulation)?;
         let records = schedule(

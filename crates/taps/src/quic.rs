@@ -769,6 +769,7 @@ impl SendHalf for QuicSender {
             priority: m.priority,
             group: None,
             frame: None,
+            fec: true,
         };
         let cmds = self.cmds.clone();
         let next = &mut self.next_id;

@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod fec;
 pub mod group;
 pub mod host;
 pub mod kind;
@@ -82,6 +83,10 @@ pub struct OutMessage {
     /// The frame the message belongs to; used by the per-frame QUIC
     /// mapping. `None` = a frame of its own.
     pub frame: Option<u64>,
+    /// Over a transport with FEC ([`fec::FecTransport`]): may the message
+    /// be protected by repair messages where the policy wants it (true,
+    /// the default)? false: never (the per-message opt-out).
+    pub fec: bool,
 }
 
 impl OutMessage {
@@ -96,6 +101,7 @@ impl OutMessage {
             priority: 0,
             group: None,
             frame: None,
+            fec: true,
         }
     }
 }

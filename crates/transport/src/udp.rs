@@ -26,6 +26,8 @@ pub struct UdpTransport {
     stats: TransportStats,
     started: bool,
     closed: bool,
+    /// Without a `remote`: send to the source of the first datagram.
+    reply_to_peer: bool,
 }
 
 impl UdpTransport {
@@ -46,7 +48,15 @@ impl UdpTransport {
             stats: TransportStats::default(),
             started: false,
             closed: false,
+            reply_to_peer: false,
         }
+    }
+
+    /// An endpoint without a `remote` that sends to the peer it first hears
+    /// from (the FEC layer's receiver REPORTs back this way).
+    pub fn reply_to_peer(mut self) -> UdpTransport {
+        self.reply_to_peer = true;
+        self
     }
 }
 
@@ -71,6 +81,9 @@ impl MessageTransport for UdpTransport {
             return;
         }
         self.stats.packets_received += 1;
+        if self.reply_to_peer && self.remote.is_none() {
+            self.remote = Some(d.src);
+        }
         match record::parse_datagram(d.payload) {
             Ok((h, p)) => {
                 let cost = p.len() + EVENT_OVERHEAD;

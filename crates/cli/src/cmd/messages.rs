@@ -82,6 +82,18 @@ pub struct MessagesArgs {
     /// and the TCP checksum recomputed (e.g. 2%).
     #[arg(long, default_value = "0", value_parser = hollywood_experiments::units::parse_fraction)]
     forge: f64,
+    /// FEC on the message layer (docs/FEC.md): repair messages over blocks
+    /// of messages whose retransmission could not make their deadline,
+    /// redundancy from the loss the receiver reports. `on` (`--fec`
+    /// alone), `off`, or `both`: each transport without and with, side by
+    /// side. Over UDP, QUIC and the TCP Hollywood senders with the message
+    /// queue (hollywood, hollywood-ir).
+    #[arg(long, default_value = "off", num_args = 0..=1, default_missing_value = "on", value_parser = parse_fec)]
+    fec: Fec,
+    /// With --fec: repair bytes at most this share of the protected
+    /// messages' bytes.
+    #[arg(long, default_value = "25%", value_parser = hollywood_experiments::units::parse_fraction)]
+    fec_overhead: f64,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -98,6 +110,23 @@ pub enum Secure {
     Off,
     On,
     Both,
+}
+
+/// `--fec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fec {
+    Off,
+    On,
+    Both,
+}
+
+fn parse_fec(s: &str) -> Result<Fec, String> {
+    match s {
+        "off" => Ok(Fec::Off),
+        "on" => Ok(Fec::On),
+        "both" => Ok(Fec::Both),
+        _ => Err(format!("--fec {s}: use on, off or both")),
+    }
 }
 
 fn parse_secure(s: &str) -> Result<Secure, String> {
@@ -253,6 +282,39 @@ pub struct MessagesReport {
     pub seed: u64,
     /// A connection failure, if any.
     pub error: Option<String>,
+    /// With --fec: what the FEC layer did (absent without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fec: Option<FecReport>,
+}
+
+/// What the FEC layer did in a run.
+#[derive(Serialize, Debug, Clone)]
+pub struct FecReport {
+    /// The bound: repair bytes at most this share of protected bytes.
+    pub max_overhead: f64,
+    /// Messages the sender protected (their retransmission could not
+    /// make the deadline).
+    pub protected: u64,
+    /// Blocks closed, and of them without repair.
+    pub blocks: u64,
+    /// Blocks closed without a repair message.
+    pub blocks_unprotected: u64,
+    /// REPAIR messages sent.
+    pub repairs_sent: u64,
+    /// REPAIR messages the transport refused or that had no id left.
+    pub repairs_dropped: u64,
+    /// Repair payload bytes / protected payload bytes.
+    pub overhead: f64,
+    /// Messages the receiver rebuilt.
+    pub rebuilt: u64,
+    /// Originals that arrived after their message was rebuilt (dropped).
+    pub late_originals: u64,
+    /// REPORTs the sender received.
+    pub reports: u64,
+    /// The loss rate the sender last worked with (from REPORTs).
+    pub loss_rate: Option<f64>,
+    /// The mean burst length it last worked with.
+    pub burst: Option<f64>,
 }
 
 fn middlebox_name(m: MiddleboxKind) -> &'static str {
@@ -324,6 +386,20 @@ pub fn summarise(run: &MessagesRun, wall_ms: f64) -> MessagesReport {
         wall_ms,
         seed: run.scenario.seed,
         error: run.error.clone(),
+        fec: run.fec.map(|(tx, rx)| FecReport {
+            max_overhead: run.scenario.fec.as_ref().map_or(0.0, |c| c.max_overhead),
+            protected: tx.encoder.protected,
+            blocks: tx.encoder.blocks,
+            blocks_unprotected: tx.encoder.blocks_unprotected,
+            repairs_sent: tx.repairs_sent,
+            repairs_dropped: tx.repairs_dropped,
+            overhead: tx.encoder.repair_bytes as f64 / tx.encoder.protected_bytes.max(1) as f64,
+            rebuilt: rx.decoder.rebuilt,
+            late_originals: rx.decoder.late_originals,
+            reports: tx.reports_received,
+            loss_rate: tx.loss.map(|l| l.p),
+            burst: tx.loss.map(|l| l.burst),
+        }),
     }
 }
 
@@ -406,7 +482,12 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
         Secure::On => &[true],
         Secure::Both => &[false, true],
     };
-    let several = a.transport.0.len() * modes.len() > 1;
+    let fecs: &[bool] = match a.fec {
+        Fec::Off => &[false],
+        Fec::On => &[true],
+        Fec::Both => &[false, true],
+    };
+    let several = a.transport.0.len() * modes.len() * fecs.len() > 1;
     if several && a.pcap.is_some() {
         return Err("--pcap needs a single transport".into());
     }
@@ -419,8 +500,9 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
         .transport
         .0
         .iter()
-        .flat_map(|c| modes.iter().map(move |&s| (c, s)));
-    for (index, (choice, secure)) in runs.enumerate() {
+        .flat_map(|c| modes.iter().map(move |&s| (c, s)))
+        .flat_map(|(c, s)| fecs.iter().map(move |&f| (c, s, f)));
+    for (index, (choice, secure, fec)) in runs.enumerate() {
         let transport = scenario_transport(*choice, a.cc);
         let generic = transport.tcp().is_none();
         if generic && (secure || a.forge > 0.0) {
@@ -429,6 +511,17 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
             }
             return Err(format!(
                 "--secure and --forge apply to the TCP transports, not {}",
+                choice.name()
+            ));
+        }
+        if fec && (secure || a.middlebox != MiddleboxKind::None)
+            || fec && transport.tcp().is_some_and(|t| !t.uses_message_queue())
+        {
+            if several {
+                continue; // FEC: UDP, QUIC, TCP Hollywood senders; plain, no middlebox
+            }
+            return Err(format!(
+                "--fec runs over UDP, QUIC and hollywood/hollywood-ir, without --secure or --middlebox, not {}",
                 choice.name()
             ));
         }
@@ -467,6 +560,10 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
                 forge: a.forge,
                 ..hollywood_media::scenario::Impairments::default()
             },
+            fec: fec.then(|| hollywood_fec::FecConfig {
+                max_overhead: a.fec_overhead,
+                ..hollywood_fec::FecConfig::default()
+            }),
             ..MessagesScenario::default()
         };
         #[allow(clippy::disallowed_methods)] // wall time of the run, reported as such
@@ -542,11 +639,14 @@ fn print_table(a: &MessagesArgs, reports: &[MessagesReport]) {
         "resets"
     );
     for r in reports {
-        let name = if r.secure {
+        let mut name = if r.secure {
             format!("{}+secure", r.transport)
         } else {
             r.transport.to_string()
         };
+        if r.fec.is_some() {
+            name.push_str("+fec");
+        }
         println!(
             "{:<21} {:>16} {:>6} {:>6} {:>9.1} {:>9.1} {:>8} {:>10} {:>6} {:>6}",
             name,
@@ -613,6 +713,19 @@ fn print_human(a: &MessagesArgs, run: &MessagesRun, r: &MessagesReport) {
         "  transport delay ms: p50 {:.1}, p99 {:.1}, max {:.1}",
         r.transport_delay_ms.p50, r.transport_delay_ms.p99, r.transport_delay_ms.max
     );
+    if let Some(f) = &r.fec {
+        println!(
+            "  FEC: {} protected in {} blocks ({} without repair), {} repairs sent ({:.1} % of the protected bytes, bound {:.0} %), {} rebuilt, loss seen {}",
+            f.protected,
+            f.blocks,
+            f.blocks_unprotected,
+            f.repairs_sent,
+            100.0 * f.overhead,
+            100.0 * f.max_overhead,
+            f.rebuilt,
+            f.loss_rate.map_or("-".into(), |p| format!("{:.2} % in bursts of {:.2}", 100.0 * p, f.burst.unwrap_or(1.0)))
+        );
+    }
     if r.secure || r.forged > 0 {
         println!(
             "  security: {}; forged {}, forgeries accepted {}, tags rejected {}",

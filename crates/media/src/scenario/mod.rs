@@ -30,7 +30,10 @@ use hollywood_sim::{
     TraceKind, TransportHost,
 };
 use hollywood_tcp::{Config, HollywoodStats, Instant, OooStats};
+use hollywood_transport::fec::{FecStats, FecTransport};
 use hollywood_transport::tcp::TcpTransport;
+use hollywood_transport::MessageTransport;
+use hollywood_transport::{QuicKind, TransportKind};
 use oracle::{Fates, Outcome};
 use path::{cross_topology, RX, TX};
 use std::cell::RefCell;
@@ -99,6 +102,11 @@ pub struct MessagesScenario {
     pub cross: Vec<CrossTraffic>,
     /// More ways the lossy link (and the middlebox) mistreat packets.
     pub impair: Impairments,
+    /// FEC on the message layer (`hollywood_transport::fec`) at both ends,
+    /// with these settings; `None`: off. Over UDP, QUIC and the TCP
+    /// Hollywood senders with the message queue (the oracle reads their
+    /// placements; a byte-stream sender's offsets assume no repair).
+    pub fec: Option<hollywood_fec::FecConfig>,
 }
 
 impl Default for MessagesScenario {
@@ -126,6 +134,7 @@ impl Default for MessagesScenario {
             schedule: None,
             cross: Vec::new(),
             impair: Impairments::default(),
+            fec: None,
         }
     }
 }
@@ -207,6 +216,8 @@ pub struct MessagesRun {
     /// Per cross-traffic flow: bytes its receiver got (TCP payload, or
     /// whole UDP packets).
     pub cross_delivered_bytes: Vec<u64>,
+    /// With FEC: the layer's counters at the sender and the receiver.
+    pub fec: Option<(FecStats, FecStats)>,
 }
 
 /// Per message where both times are known: `(message id, b - a in
@@ -325,7 +336,38 @@ impl MessagesScenario {
                     g.name()
                 ))
             }
+            // The UDP receiver answers the peer it hears from: FEC REPORTs.
+            None if self.fec.is_some() && matches!(g, GenericTransport::Udp) => (
+                Box::new(hollywood_transport::udp::UdpTransport::new(
+                    tx_addr,
+                    Some(rx_addr),
+                )),
+                Box::new(
+                    hollywood_transport::udp::UdpTransport::new(rx_addr, None).reply_to_peer(),
+                ),
+            ),
             None => g.endpoints(&self.base, tx_addr, rx_addr, seed)?,
+        };
+        let (a, b) = match &self.fec {
+            None => (a, b),
+            Some(cfg) => {
+                if tcp.is_some_and(|t| !t.uses_message_queue()) {
+                    return Err(format!(
+                        "FEC runs over UDP, QUIC and the TCP Hollywood senders with the message queue, not {}",
+                        g.name()
+                    ));
+                }
+                let cfg = hollywood_fec::FecConfig {
+                    retransmits: !matches!(
+                        g.kind(),
+                        TransportKind::Udp | TransportKind::Quic(QuicKind::Datagram)
+                    ),
+                    ..cfg.clone()
+                };
+                let a: BoxedTransport = Box::new(FecTransport::new(a, cfg.clone())?);
+                let b: BoxedTransport = Box::new(FecTransport::new(b, cfg)?);
+                (a, b)
+            }
         };
         let (sender, receiver) = crate::transport::apps(self);
         let tx = sim.add_node(TransportHost::new(tx_addr.ip(), a, sender));
@@ -451,6 +493,7 @@ impl MessagesScenario {
         let wire_log = Rc::new(RefCell::new(WireLog::default()));
         let offered = Rc::new(RefCell::new(Offers {
             udp: matches!(g, GenericTransport::Udp),
+            fec: self.fec.is_some(),
             ..Offers::default()
         }));
         {
@@ -515,16 +558,25 @@ impl MessagesScenario {
         let s = sim.node_mut::<SenderHost>(tx).expect("sender");
         let sender_stats = s.transport().stats();
         let sender = s.app().clone();
-        let tx_tcp = s.transport().as_any().downcast_ref::<TcpTransport>();
-        let placements = tx_tcp.map(|t| t.placements().to_vec()).unwrap_or_default();
+        let tx_fec = fec_of(s.transport()).map(FecTransport::fec_stats);
+        let tx_tcp = tcp_of(s.transport());
+        let mut placements = tx_tcp.map(|t| t.placements().to_vec()).unwrap_or_default();
+        if self.fec.is_some() {
+            // The application's ids; the layer's own messages are no one's.
+            placements.retain_mut(|p| match hollywood_fec::app_id(p.id) {
+                Some(app) => {
+                    p.id = app;
+                    true
+                }
+                None => false,
+            });
+        }
         let tx_details = tx_tcp.map(TcpTransport::details).unwrap_or_default();
         let r = sim.node_mut::<ReceiverHost>(rx).expect("receiver");
-        let rx_details = r
-            .transport()
-            .as_any()
-            .downcast_ref::<TcpTransport>()
+        let rx_details = tcp_of(r.transport())
             .map(TcpTransport::details)
             .unwrap_or_default();
+        let rx_fec = fec_of(r.transport()).map(FecTransport::fec_stats);
         let offered = offered.borrow();
         let log = wire_log.borrow();
         let fates = match tcp {
@@ -571,6 +623,18 @@ impl MessagesScenario {
         run.altered_by_box = altered_by_box;
         run.cross_delivered_bytes = cross_sinks.iter().map(|c| c.bytes(&mut sim)).collect();
         run.receiver_packets = std::mem::take(&mut rev_packets.borrow_mut());
+        run.fec = tx_fec.zip(rx_fec);
         Ok(run)
     }
+}
+
+/// The FEC layer of a transport, if it has one.
+fn fec_of(t: &dyn MessageTransport) -> Option<&FecTransport> {
+    t.as_any().downcast_ref::<FecTransport>()
+}
+
+/// The TCP transport, under an FEC layer or not.
+fn tcp_of(t: &dyn MessageTransport) -> Option<&TcpTransport> {
+    let inner = fec_of(t).map_or(t, FecTransport::inner);
+    inner.as_any().downcast_ref::<TcpTransport>()
 }

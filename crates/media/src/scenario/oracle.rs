@@ -257,6 +257,7 @@ pub fn assemble(sc: &crate::MessagesScenario, o: Outcome<'_>) -> crate::Messages
         wire_packets: o.wire_packets,
         wire_bytes: o.wire_bytes,
         cross_delivered_bytes: Vec::new(),
+        fec: None,
     }
 }
 

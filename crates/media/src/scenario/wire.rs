@@ -132,6 +132,9 @@ impl WireLog {
 pub(super) struct Offers {
     /// Read message ids from the packets (UDP).
     pub(super) udp: bool,
+    /// The ids are the FEC layer's (`hollywood_fec::wire`): map them to
+    /// the application's, and name no message for its own packets.
+    pub(super) fec: bool,
     pub(super) packets: Vec<Offered>,
     /// Packet index on the link → position in `packets`.
     pub(super) index: HashMap<u64, usize>,
@@ -155,7 +158,17 @@ impl Offers {
                     len: packet.len(),
                     network_dropped: false,
                     dropped: false,
-                    id: self.udp.then(|| oracle::udp_message_id(packet)).flatten(),
+                    id: self
+                        .udp
+                        .then(|| oracle::udp_message_id(packet))
+                        .flatten()
+                        .and_then(|id| {
+                            if self.fec {
+                                hollywood_fec::app_id(id)
+                            } else {
+                                Some(id)
+                            }
+                        }),
                 });
             }
             _ => {
