@@ -514,8 +514,10 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
                 choice.name()
             ));
         }
-        if fec && (secure || a.middlebox != MiddleboxKind::None)
-            || fec && transport.tcp().is_some_and(|t| !t.uses_message_queue())
+        if fec
+            && (secure
+                || a.middlebox != MiddleboxKind::None
+                || transport.tcp().is_some_and(|t| !t.uses_message_queue()))
         {
             if several {
                 continue; // FEC: UDP, QUIC, TCP Hollywood senders; plain, no middlebox
