@@ -59,20 +59,6 @@ impl<A: TransportApp> MultiHomedHost<A> {
     }
 }
 
-fn ip_source(packet: &[u8]) -> Option<IpAddr> {
-    match packet.first()? >> 4 {
-        4 => {
-            let s: [u8; 4] = packet.get(12..16)?.try_into().ok()?;
-            Some(IpAddr::from(s))
-        }
-        6 => {
-            let s: [u8; 16] = packet.get(8..24)?.try_into().ok()?;
-            Some(IpAddr::from(s))
-        }
-        _ => None,
-    }
-}
-
 impl<A: TransportApp> Node for MultiHomedHost<A> {
     fn handle_packet(&mut self, now: Instant, _iface: usize, packet: Vec<u8>) {
         self.hosted.start(now);
@@ -88,7 +74,7 @@ impl<A: TransportApp> Node for MultiHomedHost<A> {
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(usize, Vec<u8>)> {
         let p = self.hosted.poll_transmit(now)?;
-        let src = ip_source(&p);
+        let src = crate::router::ip_source(&p);
         let iface = self.addrs.iter().position(|a| Some(*a) == src).unwrap_or(0);
         Some((iface, p))
     }

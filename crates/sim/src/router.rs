@@ -161,14 +161,24 @@ impl Router {
 /// Destination address of an IPv4 or IPv6 packet (`None` if the header is
 /// too short or the version unknown).
 pub(crate) fn ip_destination(packet: &[u8]) -> Option<IpAddr> {
+    ip_address(packet, 16, 24)
+}
+
+/// Source address of an IPv4 or IPv6 packet (as [`ip_destination`]).
+pub(crate) fn ip_source(packet: &[u8]) -> Option<IpAddr> {
+    ip_address(packet, 12, 8)
+}
+
+/// The address at byte `v4` of an IPv4 header or `v6` of an IPv6 one.
+fn ip_address(packet: &[u8], v4: usize, v6: usize) -> Option<IpAddr> {
     match packet.first()? >> 4 {
         4 => {
-            let d: [u8; 4] = packet.get(16..20)?.try_into().ok()?;
-            Some(IpAddr::from(d))
+            let a: [u8; 4] = packet.get(v4..v4 + 4)?.try_into().ok()?;
+            Some(IpAddr::from(a))
         }
         6 => {
-            let d: [u8; 16] = packet.get(24..40)?.try_into().ok()?;
-            Some(IpAddr::from(d))
+            let a: [u8; 16] = packet.get(v6..v6 + 16)?.try_into().ok()?;
+            Some(IpAddr::from(a))
         }
         _ => None,
     }
@@ -213,6 +223,18 @@ impl Node for Router {
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn source_and_destination_of_either_version() {
+        for (src, dst) in [("10.0.0.1:5", "10.0.0.2:6"), ("[fd00::1]:5", "[fd00::2]:6")] {
+            let (src, dst): (std::net::SocketAddr, std::net::SocketAddr) =
+                (src.parse().unwrap(), dst.parse().unwrap());
+            let p = hollywood_wire::build_udp_ip(src, dst, b"x");
+            assert_eq!(ip_source(&p), Some(src.ip()));
+            assert_eq!(ip_destination(&p), Some(dst.ip()));
+            assert_eq!(ip_source(&p[..4]), None);
+        }
+    }
 
     fn ipv4(dst: [u8; 4], ttl: u8) -> Vec<u8> {
         let mut p = vec![0u8; 20];
