@@ -15,9 +15,11 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// One `repro all --seeds 1` for both tests (it is the slow part): its
-/// directory and JSON. Tests only read it; what they change, they change
-/// in a copy.
+/// One `repro all --seeds 1 --duration 10s` for both tests (it is the
+/// slow part; every plan's runs cut to 10 simulated seconds where the plan
+/// sets a length, so the claims are not the seeds' and are not checked
+/// here): its directory and JSON. Tests only read it; what they change,
+/// they change in a copy.
 fn shared_run() -> &'static (PathBuf, serde_json::Value) {
     static RUN: std::sync::OnceLock<(PathBuf, serde_json::Value)> = std::sync::OnceLock::new();
     RUN.get_or_init(|| {
@@ -29,6 +31,8 @@ fn shared_run() -> &'static (PathBuf, serde_json::Value) {
             dir.to_str().unwrap(),
             "--seeds",
             "1",
+            "--duration",
+            "10s",
             "--json",
         ]);
         (dir, v)
@@ -126,6 +130,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     let d = dir.to_str().unwrap();
     assert_eq!(v["schema"]["name"], "hollywood.repro.all");
     assert_eq!(v["params"]["seeds"], "1");
+    assert_eq!(v["params"]["duration"], "10s");
     let repros = v["reproductions"].as_array().unwrap();
     let names: Vec<&str> = repros.iter().map(|r| r["plan"].as_str().unwrap()).collect();
     assert_eq!(
@@ -163,6 +168,9 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
         };
         assert_eq!(s["schema"]["name"], format!("hollywood.repro.{adapter}"));
         assert_eq!(s["params"]["seeds"], 1);
+        // The VoIP plans set no length (their calls are the adapter's).
+        let length = if adapter == "voip" { None } else { Some("10s") };
+        assert_eq!(s["params"]["duration"].as_str(), length, "{r}");
     }
 
     let index = dir.join("index.html");

@@ -639,6 +639,33 @@ impl Plan {
             .insert(key.into(), toml::Value::String(value.into()));
     }
 
+    /// Replace `key` with `value` (a string) on every point that has it,
+    /// and in the plan's `raw` table where it is written there: `repro
+    /// --duration` for a short smoke run. Points without the key keep
+    /// their adapter's default. Returns how many points changed.
+    pub fn replace_str(&mut self, key: &str, value: &str) -> usize {
+        let mut n = 0;
+        for s in &mut self.scenarios {
+            for p in &mut s.points {
+                if let Some(v) = p.params.get_mut(key) {
+                    *v = toml::Value::String(value.into());
+                    n += 1;
+                }
+            }
+        }
+        if let Some(v) = self.raw.get_mut(key) {
+            *v = toml::Value::String(value.into());
+        }
+        if let Some(toml::Value::Array(scenarios)) = self.raw.get_mut("scenario") {
+            for s in scenarios {
+                if let Some(v) = s.as_table_mut().and_then(|t| t.get_mut(key)) {
+                    *v = toml::Value::String(value.into());
+                }
+            }
+        }
+        n
+    }
+
     /// Every point of every scenario, in plan order.
     pub fn points(&self) -> impl Iterator<Item = &Point> {
         self.scenarios.iter().flat_map(|s| s.points.iter())
@@ -693,6 +720,24 @@ metric = "late"
 mean_at_most = 3
 claim = "few late"
 "#;
+
+    #[test]
+    fn replace_str_changes_only_points_that_have_the_key() {
+        let mut p = Plan::parse(MINI, None).unwrap();
+        // `rate` is at the top and in "far"; `rtt` only in the scenarios.
+        assert_eq!(p.replace_str("rate", "1mbit"), 6);
+        assert_eq!(p.replace_str("rtt", "5ms"), 6);
+        assert_eq!(p.replace_str("duration", "10s"), 0);
+        for q in p.points() {
+            assert_eq!(q.str("rate"), Some("1mbit"));
+            assert_eq!(q.str("rtt"), Some("5ms"));
+            assert_eq!(q.str("duration"), None);
+        }
+        assert_eq!(p.raw["rate"].as_str(), Some("1mbit"));
+        assert!(!p.raw.contains_key("duration"));
+        assert_eq!(p.raw["scenario"][1]["rate"].as_str(), Some("1mbit"));
+        assert_eq!(p.raw["scenario"][0]["rtt"].as_str(), Some("5ms"));
+    }
 
     #[test]
     fn sweeps_expand_in_order_and_override() {

@@ -76,6 +76,11 @@ pub struct Common {
     /// Worker threads; default: the number of CPUs (results do not depend on it).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Simulated length of every run that has one, replacing the plan's
+    /// (e.g. 20s): a quick smoke run of the whole pipeline. The claims are
+    /// then checked on shorter runs than the seeds' and may not hold.
+    #[arg(long, value_name = "DURATION")]
+    duration: Option<String>,
     /// Print the summary JSON to stdout instead of the tables.
     #[arg(long)]
     json: bool,
@@ -156,6 +161,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
                 Some(p) => Plan::load(p, a.common.seeds),
             }
             .map_err(|e| e.to_string())?;
+            let plan = overridden(plan, &a.common)?;
             let command = format!(
                 "hollywood repro ch5 --out {}{}{}",
                 a.out.display(),
@@ -175,6 +181,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         ReproCommand::Report(a) => report(a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
+            let plan = overridden(plan, &a.common)?;
             let out = a
                 .out
                 .clone()
@@ -193,6 +200,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
 
 fn builtin_one(name: &str, a: &BuiltinArgs) -> Result<(), String> {
     let plan = builtin::load(name, a.common.seeds).map_err(|e| e.to_string())?;
+    let plan = overridden(plan, &a.common)?;
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(name));
     let command = format!(
         "hollywood repro {name} --out {}{}",
@@ -214,7 +222,8 @@ fn dash2018(a: &Dash2018Args) -> Result<(), String> {
         ));
     }
     let b = &a.builtin;
-    let mut plan = builtin::load("dash2018", b.common.seeds).map_err(|e| e.to_string())?;
+    let plan = builtin::load("dash2018", b.common.seeds).map_err(|e| e.to_string())?;
+    let mut plan = overridden(plan, &b.common)?;
     let dir = video
         .canonicalize()
         .map_err(|e| format!("{}: {e}", video.display()))?;
@@ -236,8 +245,27 @@ fn dash2018(a: &Dash2018Args) -> Result<(), String> {
     one(&plan, None, &out, command, &b.common)
 }
 
+/// The command-line flags of `c` that change what runs, for the results'
+/// `command`.
 fn seeds_flag(c: &Common) -> String {
-    c.seeds.map(|n| format!(" --seeds {n}")).unwrap_or_default()
+    let mut f = c.seeds.map(|n| format!(" --seeds {n}")).unwrap_or_default();
+    if let Some(d) = &c.duration {
+        f.push_str(&format!(" --duration {d}"));
+    }
+    f
+}
+
+/// `plan` with `c`'s overrides applied (`--duration`).
+fn overridden(mut plan: Plan, c: &Common) -> Result<Plan, String> {
+    if let Some(d) = &c.duration {
+        let t = hollywood_experiments::units::parse_duration(d)
+            .map_err(|e| format!("--duration {d}: {e}"))?;
+        if t.is_zero() {
+            return Err(format!("--duration {d}: must be longer than zero"));
+        }
+        plan.replace_str("duration", d);
+    }
+    Ok(plan)
 }
 
 fn options(out: &Path, command: String, c: &Common) -> Options {
@@ -304,6 +332,7 @@ fn all(a: &AllArgs) -> Result<(), String> {
     let mut entries = Vec::new();
     for b in builtin::PLANS {
         let plan = Plan::parse(b.text, a.common.seeds).map_err(|e| format!("{}: {e}", b.name))?;
+        let plan = overridden(plan, &a.common)?;
         let out = a.out.join(b.name);
         let command = format!(
             "hollywood repro all --out {}{}",

@@ -484,11 +484,23 @@ impl Adapter for Video {
         let latency = (keep && p.scatter).then(|| {
             let m = &run.messages;
             match p.hol_scatter {
-                // Packet number → head-of-line-blocking delay (ms).
-                Some([from, to]) => spans_ms_by_id(&m.received, &m.arrival)
-                    .filter(|(i, _)| (from as usize..=to as usize).contains(i))
-                    .map(|(i, d)| (i as f64, d))
-                    .collect(),
+                // Packet number → head-of-line-blocking delay (ms). A run
+                // shorter than the plan's packet window (`repro
+                // --duration`) plots its last packets, as many as the
+                // window holds, rather than nothing.
+                Some([from, to]) => {
+                    let all: Vec<(usize, f64)> = spans_ms_by_id(&m.received, &m.arrival).collect();
+                    let last = all.last().map_or(0, |p| p.0);
+                    let (from, to) = if last < from as usize {
+                        (last.saturating_sub((to - from) as usize), last)
+                    } else {
+                        (from as usize, to as usize)
+                    };
+                    all.into_iter()
+                        .filter(|(i, _)| (from..=to).contains(i))
+                        .map(|(i, d)| (i as f64, d))
+                        .collect()
+                }
                 // Generation (s) → application latency (ms).
                 None => spans_ms_by_id(&m.generated, &m.arrival)
                     .filter_map(|(i, d)| Some((m.generated[i]?.as_nanos() as f64 / 1e9, d)))
