@@ -54,6 +54,13 @@ pub(crate) trait SendHalf: Send + 'static {
     fn close(&mut self) -> impl Future<Output = Result<(), StreamError>> + Send;
     /// Messages the protocol gave up on since the last call.
     fn take_abandoned(&mut self) -> Vec<Abandoned>;
+    /// Let the peer have as many messages in flight toward us as the
+    /// protocol allows, where the listener started it lower
+    /// ([`Preconnection::with_listen_receive_credit`](crate::Preconnection::with_listen_receive_credit));
+    /// QUIC only.
+    fn raise_receive_credit(&mut self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// A connection's receiving direction.

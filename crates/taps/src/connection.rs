@@ -242,6 +242,8 @@ enum Queued {
         _permit: OwnedSemaphorePermit,
     },
     Close(oneshot::Sender<Result<(), StreamError>>),
+    /// [`SendHalf::raise_receive_credit`].
+    RaiseCredit,
 }
 
 enum RxItem {
@@ -447,6 +449,11 @@ impl Connection {
         self.tx.close().await
     }
 
+    /// Let the peer send at full rate: [`SendHalf::raise_receive_credit`].
+    pub async fn raise_receive_credit(&mut self) -> Result<(), Error> {
+        self.tx.raise_receive_credit().await
+    }
+
     /// Tear the connection down now (RFC 9622 §10 `Abort`): queued
     /// messages are discarded and the protocol state dropped.
     pub fn abort(self) {
@@ -586,6 +593,19 @@ impl SendHalf {
     /// in flight waits on it instead of polling, while it also receives.
     pub fn event_signal(&self) -> EventSignal {
         EventSignal(self.events.clone())
+    }
+
+    /// Let the peer have as many messages in flight toward this end as
+    /// the protocol allows, where the listener started it with fewer
+    /// ([`Preconnection::with_listen_receive_credit`](crate::Preconnection::with_listen_receive_credit)):
+    /// a relay raises it for a caller that publishes. It takes effect
+    /// after the messages queued before it; nothing on protocols other
+    /// than QUIC.
+    pub async fn raise_receive_credit(&mut self) -> Result<(), Error> {
+        self.queue
+            .send(Queued::RaiseCredit)
+            .await
+            .map_err(|_| Error::Closed)
     }
 
     /// Close the sending direction once every queued message is handed to
@@ -834,6 +854,7 @@ async fn send_task<S: ProtocolSend>(mut s: S, mut q: mpsc::Receiver<Queued>, eve
             }
         };
         match item {
+            Queued::RaiseCredit => s.raise_receive_credit().await,
             Queued::Close(reply) => {
                 let r = match &failed {
                     Some(f) => Err(StreamError::StackFailed(f.clone())),

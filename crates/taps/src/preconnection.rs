@@ -228,6 +228,7 @@ pub struct Preconnection {
     consistent_only: bool,
     listen_shards: usize,
     listen_limit: usize,
+    listen_credit: Option<u32>,
 }
 
 /// Whether the one-line notice about a missing default engine was printed.
@@ -253,6 +254,7 @@ impl Preconnection {
             consistent_only: false,
             listen_shards: 1,
             listen_limit: crate::quic::MAX_SERVER_CONNECTIONS,
+            listen_credit: None,
         }
     }
 
@@ -276,6 +278,20 @@ impl Preconnection {
     #[must_use]
     pub fn with_listen_limit(mut self, n: usize) -> Preconnection {
         self.listen_limit = n;
+        self
+    }
+
+    /// A listener's QUIC connections let each caller open `n` streams at
+    /// once at first (QUICsilver: `n` messages in flight toward the
+    /// listener) instead of 1024, until the application calls
+    /// [`Connection::raise_receive_credit`](crate::Connection::raise_receive_credit). quinn keeps an entry for
+    /// every stream a peer may open from the connection's start (~50 KiB
+    /// at 1024): a listener whose callers mostly receive (`hollywood
+    /// relay`'s players) starts them low and raises it for those that
+    /// send (its publishers). Default: no limit below 1024; 0 counts as 1.
+    #[must_use]
+    pub fn with_listen_receive_credit(mut self, n: u32) -> Preconnection {
+        self.listen_credit = Some(n.max(1));
         self
     }
 
@@ -748,11 +764,13 @@ impl Preconnection {
             };
             let sem = Semantics::new(Protocol::Quic, &self.properties);
             let at = SocketAddr::new(local.ip, tcp_port);
+            let mut cfg = self.quic_config(sem.ordered_default);
+            cfg.peer_streams_at_start = self.listen_credit;
             let mut l = QuicListener::bind(
                 self.namespace.as_deref(),
                 at,
                 id,
-                self.quic_config(sem.ordered_default),
+                cfg,
                 self.listen_shards,
                 self.listen_limit,
             )

@@ -135,6 +135,8 @@ enum Wake {
 enum Cmd {
     Send(OutMessage, oneshot::Sender<Result<(), StreamError>>),
     Close,
+    /// The peer may open `max_streams` streams from now on.
+    RaiseCredit,
 }
 
 /// The task of one QUIC connection.
@@ -388,6 +390,9 @@ impl Driver {
                 }
                 Wake::Cmd(Some(Cmd::Send(m, reply))) => self.try_send(m, reply),
                 Wake::Cmd(Some(Cmd::Close)) => self.app_closed = true,
+                Wake::Cmd(Some(Cmd::RaiseCredit)) => {
+                    self.t.allow_all_peer_streams();
+                }
                 Wake::Cmd(None) => {
                     self.app_closed = true;
                     self.cmds_gone = true;
@@ -795,6 +800,14 @@ impl SendHalf for QuicSender {
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
             .collect()
+    }
+
+    fn raise_receive_credit(&mut self) -> impl Future<Output = ()> + Send {
+        let cmds = self.cmds.clone();
+        async move {
+            // A closed connection has nothing to raise.
+            let _ = cmds.send(Cmd::RaiseCredit).await;
+        }
     }
 }
 

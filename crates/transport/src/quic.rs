@@ -97,6 +97,14 @@ pub struct QuicConfig {
     /// Concurrent unidirectional streams the peer may open (quinn's
     /// default 100 is short for a stream per message; MoQ uses 1024).
     pub max_streams: u32,
+    /// Streams the peer may open at first, until
+    /// [`QuicTransport::allow_all_peer_streams`] raises it to
+    /// `max_streams`; `None` (the default): `max_streams` from the start.
+    /// quinn-proto makes an entry for every stream the peer may open when
+    /// the connection starts (~50 bytes each), so a listener whose callers
+    /// mostly receive (a relay's players) starts them low and raises it
+    /// for those that turn out to send (its publishers).
+    pub peer_streams_at_start: Option<u32>,
     /// Messages waiting for a stream or the handshake, at most.
     pub max_backlog: usize,
     /// Send older streams first (HTTP/3's default order, RFC 9218
@@ -192,6 +200,7 @@ impl Default for QuicConfig {
             quicsilver: false,
             cc: QuicCc::Cubic,
             max_streams: 1024,
+            peer_streams_at_start: None,
             max_backlog: 4096,
             oldest_first: false,
             key_log: None,
@@ -615,7 +624,10 @@ impl QuicTransport {
             return Err("QUICsilver needs the stream-per-message mapping".into());
         }
         let mut tc = TransportConfig::default();
-        tc.max_concurrent_uni_streams(VarInt::from_u32(cfg.max_streams.max(1)))
+        let peer_streams = cfg
+            .peer_streams_at_start
+            .map_or(cfg.max_streams, |n| n.min(cfg.max_streams));
+        tc.max_concurrent_uni_streams(VarInt::from_u32(peer_streams.max(1)))
             .max_concurrent_bidi_streams(VarInt::from_u32(0))
             .receive_window(VarInt::from_u32(CONN_RECEIVE_WINDOW))
             .enable_segmentation_offload(false)
@@ -694,6 +706,22 @@ impl QuicTransport {
     /// The configuration.
     pub fn config(&self) -> &QuicConfig {
         &self.cfg
+    }
+
+    /// Let the peer open up to the configuration's `max_streams` streams
+    /// at once, where [`QuicConfig::peer_streams_at_start`] allowed fewer
+    /// (the peer hears it in a MAX_STREAMS frame with the next packet).
+    /// `false` before the connection exists (a client before it
+    /// started).
+    pub fn allow_all_peer_streams(&mut self) -> bool {
+        let n = VarInt::from_u32(self.cfg.max_streams.max(1));
+        match self.conn.as_mut() {
+            Some((_, c)) => {
+                c.set_max_concurrent_streams(Dir::Uni, n);
+                true
+            }
+            None => false,
+        }
     }
 
     /// quinn's connection statistics, once connected.
@@ -1464,6 +1492,66 @@ mod tests {
             record::encode(&mut s, id, 0, None, &[id as u8; 32]);
         }
         s
+    }
+
+    /// Every packet `from` has for `to` now, handed over at once.
+    fn flight(from: &mut QuicTransport, to: &mut QuicTransport, now: Instant) -> usize {
+        let mut n = 0;
+        while let Some(p) = from.poll_transmit(now) {
+            to.handle_packet(now, &p);
+            n += 1;
+        }
+        n
+    }
+
+    fn received(t: &mut QuicTransport) -> usize {
+        std::iter::from_fn(|| t.poll_event())
+            .filter(|e| matches!(e, TransportEvent::Message(_)))
+            .count()
+    }
+
+    /// A listener that starts its callers at two streams lets a
+    /// QUICsilver caller (a stream per message) have two messages in
+    /// flight, and all of them once it raises the credit.
+    #[test]
+    fn a_caller_opens_few_streams_until_the_listener_raises_its_credit() {
+        let id = QuicIdentity::generate().unwrap();
+        let c: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+        let s: SocketAddr = "10.0.0.2:4433".parse().unwrap();
+        let mut cfg = QuicConfig::of(QuicKind::Quicsilver);
+        let mut client =
+            QuicTransport::new(cfg.clone(), Role::Client { remote: s }, c, &id, 1).unwrap();
+        cfg.peer_streams_at_start = Some(2);
+        let mut server = QuicTransport::new(cfg, Role::Server, s, &id, 2).unwrap();
+        let mut now = at(0);
+        client.start(now);
+        server.start(now);
+        for _ in 0..6 {
+            now += Duration::from_millis(1);
+            flight(&mut client, &mut server, now);
+            flight(&mut server, &mut client, now);
+        }
+        assert!(std::iter::from_fn(|| client.poll_event())
+            .any(|e| matches!(e, TransportEvent::Connected)));
+        received(&mut server);
+        for i in 0..20 {
+            client
+                .send(now, OutMessage::new(i, vec![i as u8; 100]))
+                .unwrap();
+        }
+        flight(&mut client, &mut server, now);
+        assert_eq!(received(&mut server), 2, "two streams at first");
+        // The server's acknowledgements (and the credit of the two
+        // finished streams) let the client open two more, no more.
+        now += Duration::from_millis(1);
+        flight(&mut server, &mut client, now);
+        flight(&mut client, &mut server, now);
+        assert_eq!(received(&mut server), 2);
+        assert!(server.allow_all_peer_streams());
+        now += Duration::from_millis(1);
+        flight(&mut server, &mut client, now);
+        flight(&mut client, &mut server, now);
+        assert_eq!(received(&mut server), 16, "the rest at once");
     }
 
     /// Every server connection of one identity (and its clones) shares

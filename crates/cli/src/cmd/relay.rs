@@ -22,6 +22,10 @@ use std::time::Duration;
 /// to tell those callers why they are refused (503) rather than let
 /// their attempts time out.
 const REFUSAL_MARGIN: usize = 256;
+/// Streams a QUIC caller may open at once until it publishes
+/// (`Preconnection::with_listen_receive_credit`): quinn's table of 1024
+/// was ~50 KiB of each idle player's ~108 KiB (docs/ROBUSTNESS.md).
+const CALLER_CREDIT: u32 = 16;
 
 /// Arguments of `hollywood relay`.
 #[derive(Args, Debug)]
@@ -228,11 +232,14 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
             play_tokens: a.play_tokens.clone(),
         };
         let cfg = ServerConfig {
-            // One QUIC socket per worker on the port (SO_REUSEPORT), and
-            // room for the callers it refuses with a reason beyond its own limit.
+            // One QUIC socket per worker on the port (SO_REUSEPORT), room
+            // for the callers it refuses with a reason beyond its own
+            // limit, and little receive credit for callers until they
+            // publish (players send a hello and pings).
             preconnection: pre
                 .with_listen_shards(workers)
-                .with_listen_limit(a.max_connections.saturating_add(REFUSAL_MARGIN)),
+                .with_listen_limit(a.max_connections.saturating_add(REFUSAL_MARGIN))
+                .with_listen_receive_credit(CALLER_CREDIT),
             policy,
             max_connections: a.max_connections,
             upstream,

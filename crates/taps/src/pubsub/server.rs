@@ -422,6 +422,9 @@ async fn handle(relay: &Arc<Relay>, mut conn: Connection) {
                 relay.tidy(&stream);
                 return;
             }
+            // A listener may start callers with little receive credit
+            // (players send next to nothing); a publisher needs it all.
+            let _ = conn.raise_receive_credit().await;
             let accepted = accept(&mut conn, t1, t2).await;
             let said_end = accepted && run_publisher(&mut conn, &stream).await;
             // The publisher waits for this close before it exits.
