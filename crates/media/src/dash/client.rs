@@ -314,6 +314,39 @@ impl DashClient {
         self.error.as_deref()
     }
 
+    /// The manifest, once it is in.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Every chunk requested so far, in order (chunk `n` at index `n`).
+    pub fn chunks(&self) -> &[ChunkRecord] {
+        &self.chunks
+    }
+
+    /// Whether chunk `n`'s bytes are final at `now`: all of them are in,
+    /// or it counted as downloaded and the playhead has passed the point
+    /// after which its missing messages are discarded as late (the
+    /// [`Lateness`] rule), or playback ended. What a gateway hands on to a
+    /// player (`hollywood dash-gateway`).
+    pub fn chunk_settled(&self, n: usize, now: Instant) -> bool {
+        let Some(c) = self.chunks.get(n) else {
+            return false;
+        };
+        if c.complete_s.is_some() || matches!(self.play, Play::Ended { .. }) {
+            return true;
+        }
+        if c.downloaded_s.is_none() {
+            return false;
+        }
+        let chunk_s = self.chunk_s();
+        let last_needed = match self.cfg.lateness {
+            Lateness::Position => (n + 1) as f64 * chunk_s,
+            Lateness::ChunkStart => n as f64 * chunk_s,
+        };
+        self.playhead(self.secs(now)) > last_needed + 1e-9
+    }
+
     fn secs(&self, now: Instant) -> f64 {
         (now - self.t0.unwrap_or(now)).as_secs_f64()
     }
