@@ -631,6 +631,22 @@ mod tests {
     }
 
     #[test]
+    fn the_initialization_segment_is_the_tables_before_the_first_pes() {
+        let packet = |pid: u8, payload: &[u8]| {
+            let mut p = vec![0x47, 0x40, pid, 0x10];
+            p.extend_from_slice(payload);
+            p.resize(188, 0xff);
+            p
+        };
+        let mut ts = packet(0x00, &[0x00, 0x00, 0xb0]); // PAT
+        ts.extend(packet(0x10, &[0x00, 0x02, 0xb0])); // PMT
+        ts.extend(packet(0x11, &[0x00, 0x00, 0x01, 0xe0])); // PES
+        ts.extend(packet(0x00, &[0x00, 0x00, 0xb0]));
+        assert_eq!(ts_init(&ts), ts[..376]);
+        assert!(ts_init(&[0u8; 376]).is_empty());
+    }
+
+    #[test]
     fn only_quic_mappings_run_without_a_tun_device() {
         assert!(quic_transport("quic-pps").is_ok());
         let e = quic_transport("hollywood").unwrap_err();
