@@ -5,6 +5,9 @@
 //! from the gateway's ordinary HTTP by an unmodified ffmpeg, GStreamer's
 //! `dashdemux`, and dash.js in headless Chromium.
 
+// A test of adapters: real processes, sockets and clocks.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 use common::*;
 use hollywood_test_support::{have_tool, skip};
@@ -28,20 +31,23 @@ impl Drop for Running {
     }
 }
 
-/// Start `hollywood args` and read the first line it prints (the address
-/// it serves on).
-fn start(args: &[&str]) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hollywood"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run hollywood");
+/// Start `cmd` and read the first line it prints (the address it
+/// serves on).
+fn first_line(mut cmd: Command) -> (Running, String) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(!line.is_empty(), "{args:?} printed nothing");
+    assert!(!line.is_empty(), "{cmd:?} printed nothing");
     (Running(child), line.trim().to_string())
+}
+
+/// Start `hollywood args` and read its first line.
+fn start(args: &[&str]) -> (Running, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hollywood"));
+    cmd.args(args);
+    first_line(cmd)
 }
 
 /// The test ladder: three rungs of 320x180, shared by the tests of this
@@ -50,24 +56,7 @@ fn ladder() -> &'static Path {
     static LADDER: OnceLock<PathBuf> = OnceLock::new();
     LADDER.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("hollywood-gw-ladder-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let out = hollywood(&[
-            "tools",
-            "dash-ladder",
-            "--out",
-            dir.to_str().unwrap(),
-            "--duration",
-            &format!("{SECONDS}s"),
-            "--size",
-            "320x180",
-            "--reps",
-            "3",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        dash_ladder(&dir, SECONDS, 3);
         dir
     })
 }
@@ -336,4 +325,101 @@ fn dash_js_in_headless_chromium_plays_the_stream() {
         png.display()
     );
     assert!(mean > 20.0 && sd > 20.0, "blank screenshot: {mean} ± {sd}");
+}
+
+/// A lab (two namespaces and the link emulator), taken down when dropped.
+struct Lab(&'static str);
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = hollywood(&["lab", "down", "--name", self.0]);
+    }
+}
+
+/// Start `hollywood args` in network namespace `ns` (`ip netns exec`
+/// execs it: the child is the process itself) and read its first line.
+fn start_in(ns: &str, args: &[&str]) -> (Running, String) {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_hollywood")])
+        .args(args);
+    first_line(cmd)
+}
+
+#[test]
+fn ffmpeg_plays_the_stream_across_a_lossy_lab_path() {
+    if !hollywood_io::is_root() {
+        skip("needs root (a lab: network namespaces and the link emulator)");
+        return;
+    }
+    if !have_tool("ffmpeg", "-version") {
+        skip("needs ffmpeg (apt-get install ffmpeg; scripts/test.sh does it as root)");
+        return;
+    }
+    let ladder = ladder().to_str().unwrap();
+    let out = hollywood(&[
+        "lab", "up", "--name", "hwgw", "--rate", "5mbit", "--rtt", "100ms", "--loss", "1%",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _lab = Lab("hwgw");
+    // Host a is 10.88.1.2, host b 10.88.2.2 (`lab up` prints them).
+    let (_server, _) = start_in(
+        "hwgw-a",
+        &[
+            "dash-server",
+            "--video",
+            ladder,
+            "--listen",
+            "10.88.1.2:4433",
+        ],
+    );
+    let (_gateway, mpd) = start_in(
+        "hwgw-b",
+        &[
+            "dash-gateway",
+            "--server",
+            "10.88.1.2:4433",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let t0 = Instant::now();
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            "hwgw-b",
+            "ffmpeg",
+            "-nostdin",
+            "-loglevel",
+            "error",
+        ])
+        .args([
+            "-i",
+            &mpd,
+            "-map",
+            "0:v:0",
+            "-f",
+            "null",
+            "-",
+            "-progress",
+            "pipe:1",
+        ])
+        .output()
+        .expect("run ffmpeg");
+    let decoded = frames(&out.stdout);
+    eprintln!(
+        "across the lab (5 Mb/s, 100 ms, 1 % loss): ffmpeg decoded {decoded} frames in {:.1?}",
+        t0.elapsed()
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = (SECONDS * 30) as u64;
+    assert!(decoded >= expected * 95 / 100, "{decoded} of {expected}");
 }
