@@ -19,7 +19,7 @@ step() { printf '\n==> %s   (+%ds; %ds so far)\n' "$*" "$((SECONDS - last))" "$S
 
 # --- system packages (root only) -------------------------------------------
 # command:package pairs the root-only tests use, and files the plots need.
-NEEDED="ip:iproute2 iptables:iptables nft:nftables ping:iputils-ping iperf3:iperf3 tshark:tshark haproxy:haproxy socat:socat srt-live-transmit:srt-tools chromium:chromium ffmpeg:ffmpeg nc:netcat-openbsd gst-launch-1.0:gstreamer1.0-tools"
+NEEDED="ip:iproute2 iptables:iptables nft:nftables ping:iputils-ping iperf3:iperf3 tshark:tshark haproxy:haproxy socat:socat srt-live-transmit:srt-tools chromium:chromium ffmpeg:ffmpeg nc:netcat-openbsd gst-launch-1.0:gstreamer1.0-tools node:nodejs npm:npm"
 missing=()
 for pair in $NEEDED; do
   cmd=${pair%%:*}; pkg=${pair##*:}

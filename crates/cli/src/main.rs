@@ -1,6 +1,7 @@
 //! `hollywood`: the demo, simulations (`sim`), the real-packet lab (`lab`),
-//! reproductions (`repro`), tools (`tools`), the live relay (`transmit`)
-//! and host mode (`host`).
+//! reproductions (`repro`), tools (`tools`), the live relay (`transmit`),
+//! host mode (`host`) and DASH to a real player (`dash-server`,
+//! `dash-gateway`).
 //!
 //! Every command that produces results prints a human summary by default and
 //! one JSON object with `--json`, stamped with its schema and parameters
@@ -52,6 +53,10 @@ enum Command {
     Transmit(cmd::transmit::TransmitArgs),
     /// A live relay: many callers on one port publish and play streams by name, fan-out with a deadline per player, chains of relays: `relay --listen 0.0.0.0:9000 --publish-token K`.
     Relay(cmd::relay::RelayArgs),
+    /// Serve a DASH ladder (`tools dash-ladder`) over Hollywood (QUIC on UDP) to `dash-gateway`: `dash-server --video DIR --listen IP:4433`.
+    DashServer(cmd::dash_gateway::ServerArgs),
+    /// Fetch a DASH stream over Hollywood (BOLA, Rx_T pipelining) and serve it as ordinary HTTP for any player: `dash-gateway --server IP:4433`, then `ffplay http://127.0.0.1:8080/manifest.mpd`.
+    DashGateway(cmd::dash_gateway::GatewayArgs),
     /// Host mode (root): the engine on this host's own network, `host up --listen 9000` … `host down`.
     #[command(subcommand)]
     Host(cmd::host::HostCommand),
@@ -182,6 +187,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Transmit(args) => cmd::transmit::run(args),
         Command::Relay(args) => cmd::relay::run(args),
+        Command::DashServer(args) => cmd::dash_gateway::server(args),
+        Command::DashGateway(args) => cmd::dash_gateway::gateway(args),
         Command::Host(c) => cmd::host::run(c),
         Command::Sim(SimCommand::Voip(args)) | Command::Voip(args) => cmd::voip::run(args),
         Command::Sim(SimCommand::Video(args)) | Command::Video(args) => cmd::video::run(args),

@@ -127,24 +127,8 @@ fn a_real_video_ladder_plays_and_is_scored_per_transport() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("hollywood-ladder-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();
-    let out = hollywood(&[
-        "dash-ladder",
-        "--out",
-        d,
-        "--duration",
-        "6s",
-        "--size",
-        "320x180",
-        "--reps",
-        "3",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    dash_ladder(&dir, 6, 3);
     assert!(dir.join("manifest.mpd").is_file() && dir.join("rep3").join("5.ts").is_file());
     let recv = dir.join("received");
     let v = json(&[

@@ -8,6 +8,7 @@ pub mod chaos;
 pub mod compare;
 pub mod dash;
 pub mod dash_ch6;
+pub mod dash_gateway;
 pub mod dash_video;
 pub mod demo;
 pub mod host;

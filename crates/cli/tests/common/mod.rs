@@ -37,3 +37,25 @@ pub fn u(v: &Value, key: &str) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("{key} missing in {v}"))
 }
+
+/// A real ladder of `reps` rungs, `seconds` 1 s chunks at 320x180
+/// (`hollywood dash-ladder`, ffmpeg; a few seconds) in a fresh `dir`.
+pub fn dash_ladder(dir: &std::path::Path, seconds: usize, reps: usize) {
+    let _ = std::fs::remove_dir_all(dir);
+    let out = hollywood(&[
+        "dash-ladder",
+        "--out",
+        dir.to_str().unwrap(),
+        "--duration",
+        &format!("{seconds}s"),
+        "--size",
+        "320x180",
+        "--reps",
+        &reps.to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -314,6 +314,39 @@ impl DashClient {
         self.error.as_deref()
     }
 
+    /// The manifest, once it is in.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Every chunk requested so far, in order (chunk `n` at index `n`).
+    pub fn chunks(&self) -> &[ChunkRecord] {
+        &self.chunks
+    }
+
+    /// Whether chunk `n`'s bytes are final at `now`: all of them are in,
+    /// or it counted as downloaded and the playhead has passed the point
+    /// after which its missing messages are discarded as late (the
+    /// [`Lateness`] rule), or playback ended. What a gateway hands on to a
+    /// player (`hollywood dash-gateway`).
+    pub fn chunk_settled(&self, n: usize, now: Instant) -> bool {
+        let Some(c) = self.chunks.get(n) else {
+            return false;
+        };
+        if c.complete_s.is_some() || matches!(self.play, Play::Ended { .. }) {
+            return true;
+        }
+        if c.downloaded_s.is_none() {
+            return false;
+        }
+        let chunk_s = self.chunk_s();
+        let last_needed = match self.cfg.lateness {
+            Lateness::Position => (n + 1) as f64 * chunk_s,
+            Lateness::ChunkStart => n as f64 * chunk_s,
+        };
+        self.playhead(self.secs(now)) > last_needed + 1e-9
+    }
+
     fn secs(&self, now: Instant) -> f64 {
         (now - self.t0.unwrap_or(now)).as_secs_f64()
     }
@@ -866,6 +899,59 @@ mod hostile {
         );
         assert_eq!(c.error(), None);
         assert_eq!(c.chunks[0].received, 1388);
+    }
+
+    #[test]
+    fn a_chunk_settles_when_whole_or_once_its_messages_would_be_late() {
+        let content = content();
+        let (mut c, mut t) = started(&content);
+        let start = 100_000;
+        let size = u64::from(content.size(0, 0).unwrap());
+        let now = Instant::ZERO;
+        c.on_event(now, &mut t, head(&content.chunk_path(0, 0), start, size));
+        let mut body = vec![0; size as usize];
+        content.fill(0, 0, 0, &mut body);
+        let parts: Vec<&[u8]> = body.chunks(1388).collect();
+        let mut off = start;
+        for (i, part) in parts.iter().enumerate() {
+            off += part.len() as u64;
+            if i == 0 {
+                // The first message is lost.
+                continue;
+            }
+            c.on_event(
+                now,
+                &mut t,
+                msg(DATA, http::data_message(50 + i as u32, off, part)),
+            );
+        }
+        assert!(c.chunks()[0].downloaded_s.is_some(), "over Rx_T");
+        assert!(!c.chunk_settled(0, now), "its first message may still come");
+        assert!(!c.chunk_settled(1, now), "requested (pipelined), not in");
+        // Chunk 1 at the rung BOLA chose, whole: start-up ends (two
+        // chunks), playback starts.
+        let q1 = c.chunks()[1].quality;
+        let start1 = start + size;
+        let size1 = u64::from(content.size(1, q1).unwrap());
+        c.on_event(now, &mut t, head(&content.chunk_path(1, q1), start1, size1));
+        let mut body = vec![0; size1 as usize];
+        content.fill(1, q1, 0, &mut body);
+        let mut off = start1;
+        for (i, part) in body.chunks(1388).enumerate() {
+            off += part.len() as u64;
+            c.on_event(
+                now,
+                &mut t,
+                msg(DATA, http::data_message(500 + i as u32, off, part)),
+            );
+        }
+        assert!(c.chunk_settled(1, now), "whole");
+        assert!(!c.chunk_settled(0, now), "the playhead is at its start");
+        // Once the playhead is past the chunk, nothing more is taken.
+        let later = now + Duration::from_secs(30);
+        c.on_timeout(later, &mut t);
+        assert!(c.chunk_settled(0, later));
+        assert!(c.manifest().is_some_and(|m| m.chunks == 5));
     }
 
     #[test]

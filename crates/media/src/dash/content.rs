@@ -349,51 +349,78 @@ impl Content {
 
     /// The MPD manifest (XML).
     pub fn mpd(&self) -> String {
-        use dash_mpd_core as m;
-        let chunk_ms = self.chunk.as_millis() as f64;
-        let template = m::SegmentTemplate {
-            media: Some("$RepresentationID$/$Number$.ts".into()),
-            startNumber: Some(0),
-            duration: Some(chunk_ms),
-            timescale: Some(1000),
-            ..Default::default()
-        };
-        let reps = self
-            .reps
-            .iter()
-            .map(|r| m::Representation {
-                id: Some(r.id.clone()),
-                bandwidth: Some(r.bandwidth_bps),
-                width: (r.width > 0).then_some(u64::from(r.width)),
-                height: (r.height > 0).then_some(u64::from(r.height)),
-                ..Default::default()
-            })
-            .collect();
-        let set = m::AdaptationSet {
-            contentType: Some("video".into()),
-            mimeType: Some("video/mp2t".into()),
-            segmentAlignment: Some(true),
-            startWithSAP: Some(1),
-            SegmentTemplate: Some(template),
-            representations: reps,
-            ..Default::default()
-        };
-        let period = m::Period {
-            id: Some("0".into()),
-            adaptations: vec![set],
-            ..Default::default()
-        };
-        let mpd = m::MPD {
-            xmlns: Some("urn:mpeg:dash:schema:mpd:2011".into()),
-            profiles: Some("urn:mpeg:dash:profile:isoff-live:2011".into()),
-            mpdtype: Some("static".into()),
-            mediaPresentationDuration: Some(self.duration()),
-            minBufferTime: Some(self.chunk * 2),
-            periods: vec![period],
-            ..Default::default()
-        };
-        format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{mpd}")
+        mpd(
+            &self.reps,
+            self.chunk,
+            self.chunks(),
+            "$RepresentationID$/$Number$.ts",
+            None,
+            None,
+        )
     }
+}
+
+/// A static MPD (XML) of the shape [`Content::mpd`] writes: one period,
+/// one `video/mp2t` adaptation set with the representations `reps`, a
+/// number-based `SegmentTemplate` from 0 with the `media` template and
+/// `chunks` chunks of `chunk`; `codecs` (RFC 6381, e.g. `avc1.64001f`)
+/// on every representation when given (a browser's Media Source needs it;
+/// `hollywood dash-gateway` writes it), and an `initialization` segment
+/// when given (dash.js needs one; for MPEG-TS it holds the program
+/// tables).
+pub fn mpd(
+    reps: &[Representation],
+    chunk: Duration,
+    chunks: usize,
+    media: &str,
+    initialization: Option<&str>,
+    codecs: Option<&str>,
+) -> String {
+    use dash_mpd_core as m;
+    let chunk_ms = chunk.as_millis() as f64;
+    let template = m::SegmentTemplate {
+        media: Some(media.into()),
+        initialization: initialization.map(str::to_string),
+        startNumber: Some(0),
+        duration: Some(chunk_ms),
+        timescale: Some(1000),
+        ..Default::default()
+    };
+    let reps = reps
+        .iter()
+        .map(|r| m::Representation {
+            id: Some(r.id.clone()),
+            bandwidth: Some(r.bandwidth_bps),
+            width: (r.width > 0).then_some(u64::from(r.width)),
+            height: (r.height > 0).then_some(u64::from(r.height)),
+            codecs: codecs.map(str::to_string),
+            ..Default::default()
+        })
+        .collect();
+    let set = m::AdaptationSet {
+        contentType: Some("video".into()),
+        mimeType: Some("video/mp2t".into()),
+        segmentAlignment: Some(true),
+        startWithSAP: Some(1),
+        SegmentTemplate: Some(template),
+        representations: reps,
+        ..Default::default()
+    };
+    let period = m::Period {
+        id: Some("0".into()),
+        adaptations: vec![set],
+        ..Default::default()
+    };
+    let mpd = m::MPD {
+        xmlns: Some("urn:mpeg:dash:schema:mpd:2011".into()),
+        profiles: Some("urn:mpeg:dash:profile:isoff-live:2011".into()),
+        mpdtype: Some("static".into()),
+        mediaPresentationDuration: Some(chunk * chunks as u32),
+        minBufferTime: Some(chunk * 2),
+        periods: vec![period],
+        ..Default::default()
+    };
+    format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{mpd}")
 }
 
 /// What a client learns from the manifest.

@@ -340,50 +340,63 @@ pub fn endpoints(
     client_addr: SocketAddr,
     seed: u64,
 ) -> Result<(Endpoint, Endpoint), String> {
+    let id = match transport {
+        GenericTransport::Quic(_) => Some(QuicIdentity::generate()?),
+        _ => None,
+    };
+    let server = endpoint(
+        transport,
+        cc,
+        Role::Server,
+        server_addr,
+        id.as_ref(),
+        seed ^ 0x5eed,
+    )?;
+    let client = endpoint(
+        transport,
+        cc,
+        Role::Client {
+            remote: server_addr,
+        },
+        client_addr,
+        id.as_ref(),
+        seed,
+    )?;
+    Ok((server, client))
+}
+
+/// One end of [`endpoints`], for a server and a client in different
+/// processes (`hollywood dash-server`, `hollywood dash-gateway`): the
+/// server (`Role::Server`, the deployment's sender side) or the client
+/// (its receiver side) at `local`. QUIC needs `identity` (the server's
+/// certificate and key; a client checks the server against it unless it
+/// was made [`QuicIdentity::unverified`]).
+pub fn endpoint(
+    transport: &GenericTransport,
+    cc: CcAlgorithm,
+    role: Role,
+    local: SocketAddr,
+    identity: Option<&QuicIdentity>,
+    seed: u64,
+) -> Result<Endpoint, String> {
     let base = Config {
         cc,
         ..Config::default()
     };
     let name = transport.name();
+    let server = matches!(role, Role::Server);
     Ok(match transport.with_cc(cc) {
-        GenericTransport::Tcp(t) => (
-            Box::new(TcpTransport::new(
-                name,
-                t.sender_config(&base),
-                Role::Server,
-                server_addr,
-                seed ^ 0x5eed,
-            )),
-            Box::new(TcpTransport::new(
-                name,
-                t.receiver_config(&base),
-                Role::Client {
-                    remote: server_addr,
-                },
-                client_addr,
-                seed,
-            )),
-        ),
+        GenericTransport::Tcp(t) => {
+            let config = if server {
+                t.sender_config(&base)
+            } else {
+                t.receiver_config(&base)
+            };
+            Box::new(TcpTransport::new(name, config, role, local, seed))
+        }
         GenericTransport::Quic(q) => {
-            let id = QuicIdentity::generate()?;
-            (
-                Box::new(QuicTransport::new(
-                    q.clone(),
-                    Role::Server,
-                    server_addr,
-                    &id,
-                    seed ^ 0x5eed,
-                )?),
-                Box::new(QuicTransport::new(
-                    q,
-                    Role::Client {
-                        remote: server_addr,
-                    },
-                    client_addr,
-                    &id,
-                    seed,
-                )?),
-            )
+            let id = identity.ok_or("QUIC needs the server's identity")?;
+            Box::new(QuicTransport::new(q, role, local, id, seed)?)
         }
         GenericTransport::Udp => {
             return Err(format!(
