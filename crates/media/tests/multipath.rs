@@ -79,6 +79,6 @@ fn udp_backup_switches_through_the_heartbeat() {
     assert!(with.on_time * 100 >= with.sent * 98, "{with:#?}");
     assert!(with.heartbeats.1 > 0, "{with:#?}");
     let without = udp(false);
-    assert_eq!(without.failure.and_then(|w| w.detected_s), None);
+    assert_eq!(without.failure.as_ref().and_then(|w| w.detected_s), None);
     assert!(without.on_time * 100 < without.sent * 60, "{without:#?}");
 }
