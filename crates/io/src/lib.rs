@@ -20,7 +20,8 @@
 //! - [`apphost`]: any `hollywood_transport::MessageTransport` with its
 //!   application on real packets and the OS clock ([`AppHost`]): on a TUN
 //!   device (the TCP deployments) or, through [`udp`], on a real UDP
-//!   socket (QUIC, UDP).
+//!   socket (QUIC, UDP), or through [`multiudp`] on one socket per path
+//!   (a connection group over several local addresses).
 //! - [`hostmode`]: the engine on the host's own network: a persistent
 //!   TUN device, forwarding and NAT (masquerade, DNAT) set up and torn
 //!   down as one thing (`hollywood host up|down|status|clear`).
@@ -41,6 +42,7 @@ pub mod error;
 pub mod hostmode;
 pub mod kernel;
 pub mod message;
+pub mod multiudp;
 pub mod netns;
 pub mod sys;
 pub mod tun;
@@ -51,6 +53,7 @@ pub use engine::{Listener, Stack, StackOptions, Stream, StreamStats};
 pub use error::{Error, Result};
 pub use kernel::{KernelListener, KernelStream};
 pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, StreamError};
+pub use multiudp::{MultiUdpHost, MultiUdpPort, UdpPath};
 pub use netns::{is_root, NetNs, NsThread, VethPair};
 pub use tun::device::{TunConfig, TunDevice};
 pub use tun::host::{HostStats, HostWaker, Step, TunHost};

@@ -26,7 +26,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 use tokio::io::unix::AsyncFd;
@@ -411,4 +411,34 @@ pub fn default_sigpipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+/// A new epoll instance (close-on-exec), readable whenever one of the
+/// descriptors added with [`epoll_add_readable`] is: one descriptor to
+/// wait on for several sockets.
+pub(crate) fn epoll_create() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; the returned descriptor is checked and then
+    // owned by exactly one `OwnedFd`.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Watch `fd` for readability (level-triggered) on the epoll instance
+/// `epoll`, with `token` as its event data.
+pub(crate) fn epoll_add_readable(epoll: &impl AsRawFd, fd: RawFd, token: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    // SAFETY: `ev` is a live local the kernel only reads; both
+    // descriptors are open (the caller owns them).
+    let rc = unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

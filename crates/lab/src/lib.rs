@@ -12,6 +12,7 @@
 //! - [`daemon`]: the emulator as a background process (`lab up`/`down`).
 //! - [`messages`]: `sim messages` on real packets (QUIC, UDP, TCP);
 //!   [`dash`]: `sim dash` on real packets (TCP, TCP Hollywood, QUIC);
+//!   [`multipath`]: `sim multipath` on two labs, one per path;
 //!   [`apps`]: what they share (the simulator's apps on real hosts);
 //! - [`interop`], [`middlebox`], [`calibrate`], [`bench`], [`compare`]: the
 //!   experiments;
@@ -38,6 +39,7 @@ pub mod internet;
 pub mod interop;
 pub mod messages;
 pub mod middlebox;
+pub mod multipath;
 pub mod netem;
 pub mod quicwire;
 pub mod relaybench;

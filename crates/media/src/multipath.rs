@@ -16,6 +16,7 @@ use crate::transport::GenericTransport;
 use hollywood_sim::{LinkConfig, LossModel, MultiHomedHost, SimBuilder};
 use hollywood_tcp::{Config, Instant};
 use hollywood_transport::group::{GroupConfig, GroupMode, GroupStats, GroupTransport};
+use hollywood_transport::udp::UdpTransport;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -118,6 +119,9 @@ pub struct MultipathScenario {
     pub fail: Option<(usize, Duration)>,
     /// Resend a failed path's live messages (backup, aggregate).
     pub resend: bool,
+    /// Group heartbeats on paths without feedback (UDP): without them a
+    /// UDP path's failure is never detected.
+    pub heartbeat: bool,
     /// Seed.
     pub seed: u64,
     /// Engine configuration for TCP deployments.
@@ -139,6 +143,7 @@ impl Default for MultipathScenario {
             lifetime: Duration::from_millis(200),
             fail: None,
             resend: true,
+            heartbeat: true,
             seed: 1,
             base: Config::default(),
         }
@@ -207,6 +212,8 @@ pub struct MultipathRun {
     pub resent: u64,
     /// Copies dropped by the receiver's de-duplication.
     pub duplicates_dropped: u64,
+    /// Heartbeat PINGs sent and PONGs received (sender; UDP paths).
+    pub heartbeats: (u64, u64),
     /// Times a path was declared down (sender side, s).
     pub path_failures_s: Vec<(usize, f64)>,
     /// Payload delivered by deadline over the stream's duration (bit/s).
@@ -224,46 +231,119 @@ fn secs(t: Instant) -> f64 {
     t.as_nanos() as f64 / 1e9
 }
 
+/// The two ends of a run, built from a scenario ([`MultipathScenario::ends`]):
+/// the sender's and receiver's groups and applications, whatever hosts
+/// them (the simulator's [`MultiHomedHost`]s here, real sockets in the
+/// lab's `hollywood_lab::multipath`).
+pub struct MultipathEnds {
+    /// The sending group (the scenario's mode).
+    pub sender: GroupTransport,
+    /// The receiving group (records arrivals per path).
+    pub receiver: GroupTransport,
+    /// The stream's sender.
+    pub send_app: MessageSender,
+    /// The stream's receiver.
+    pub recv_app: MessageReceiver,
+    /// The paths used (0 = a, 1 = b), in group order.
+    pub used: Vec<usize>,
+}
+
+/// What a host of the ends hands back for the report
+/// ([`MultipathScenario::report`]).
+pub struct MultipathOutcome<'a> {
+    /// Generation time of each message (the sender application's).
+    pub generated: Vec<Option<Instant>>,
+    /// Arrival at the receiving application.
+    pub arrival: Vec<Option<Instant>>,
+    /// Corrupt or duplicate deliveries to the application.
+    pub corrupt_or_duplicate: u64,
+    /// The sending group's counters.
+    pub sender_stats: GroupStats,
+    /// The receiving group.
+    pub receiver: &'a GroupTransport,
+    /// Time run (s).
+    pub sim_time_s: f64,
+}
+
 impl MultipathScenario {
-    /// Run the stream to its end (plus the lifetime and a margin).
-    pub fn run(&self) -> Result<MultipathRun, String> {
-        if self.count == 0 || self.size == 0 {
-            return Err("message count and size must be at least 1".into());
-        }
-        let e = |e: hollywood_sim::SimError| e.to_string();
-        let mut sim = SimBuilder::new().seed(self.seed).build();
-        let profiles = [self.a, self.b];
-        let used: Vec<usize> = match self.mode {
+    /// The paths the mode uses (0 = a, 1 = b).
+    pub fn used_paths(&self) -> Vec<usize> {
+        match self.mode {
             MultipathMode::SingleA => vec![0],
             MultipathMode::SingleB => vec![1],
             _ => vec![0, 1],
-        };
+        }
+    }
+
+    /// The sender's address on path `i` (10.1.0.1, 10.2.0.1).
+    pub fn tx_addr(i: usize) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 1 + i as u8, 0, 1)), 4000)
+    }
+
+    /// The receiver's address on path `i` (10.1.0.2, 10.2.0.2).
+    pub fn rx_addr(i: usize) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 1 + i as u8, 0, 2)), 5004)
+    }
+
+    /// Path `i`'s profile.
+    pub fn profile(&self, i: usize) -> PathProfile {
+        if i == 0 {
+            self.a
+        } else {
+            self.b
+        }
+    }
+
+    /// Path `i`'s links: data direction (with the loss) and return.
+    pub fn links(&self, i: usize) -> (LinkConfig, LinkConfig) {
+        let p = self.profile(i);
+        let one_way = p.rtt / 2;
+        let fwd = LinkConfig::new(p.rate_bps, one_way)
+            .with_queue_bytes(p.queue_bytes())
+            .with_loss(LossModel::Bernoulli(p.loss));
+        let rev = LinkConfig::new(p.rate_bps, one_way).with_queue_bytes(p.queue_bytes());
+        (fwd, rev)
+    }
+
+    /// Build both ends; `seed_of(i)` seeds path `i`'s inner connections.
+    pub fn ends(&self, seed_of: impl Fn(usize) -> u64) -> Result<MultipathEnds, String> {
+        if self.count == 0 || self.size == 0 {
+            return Err("message count and size must be at least 1".into());
+        }
+        let used = self.used_paths();
         let mode = match self.mode {
             MultipathMode::Backup => GroupMode::Backup,
             MultipathMode::Aggregate => GroupMode::Aggregate,
             _ => GroupMode::Broadcast,
         };
-        let tx_ip = |i: usize| IpAddr::V4(Ipv4Addr::new(10, 1 + i as u8, 0, 1));
-        let rx_ip = |i: usize| IpAddr::V4(Ipv4Addr::new(10, 1 + i as u8, 0, 2));
         let mut tx_paths = Vec::new();
         let mut rx_paths = Vec::new();
         for &i in &used {
-            let seed = sim.derive_seed(10 + i as u64);
-            let (a, b) = self.transport.endpoints(
-                &self.base,
-                SocketAddr::new(tx_ip(i), 4000),
-                SocketAddr::new(rx_ip(i), 5004),
-                seed,
-            )?;
-            tx_paths.push((a, tx_ip(i)));
-            rx_paths.push((b, rx_ip(i)));
+            let (tx, rx) = (Self::tx_addr(i), Self::rx_addr(i));
+            let (a, mut b) = self.transport.endpoints(&self.base, tx, rx, seed_of(i))?;
+            if matches!(self.transport, GenericTransport::Udp) {
+                // The receiver answers heartbeats to whoever sent them.
+                b = Box::new(UdpTransport::new(rx, None).reply_to_peer());
+            }
+            tx_paths.push((a, tx.ip()));
+            rx_paths.push((b, rx.ip()));
         }
+        let heartbeat = if self.heartbeat {
+            GroupConfig::new(mode).heartbeat
+        } else {
+            None
+        };
         let cfg = GroupConfig {
             resend: self.resend,
+            heartbeat,
             ..GroupConfig::new(mode)
         };
         let sender = GroupTransport::new(cfg, tx_paths);
-        let mut receiver = GroupTransport::new(GroupConfig::new(GroupMode::Broadcast), rx_paths);
+        let rx_cfg = GroupConfig {
+            heartbeat,
+            ..GroupConfig::new(GroupMode::Broadcast)
+        };
+        let mut receiver = GroupTransport::new(rx_cfg, rx_paths);
         receiver.record_arrivals();
         let send_app = MessageSender::new(SenderConfig {
             count: self.count,
@@ -276,24 +356,41 @@ impl MultipathScenario {
             schedule: None,
         });
         let recv_app = MessageReceiver::new(self.count, self.size, self.seed);
+        Ok(MultipathEnds {
+            sender,
+            receiver,
+            send_app,
+            recv_app,
+            used,
+        })
+    }
+
+    /// How long a run lasts: the stream, the lifetime and 3 s.
+    pub fn duration(&self) -> Duration {
+        self.interval * self.count + self.lifetime + Duration::from_secs(3)
+    }
+
+    /// Run the stream to its end (plus the lifetime and a margin).
+    pub fn run(&self) -> Result<MultipathRun, String> {
+        let e = |e: hollywood_sim::SimError| e.to_string();
+        let mut sim = SimBuilder::new().seed(self.seed).build();
+        let ends = self.ends(|i| sim.derive_seed(10 + i as u64))?;
+        let tx_ip = |i: usize| Self::tx_addr(i).ip();
+        let rx_ip = |i: usize| Self::rx_addr(i).ip();
         let addrs = |f: &dyn Fn(usize) -> IpAddr| vec![f(0), f(1)];
         let tx = sim.add_node(MultiHomedHost::new(
             addrs(&tx_ip),
-            Box::new(sender),
-            send_app,
+            Box::new(ends.sender),
+            ends.send_app,
         ));
         let rx = sim.add_node(MultiHomedHost::new(
             addrs(&rx_ip),
-            Box::new(receiver),
-            recv_app,
+            Box::new(ends.receiver),
+            ends.recv_app,
         ));
         let mut links = Vec::new();
-        for (i, p) in profiles.iter().enumerate() {
-            let one_way = p.rtt / 2;
-            let fwd = LinkConfig::new(p.rate_bps, one_way)
-                .with_queue_bytes(p.queue_bytes())
-                .with_loss(LossModel::Bernoulli(p.loss));
-            let rev = LinkConfig::new(p.rate_bps, one_way).with_queue_bytes(p.queue_bytes());
+        for i in 0..2 {
+            let (fwd, rev) = self.links(i);
             links.push(sim.connect(tx, i, rx, i, fwd, rev).map_err(e)?);
         }
         if let Some((path, at)) = self.fail {
@@ -305,8 +402,7 @@ impl MultipathScenario {
                 .map_err(e)?;
             }
         }
-        let end = self.interval * self.count + self.lifetime + Duration::from_secs(3);
-        sim.run_until(Instant::ZERO + end).map_err(e)?;
+        sim.run_until(Instant::ZERO + self.duration()).map_err(e)?;
         let sim_time_s = secs(sim.now());
         let s = sim.node_mut::<Tx>(tx).ok_or("sender")?;
         let generated: Vec<Option<Instant>> =
@@ -316,7 +412,7 @@ impl MultipathScenario {
             .as_any()
             .downcast_ref::<GroupTransport>()
             .ok_or("sender group")?;
-        let gstats: GroupStats = g.group_stats().clone();
+        let sender_stats = g.group_stats().clone();
         let r = sim.node_mut::<Rx>(rx).ok_or("receiver")?;
         let arrival = r.app().arrival().to_vec();
         let corrupt_or_duplicate = r.app().corrupt_delivered() + r.app().duplicates_delivered();
@@ -325,6 +421,31 @@ impl MultipathScenario {
             .as_any()
             .downcast_ref::<GroupTransport>()
             .ok_or("receiver group")?;
+        Ok(self.report(
+            &ends.used,
+            MultipathOutcome {
+                generated,
+                arrival,
+                corrupt_or_duplicate,
+                sender_stats,
+                receiver: rg,
+                sim_time_s,
+            },
+        ))
+    }
+
+    /// The report of a run whose ends ([`MultipathScenario::ends`]) used
+    /// `used` paths.
+    pub fn report(&self, used: &[usize], o: MultipathOutcome<'_>) -> MultipathRun {
+        let profiles = [self.a, self.b];
+        let MultipathOutcome {
+            generated,
+            arrival,
+            corrupt_or_duplicate,
+            sender_stats: gstats,
+            receiver: rg,
+            sim_time_s,
+        } = o;
         let deadline = |id: usize| generated[id].map(|g| g + self.lifetime);
         let n = self.count as usize;
         let (mut on_time, mut late, mut lost) = (0u64, 0u64, 0u64);
@@ -400,7 +521,7 @@ impl MultipathScenario {
             w
         });
         let stream = (self.interval * self.count).as_secs_f64().max(1e-9);
-        Ok(MultipathRun {
+        MultipathRun {
             mode: self.mode.name(),
             transport: self.transport.name(),
             sent: generated.iter().filter(|g| g.is_some()).count() as u64,
@@ -412,6 +533,7 @@ impl MultipathScenario {
             failure,
             resent: gstats.resent,
             duplicates_dropped: rg.group_stats().duplicates_dropped,
+            heartbeats: (gstats.pings_sent, gstats.pongs_received),
             path_failures_s: gstats
                 .failures
                 .iter()
@@ -420,6 +542,6 @@ impl MultipathScenario {
             goodput_on_time_bps: on_time as f64 * self.size as f64 * 8.0 / stream,
             corrupt_or_duplicate,
             sim_time_s,
-        })
+        }
     }
 }

@@ -52,3 +52,33 @@ fn backup_confines_losses_to_the_failure_window_and_the_resend_matters() {
         "{with:#?} vs {without:#?}"
     );
 }
+
+/// UDP gives no feedback; the group heartbeat gives backup its failure
+/// detection (without it, everything after the failure is lost).
+#[test]
+fn udp_backup_switches_through_the_heartbeat() {
+    let udp = |heartbeat| {
+        MultipathScenario {
+            mode: MultipathMode::Backup,
+            transport: hollywood_media::GenericTransport::Udp,
+            count: 800,
+            fail: Some((0, Duration::from_secs(2))),
+            heartbeat,
+            seed: 3,
+            ..MultipathScenario::default()
+        }
+        .run()
+        .expect("run")
+    };
+    let with = udp(true);
+    let w = with.failure.clone().expect("failure window");
+    assert!(
+        w.detected_s.is_some_and(|d| d < w.fail_s + 0.12),
+        "{with:#?}"
+    );
+    assert!(with.on_time * 100 >= with.sent * 98, "{with:#?}");
+    assert!(with.heartbeats.1 > 0, "{with:#?}");
+    let without = udp(false);
+    assert_eq!(without.failure.as_ref().and_then(|w| w.detected_s), None);
+    assert!(without.on_time * 100 < without.sent * 60, "{without:#?}");
+}

@@ -21,6 +21,12 @@
 //!   max(k·min RTT, floor) ([`GroupConfig`]) is down, as is a path whose
 //!   inner transport reports [`TransportEvent::Failed`]. A packet arriving
 //!   on a down path brings it back.
+//! - **Heartbeats** on paths whose inner transport gives no feedback
+//!   (UDP): while a path has data outstanding the sending group sends a
+//!   small PING on the reserved sub-stream [`HEARTBEAT_SUBSTREAM`] every
+//!   [`GroupConfig::heartbeat`]; the receiving group answers each with a
+//!   PONG at once. The PONGs are the packets back that silence detection
+//!   waits for, and their round trips give the path's min RTT.
 //! - **Outcomes.** One event per message: `Acked` when any path acked it,
 //!   `Expired` when every path that carried it gave up on it (TCP and TCP
 //!   Hollywood never report `Acked`: a message one of their paths delivered
@@ -52,6 +58,15 @@ pub const TRACK_GRACE: Duration = Duration::from_secs(5);
 /// waits for the other paths before reporting `Closed` (`PeerClosed`)
 /// anyway: a dead path never completes its close.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// The sub-stream of group heartbeats (PING and PONG, on paths without
+/// feedback): reserved on such paths, never delivered to the application.
+/// (The FEC layer's is 0xFFFE.)
+pub const HEARTBEAT_SUBSTREAM: u16 = 0xFFFD;
+/// Heartbeat payload: kind (0 PING, 1 PONG) and the PING's send time
+/// (engine nanoseconds, big-endian), echoed by the PONG.
+const HEARTBEAT_LEN: usize = 9;
+const PING: u8 = 0;
+const PONG: u8 = 1;
 /// Width of one delivery-rate sample window (aggregate mode).
 const RATE_WINDOW: Duration = Duration::from_millis(50);
 /// Rate assumed for a path before it was measured while busy.
@@ -106,6 +121,11 @@ pub struct GroupConfig {
     /// Resend the still-live messages of a failed path on another
     /// (default on; off shows what the resend is worth).
     pub resend: bool,
+    /// Heartbeat interval on paths whose inner transport gives no
+    /// feedback (UDP): a PING this often while the path has data
+    /// outstanding (default 10 ms; `None`: no heartbeats, so no failure
+    /// detection on such paths).
+    pub heartbeat: Option<Duration>,
 }
 
 impl GroupConfig {
@@ -116,6 +136,7 @@ impl GroupConfig {
             silence_rtts: 2,
             silence_floor: Duration::from_millis(50),
             resend: true,
+            heartbeat: Some(Duration::from_millis(10)),
         }
     }
 }
@@ -140,6 +161,10 @@ pub struct GroupStats {
     pub failures: Vec<(usize, Instant)>,
     /// (path, when) each time a down path came back.
     pub recoveries: Vec<(usize, Instant)>,
+    /// Heartbeat PINGs sent (paths without feedback).
+    pub pings_sent: u64,
+    /// PONGs received for them.
+    pub pongs_received: u64,
     /// (from, to, when) each time backup mode changed its active path.
     pub switches: Vec<(usize, usize, Instant)>,
     /// Messages given to each path (first copies and resends).
@@ -175,6 +200,11 @@ struct Path {
     window_bytes: u64,
     window_busy: bool,
     rate_bps: Option<f64>,
+    /// Heartbeats on this path (no feedback from the inner transport).
+    hb: bool,
+    hb_last_ping: Option<Instant>,
+    hb_min_rtt: Option<Duration>,
+    hb_next_id: u32,
 }
 
 impl Path {
@@ -185,7 +215,7 @@ impl Path {
         self.usable() && !self.down
     }
     fn rtt(&self) -> Option<Duration> {
-        self.t.min_rtt().or(self.t.stats().srtt)
+        self.t.min_rtt().or(self.t.stats().srtt).or(self.hb_min_rtt)
     }
     fn silence(&self, cfg: &GroupConfig) -> Duration {
         let k = self.rtt().unwrap_or(Duration::ZERO) * cfg.silence_rtts;
@@ -325,6 +355,10 @@ impl GroupTransport {
             paths: paths
                 .into_iter()
                 .map(|(t, local)| Path {
+                    hb: cfg.heartbeat.is_some() && t.as_any().is::<crate::udp::UdpTransport>(),
+                    hb_last_ping: None,
+                    hb_min_rtt: None,
+                    hb_next_id: 0,
                     t,
                     local,
                     connected: false,
@@ -432,6 +466,10 @@ impl GroupTransport {
                 }
             }
             TransportEvent::Message(m) => {
+                if self.paths[i].hb && m.substream == HEARTBEAT_SUBSTREAM {
+                    self.on_heartbeat(now, i, &m.payload);
+                    return;
+                }
                 if let Some(a) = &mut self.arrivals {
                     a.push(PathArrival {
                         path: i,
@@ -648,6 +686,55 @@ impl GroupTransport {
         }
     }
 
+    /// When path `p` is due a PING: it has heartbeats, is usable (a down
+    /// path too: a PONG brings it back) and has data outstanding.
+    fn ping_due(&self, p: &Path) -> Option<Instant> {
+        let interval = self.cfg.heartbeat?;
+        if !p.hb || !p.usable() {
+            return None;
+        }
+        let since = p.unanswered_since?;
+        Some(p.hb_last_ping.map_or(since, |l| (l + interval).max(since)))
+    }
+
+    fn send_heartbeat(&mut self, now: Instant, i: usize, kind: u8, time_ns: u64) {
+        let p = &mut self.paths[i];
+        let mut payload = Vec::with_capacity(HEARTBEAT_LEN);
+        payload.push(kind);
+        payload.extend_from_slice(&time_ns.to_be_bytes());
+        let mut m = OutMessage::new(p.hb_next_id, payload);
+        m.substream = HEARTBEAT_SUBSTREAM;
+        m.fec = false;
+        p.hb_next_id = p.hb_next_id.wrapping_add(1);
+        if p.t.send(now, m).is_ok() && kind == PING {
+            self.stats.pings_sent += 1;
+        }
+    }
+
+    /// A heartbeat arrived on path `i`: answer a PING, measure a PONG.
+    fn on_heartbeat(&mut self, now: Instant, i: usize, payload: &[u8]) {
+        let (Some(&kind), Some(t)) = (payload.first(), payload.get(1..HEARTBEAT_LEN)) else {
+            return;
+        };
+        let Ok(t) = <[u8; 8]>::try_from(t) else {
+            return;
+        };
+        let time_ns = u64::from_be_bytes(t);
+        match kind {
+            PING => self.send_heartbeat(now, i, PONG, time_ns),
+            PONG => {
+                let sent = Instant::from_nanos(time_ns);
+                if sent <= now {
+                    self.stats.pongs_received += 1;
+                    let rtt = now - sent;
+                    let p = &mut self.paths[i];
+                    p.hb_min_rtt = Some(p.hb_min_rtt.map_or(rtt, |m| m.min(rtt)));
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn silence_deadline(&self, p: &Path) -> Option<Instant> {
         if !p.heard || p.down || p.failed || p.closed {
             return None;
@@ -708,6 +795,12 @@ impl MessageTransport for GroupTransport {
                 self.declare_down(now, i);
             }
         }
+        for i in 0..self.paths.len() {
+            if self.ping_due(&self.paths[i]).is_some_and(|t| t <= now) {
+                self.paths[i].hb_last_ping = Some(now);
+                self.send_heartbeat(now, i, PING, now.as_nanos());
+            }
+        }
         self.drain(now);
     }
 
@@ -730,6 +823,7 @@ impl MessageTransport for GroupTransport {
             .iter()
             .filter_map(|p| p.t.poll_timeout())
             .chain(self.paths.iter().filter_map(|p| self.silence_deadline(p)))
+            .chain(self.paths.iter().filter_map(|p| self.ping_due(p)))
             .chain(self.close_at.filter(|_| !self.closed_reported))
             .chain(self.peer_close_at.filter(|_| !self.peer_closed_reported))
             .min()
@@ -1003,23 +1097,50 @@ mod tests {
 
     impl Net {
         fn new(mode: GroupMode, resend: bool) -> Net {
+            Net::with(mode, resend, false, true)
+        }
+
+        /// UDP paths, with or without heartbeats.
+        fn udp(mode: GroupMode, heartbeat: bool) -> Net {
+            Net::with(mode, true, true, heartbeat)
+        }
+
+        fn with(mode: GroupMode, resend: bool, udp: bool, heartbeat: bool) -> Net {
             let (mut tx, mut rx) = (Vec::new(), Vec::new());
             for i in 0..2 {
-                let (a, b) = Deployment::Hollywood.endpoints(
-                    &Config::default(),
+                let (sa, sb) = (
                     SocketAddr::new(ip(i, 1), 4000),
                     SocketAddr::new(ip(i, 2), 5004),
-                    3 + i as u64,
                 );
-                tx.push((Box::new(a) as Box<dyn MessageTransport>, ip(i, 1)));
-                rx.push((Box::new(b) as Box<dyn MessageTransport>, ip(i, 2)));
+                let (a, b): (Box<dyn MessageTransport>, Box<dyn MessageTransport>) = if udp {
+                    (
+                        Box::new(crate::udp::UdpTransport::new(sa, Some(sb))),
+                        Box::new(crate::udp::UdpTransport::new(sb, None).reply_to_peer()),
+                    )
+                } else {
+                    let (a, b) =
+                        Deployment::Hollywood.endpoints(&Config::default(), sa, sb, 3 + i as u64);
+                    (Box::new(a), Box::new(b))
+                };
+                tx.push((a, ip(i, 1)));
+                rx.push((b, ip(i, 2)));
             }
+            let heartbeat = if heartbeat {
+                GroupConfig::new(mode).heartbeat
+            } else {
+                None
+            };
             let cfg = GroupConfig {
                 resend,
+                heartbeat,
                 ..GroupConfig::new(mode)
             };
             let mut a = GroupTransport::new(cfg, tx);
-            let mut b = GroupTransport::new(GroupConfig::new(GroupMode::Broadcast), rx);
+            let rx_cfg = GroupConfig {
+                heartbeat,
+                ..GroupConfig::new(GroupMode::Broadcast)
+            };
+            let mut b = GroupTransport::new(rx_cfg, rx);
             a.start(at(0));
             b.start(at(0));
             Net {
@@ -1108,5 +1229,51 @@ mod tests {
         let mut n = Net::new(GroupMode::Backup, false);
         n.run(1500);
         assert!(n.got.len() < 100, "{}", n.got.len());
+    }
+
+    /// UDP gives no feedback: with heartbeats (PING every 10 ms while data
+    /// is outstanding, PONG at once) backup detects the failure from the
+    /// silence, switches and resends, and no heartbeat reaches the
+    /// application; without them the failure is never seen.
+    #[test]
+    fn udp_backup_detects_failure_by_heartbeat() {
+        let mut n = Net::udp(GroupMode::Backup, true);
+        n.run(1500);
+        let s = n.a.group_stats().clone();
+        assert!(s.pings_sent > 0 && s.pongs_received > 0, "{s:?}");
+        let (path, when) = s.failures[0];
+        assert_eq!(path, 0);
+        // RTT 20 ms (measured by the PONGs): silence of max(2 RTT, 50 ms)
+        // after the first unanswered message.
+        assert!(when > at(300) && when <= at(360), "{when:?}");
+        assert!(!n.a.is_down(1));
+        assert_eq!(s.switches[0].1, 1);
+        assert!(s.resent > 0);
+        assert_eq!(n.a.min_rtt(), Some(Duration::from_millis(20)));
+        let mut got = n.got.clone();
+        got.sort_unstable();
+        got.dedup();
+        assert_eq!(got, (0..100).collect::<Vec<u32>>());
+        assert_eq!(
+            n.got.len(),
+            100,
+            "heartbeats or copies reached the application"
+        );
+        // Without heartbeats: never detected, what path 0 took is lost.
+        let mut n = Net::udp(GroupMode::Backup, false);
+        n.run(1500);
+        assert!(n.a.group_stats().failures.is_empty());
+        assert_eq!(n.a.group_stats().pings_sent, 0);
+        assert!(n.got.len() < 60, "{}", n.got.len());
+    }
+
+    /// A heartbeat-carrying UDP broadcast group delivers each message once
+    /// and only the application's messages.
+    #[test]
+    fn udp_broadcast_heartbeats_stay_inside_the_group() {
+        let mut n = Net::udp(GroupMode::Broadcast, true);
+        n.run(1500);
+        assert_eq!(n.got, (0..100).collect::<Vec<u32>>());
+        assert!(n.a.group_stats().pongs_received > 0);
     }
 }

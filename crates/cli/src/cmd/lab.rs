@@ -44,6 +44,11 @@ pub enum LabCommand {
     /// a fresh lab whose emulator runs the same link model (TCP and TCP
     /// Hollywood on our engine over TUN, QUIC on UDP sockets).
     Dash(DashLabArgs),
+    /// `sim multipath` on real packets: the same connection group, modes,
+    /// failure and JSON keys over two labs, one per path, each with its
+    /// own emulator (QUIC and UDP inner connections on one socket per
+    /// path).
+    Multipath(crate::cmd::multipath::LabMultipathArgs),
 }
 
 /// Arguments of `hollywood lab dash`.
@@ -168,6 +173,7 @@ pub fn run(c: LabCommand) -> Result<(), String> {
         LabCommand::Verify(a) => verify(a),
         LabCommand::Messages(a) => crate::cmd::messages::run_lab(a.messages, &a.name),
         LabCommand::Dash(a) => crate::cmd::dash::run_lab(a.dash, &a.name),
+        LabCommand::Multipath(a) => crate::cmd::multipath::run_lab(a),
     }
 }
 

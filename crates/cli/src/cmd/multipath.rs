@@ -57,6 +57,9 @@ pub struct MultipathArgs {
     /// Do not resend a failed path's live messages (backup, aggregate).
     #[arg(long)]
     no_resend: bool,
+    /// No group heartbeats on UDP paths (no failure detection there).
+    #[arg(long)]
+    no_heartbeat: bool,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -77,8 +80,8 @@ fn parse_fail(s: &str) -> Result<(usize, Duration), String> {
     Ok((path, parse_duration(t)?))
 }
 
-/// Run the command.
-pub fn run(a: MultipathArgs) -> Result<(), String> {
+/// The scenarios of the arguments, one per mode.
+fn scenarios(a: &MultipathArgs) -> Result<Vec<MultipathScenario>, String> {
     let modes: Vec<MultipathMode> = if a.mode == "all" {
         MultipathMode::ALL.to_vec()
     } else {
@@ -94,9 +97,9 @@ pub fn run(a: MultipathArgs) -> Result<(), String> {
     let transport = GenericTransport::parse(&a.transport)
         .ok_or_else(|| format!("unknown transport '{}'", a.transport))?;
     let fail = a.fail.as_deref().map(parse_fail).transpose()?;
-    let mut runs = Vec::new();
-    for mode in modes {
-        let sc = MultipathScenario {
+    Ok(modes
+        .into_iter()
+        .map(|mode| MultipathScenario {
             a: PathProfile {
                 rate_bps: a.a_rate,
                 rtt: a.a_rtt,
@@ -115,9 +118,17 @@ pub fn run(a: MultipathArgs) -> Result<(), String> {
             lifetime: a.lifetime,
             fail,
             resend: !a.no_resend,
+            heartbeat: !a.no_heartbeat,
             seed: a.seed,
             ..MultipathScenario::default()
-        };
+        })
+        .collect())
+}
+
+/// Run the command.
+pub fn run(a: MultipathArgs) -> Result<(), String> {
+    let mut runs = Vec::new();
+    for sc in scenarios(&a)? {
         runs.push(sc.run()?);
     }
     if a.json {
@@ -130,6 +141,10 @@ pub fn run(a: MultipathArgs) -> Result<(), String> {
     } else {
         print_table(&runs);
     }
+    check(&runs)
+}
+
+fn check(runs: &[MultipathRun]) -> Result<(), String> {
     if let Some(r) = runs.iter().find(|r| r.corrupt_or_duplicate > 0) {
         return Err(format!(
             "{}: corrupt or duplicate delivery to the application",
@@ -137,6 +152,81 @@ pub fn run(a: MultipathArgs) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Arguments of `hollywood lab multipath`.
+#[derive(Args, Debug)]
+pub struct LabMultipathArgs {
+    /// Name of the temporary labs, one per path: NAME-pa, NAME-pb
+    /// (namespaces NAME-pa-a, NAME-pa-e, NAME-pa-b, ...; deleted
+    /// afterwards).
+    #[arg(long, default_value = "hwmp")]
+    pub name: String,
+    /// Also run the simulator on the same scenario and seed, and print
+    /// its rows under the lab's.
+    #[arg(long)]
+    pub with_sim: bool,
+    #[command(flatten)]
+    pub multipath: MultipathArgs,
+}
+
+/// `hollywood lab multipath`: the same scenarios on real packets.
+pub fn run_lab(l: LabMultipathArgs) -> Result<(), String> {
+    hollywood_lab::topology::check_name(&l.name).map_err(|e| e.to_string())?;
+    let a = &l.multipath;
+    let mut lab_runs = Vec::new();
+    let mut sim_runs = Vec::new();
+    for sc in scenarios(a)? {
+        let r = hollywood_lab::multipath::run(&sc, &l.name).map_err(|e| e.to_string())?;
+        if !a.json {
+            eprintln!("{}: done (load {})", r.run.mode, r.load);
+        }
+        lab_runs.push(r);
+        if l.with_sim {
+            sim_runs.push(sc.run()?);
+        }
+    }
+    if a.json {
+        #[derive(serde::Serialize)]
+        struct Both<'a> {
+            lab: &'a [hollywood_lab::multipath::LabMultipathRun],
+            sim: &'a [MultipathRun],
+        }
+        let v = if l.with_sim {
+            crate::output::json(&Both {
+                lab: &lab_runs,
+                sim: &sim_runs,
+            })
+        } else if lab_runs.len() > 1 {
+            crate::output::json(&lab_runs)
+        } else {
+            crate::output::json(&lab_runs[0])
+        };
+        println!("{}", v?);
+    } else {
+        let runs: Vec<MultipathRun> = lab_runs.iter().map(|r| r.run.clone()).collect();
+        println!("lab (real packets):");
+        print_table(&runs);
+        for r in &lab_runs {
+            println!(
+                "  {:<10} datagrams sent a/b {}/{}, received {}/{}, dropped by the failure {}, load {}",
+                r.run.mode,
+                r.datagrams_sent[0],
+                r.datagrams_sent[1],
+                r.datagrams_received[0],
+                r.datagrams_received[1],
+                r.dropped_by_failure,
+                r.load
+            );
+        }
+        if l.with_sim {
+            println!("simulator (same scenario and seed):");
+            print_table(&sim_runs);
+        }
+    }
+    let runs: Vec<MultipathRun> = lab_runs.into_iter().map(|r| r.run).collect();
+    check(&runs)?;
+    check(&sim_runs)
 }
 
 fn pct(n: u64, of: u64) -> f64 {
