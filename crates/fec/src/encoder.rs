@@ -56,6 +56,9 @@ pub struct Encoder {
     close_at: Option<u64>,
     /// Repair bytes the overhead bound still allows.
     credit: f64,
+    /// Record header of a repair message (set by the caller, who frames
+    /// it: [`Encoder::set_repair_header`]).
+    repair_header: usize,
     stats: EncoderStats,
 }
 
@@ -67,6 +70,7 @@ impl Encoder {
             block: Vec::new(),
             close_at: None,
             credit: 0.0,
+            repair_header: 0,
             stats: EncoderStats::default(),
         }
     }
@@ -95,17 +99,41 @@ impl Encoder {
         })
     }
 
-    /// Add a message the transport took to the open block. `deadline_ns`:
-    /// its deadline (`None`: reliable); `one_way`: the current one-way
-    /// delay estimate. A message whose repair could not arrive before its
-    /// deadline is left out (returns false). Call
-    /// [`Encoder::must_close_before`] (and flush) first.
+    /// The record header a repair message gets from the caller's framing
+    /// (bytes beyond its payload), charged with each repair's payload to
+    /// the overhead bound. 0 until set.
+    pub fn set_repair_header(&mut self, bytes: usize) {
+        self.repair_header = bytes;
+    }
+
+    /// [`Encoder::push_framed`] without a record header.
     pub fn push(
         &mut self,
         now_ns: u64,
         id: u32,
         substream: u16,
         payload: &[u8],
+        deadline_ns: Option<u64>,
+        one_way: Duration,
+    ) -> bool {
+        self.push_framed(now_ns, id, substream, payload, 0, deadline_ns, one_way)
+    }
+
+    /// Add a message the transport took to the open block. `header`: the
+    /// bytes its framing adds to the payload (its record header), credited
+    /// to the overhead bound with the payload. `deadline_ns`:
+    /// its deadline (`None`: reliable); `one_way`: the current one-way
+    /// delay estimate. A message whose repair could not arrive before its
+    /// deadline is left out (returns false). Call
+    /// [`Encoder::must_close_before`] (and flush) first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push_framed(
+        &mut self,
+        now_ns: u64,
+        id: u32,
+        substream: u16,
+        payload: &[u8],
+        header: usize,
         deadline_ns: Option<u64>,
         one_way: Duration,
     ) -> bool {
@@ -129,7 +157,8 @@ impl Encoder {
         });
         self.stats.protected += 1;
         self.stats.protected_bytes += payload.len() as u64;
-        self.credit += self.cfg.max_overhead * payload.len() as f64;
+        let wire = payload.len() + header + self.cfg.message_overhead;
+        self.credit += self.cfg.max_overhead * wire as f64;
         true
     }
 
@@ -158,7 +187,10 @@ impl Encoder {
         self.stats.blocks += 1;
         let k = block.len();
         let size = codec::symbol_size(block.iter().map(|s| s.payload.len()));
-        let cost = (REPAIR_FIXED + k - 1 + size) as f64;
+        // A repair on the wire: its payload, its record header and the
+        // packet headers every message pays.
+        let cost =
+            (REPAIR_FIXED + k - 1 + size + self.repair_header + self.cfg.message_overhead) as f64;
         let affordable = ((self.credit / cost).floor() as usize).min(MAX_M);
         let m = choose_repairs(k, est, self.cfg.residual, affordable);
         // The budget is a bound over time, not a savings account: keep
@@ -312,5 +344,37 @@ mod tests {
         let s = e.stats();
         assert!(s.repair_bytes as f64 <= 0.25 * s.protected_bytes as f64);
         assert!(s.repairs > 0);
+    }
+
+    #[test]
+    fn headers_are_charged_so_wire_overhead_stays_bounded() {
+        // UDP-like: 28 B of packet headers per message, a 5-byte record
+        // header on a source and 9 on a repair.
+        let (packet, src_hdr, rep_hdr) = (28usize, 5usize, 9usize);
+        let mut e = Encoder::new(FecConfig {
+            message_overhead: packet,
+            ..cfg()
+        });
+        e.set_repair_header(rep_hdr);
+        let ow = Duration::from_millis(50);
+        let est = Some(LossEstimate { p: 0.2, burst: 3.0 });
+        let mut id = 0;
+        for b in 0..100u64 {
+            for i in 0..8u64 {
+                let t = (b * 40 + i * 5) * MS;
+                let len = 200 + 100 * (i as usize % 3);
+                e.push_framed(t, id, 0, &vec![0; len], src_hdr, Some(t + 100 * MS), ow);
+                id += 1;
+            }
+            let _ = e.flush((b * 40 + 40) * MS, est, 0);
+        }
+        let s = e.stats();
+        assert!(s.repairs > 0);
+        let src_wire = s.protected_bytes + s.protected * (src_hdr + packet) as u64;
+        let rep_wire = s.repair_bytes + s.repairs * (rep_hdr + packet) as u64;
+        assert!(
+            rep_wire as f64 <= 0.25 * src_wire as f64,
+            "repair {rep_wire} B on the wire for {src_wire} B of sources"
+        );
     }
 }

@@ -50,6 +50,14 @@ pub struct FecConfig {
     pub retransmits: bool,
     /// A receiver REPORTs this often (when it has received messages).
     pub report_interval: Duration,
+    /// Wire bytes each message costs beyond its payload and record header
+    /// (packet headers: IP and UDP, QUIC's packet and frame headers, TCP's
+    /// segment header), the same for a source and a repair. The bound
+    /// charges it on both sides, with each message's record header, so
+    /// that repair bytes on the wire stay within `max_overhead` of the
+    /// protected messages' bytes on the wire (0: payload and record
+    /// headers only).
+    pub message_overhead: usize,
 }
 
 impl Default for FecConfig {
@@ -63,6 +71,7 @@ impl Default for FecConfig {
             rtt_hint: None,
             retransmits: true,
             report_interval: Duration::from_millis(100),
+            message_overhead: 0,
         }
     }
 }

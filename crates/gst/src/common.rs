@@ -3,7 +3,9 @@
 
 use hollywood_taps::relay::Mode;
 use hollywood_taps::uri::HollywoodUri;
-use hollywood_taps::{Identity, Preconnection, SecurityParameters, TransportProperties};
+use hollywood_taps::{
+    Identity, Preconnection, Preference, SecurityParameters, TransportProperties,
+};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,6 +30,10 @@ pub struct Settings {
     pub key: Option<PathBuf>,
     /// The name the certificate is issued to.
     pub server_name: String,
+    /// FEC on the message layer (docs/FEC.md): repair bytes at most this
+    /// percentage of the stream's; 0: off. Both ends need the same
+    /// setting; it requires QUIC (the `fec` transport property).
+    pub fec_percent: u32,
 }
 
 impl Default for Settings {
@@ -38,6 +44,7 @@ impl Default for Settings {
             certificate: None,
             key: None,
             server_name: DEFAULT_SERVER_NAME.into(),
+            fec_percent: 0,
         }
     }
 }
@@ -65,7 +72,12 @@ impl Settings {
             (None, None) => SecurityParameters::Disabled,
             _ => return Err("TLS needs both certificate and key".into()),
         };
-        let pre = uri.apply(Preconnection::new(TransportProperties::media(), security))?;
+        let mut properties = TransportProperties::media();
+        if self.fec_percent > 0 {
+            properties.fec = Preference::Require;
+            properties.fec_overhead_percent = u16::try_from(self.fec_percent).unwrap_or(1000);
+        }
+        let pre = uri.apply(Preconnection::new(properties, security))?;
         Ok(Target {
             mode: uri.effective_mode(),
             uri,
@@ -126,6 +138,16 @@ pub fn properties() -> Vec<gst::glib::ParamSpec> {
             .default_value(Some(DEFAULT_SERVER_NAME))
             .mutable_ready()
             .build(),
+        glib::ParamSpecUInt::builder("fec")
+            .nick("FEC")
+            .blurb(
+                "FEC on the message layer: repair bytes at most this percentage of the \
+                 stream's (0: off). Both ends need it; it runs over QUIC only",
+            )
+            .maximum(1000)
+            .default_value(0)
+            .mutable_ready()
+            .build(),
         glib::ParamSpecBoxed::builder::<gst::Structure>("stats")
             .nick("Statistics")
             .blurb("Counters of the element and its connection")
@@ -155,6 +177,7 @@ impl Settings {
                 let ms: u32 = value.get::<u32>().map_err(|e| e.to_string())?;
                 self.latency = Duration::from_millis(u64::from(ms));
             }
+            "fec" => self.fec_percent = value.get::<u32>().map_err(|e| e.to_string())?,
             "certificate" => self.certificate = path(value),
             "key" => self.key = path(value),
             "server-name" => {
@@ -176,6 +199,7 @@ impl Settings {
             "certificate" => path(&self.certificate).to_value(),
             "key" => path(&self.key).to_value(),
             "server-name" => self.server_name.to_value(),
+            "fec" => self.fec_percent.to_value(),
             _ => return None,
         })
     }
@@ -210,5 +234,19 @@ mod tests {
             ..Settings::default()
         };
         assert!(s.target().is_err());
+    }
+
+    #[test]
+    fn fec_requires_the_property_over_quic() {
+        let s = Settings::default();
+        let p = s.target().unwrap().preconnection;
+        assert_eq!(p.properties().fec, Preference::NoPreference);
+        let s = Settings {
+            fec_percent: 25,
+            ..Settings::default()
+        };
+        let p = s.target().unwrap().preconnection;
+        assert_eq!(p.properties().fec, Preference::Require);
+        assert_eq!(p.properties().fec_overhead_percent, 25);
     }
 }

@@ -162,6 +162,13 @@ pub struct CompareSpec {
     /// Send this MPEG-TS stream instead of self-checking chunks
     /// (datagram contenders only: srt, udp, transmit).
     pub ts: Option<crate::ts::TsSource>,
+    /// A loss model on a→b instead of Bernoulli `loss` (e.g. Gilbert
+    /// bursts); `None`: `loss`.
+    pub loss_model: Option<LossModel>,
+    /// SRT's packet filter on both ends (`packetfilter=` in the URIs, e.g.
+    /// `fec,cols:4,rows:1,arq:never`: one XOR row packet per 4, no
+    /// retransmission); `None`: none (SRT's ARQ alone).
+    pub srt_filter: Option<String>,
 }
 
 impl CompareSpec {
@@ -183,6 +190,8 @@ impl CompareSpec {
             lab: lab.to_string(),
             contenders: Contender::all(),
             ts: None,
+            loss_model: None,
+            srt_filter: None,
         }
     }
 
@@ -392,7 +401,9 @@ pub fn run(spec: &CompareSpec, mut progress: impl FnMut(&str)) -> Result<Vec<Row
 
 fn link(spec: &CompareSpec, lossy: bool) -> LinkConfig {
     let l = LinkConfig::new(spec.rate_bps, spec.rtt / 2);
-    if lossy && spec.loss > 0.0 {
+    if let (true, Some(m)) = (lossy, &spec.loss_model) {
+        l.with_loss(*m)
+    } else if lossy && spec.loss > 0.0 {
         l.with_loss(LossModel::Bernoulli(spec.loss))
     } else {
         l
@@ -550,12 +561,17 @@ fn datagram_row(
     let mut procs = Vec::new();
     if srt {
         let lat = srt_latency.as_millis().to_string();
+        let filter = spec
+            .srt_filter
+            .as_ref()
+            .map(|f| format!("&packetfilter={f}"))
+            .unwrap_or_default();
         procs.push(spawn_in(
             lab.ns(Host::B),
             "srt-live-transmit",
             &[
                 "-q",
-                &format!("srt://:{SRT_PORT}?mode=listener&latency={lat}"),
+                &format!("srt://:{SRT_PORT}?mode=listener&latency={lat}{filter}"),
                 &format!("udp://{LOCAL_OUT}"),
             ],
         )?);
@@ -566,7 +582,7 @@ fn datagram_row(
             &[
                 "-q",
                 &format!("udp://{LOCAL_IN}"),
-                &format!("srt://{b}:{SRT_PORT}?mode=caller&latency={lat}"),
+                &format!("srt://{b}:{SRT_PORT}?mode=caller&latency={lat}{filter}"),
             ],
         )?);
         std::thread::sleep(Duration::from_millis(1000));
@@ -692,9 +708,10 @@ fn datagram_row(
         None => (None, None),
     };
     Ok(Row {
-        transport: match relay_protocol {
-            Some(p) => format!("{} ({p})", c.name()),
-            None => c.name(),
+        transport: match (relay_protocol, &spec.srt_filter) {
+            (Some(p), _) => format!("{} ({p})", c.name()),
+            (None, Some(f)) if srt => format!("{} [{f}]", c.name()),
+            (None, _) => c.name(),
         },
         messages: o.messages,
         on_time: o.on_time,

@@ -21,13 +21,18 @@
 use crate::apps;
 use crate::netem::{segment_fingerprint, Direction};
 use crate::topology::{Host, Lab, LabError, LabSpec};
-use hollywood_io::UdpHost;
+use hollywood_io::apphost::Port;
+use hollywood_io::udp::UdpPort;
+use hollywood_io::{AppHost, TunDevice, UdpHost};
 use hollywood_media::scenario::oracle::{self, Fates, Offered, Outcome};
 use hollywood_media::transport;
+use hollywood_media::transport::BoxedTransport;
 use hollywood_media::{GenericTransport, MessagesRun, MessagesScenario};
 use hollywood_media::{MessageReceiver, MessageSender};
 use hollywood_sim::{DropReason, LinkConfig, MiddleboxKind};
 use hollywood_tcp::Instant;
+use hollywood_transport::fec::FecTransport;
+use hollywood_transport::udp::UdpTransport;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,12 +66,17 @@ pub fn run(sc: &MessagesScenario, lab_name: &str) -> Result<MessagesRun, Error> 
         return Err("cross traffic runs in the simulator only (the lab has two hosts)".into());
     }
     match &sc.transport {
-        GenericTransport::Tcp(_) => run_tcp(sc, lab_name),
+        GenericTransport::Tcp(_) if sc.fec.is_none() => run_tcp(sc, lab_name),
         g => run_generic(sc, g, lab_name),
     }
 }
 
-/// Run `sc` over `g` (QUIC or UDP) in a fresh lab named `lab_name`.
+/// Run `sc` over `g` in a fresh lab named `lab_name`: QUIC and UDP on
+/// UDP sockets; with FEC ([`MessagesScenario::fec`]) also the TCP
+/// Hollywood senders with the message queue, whose sans-IO transport (the
+/// simulator's: our engine and message layer) then runs on a TUN device
+/// at each end ([`Lab::engine_tun`]), as `lab dash` runs it, under the
+/// FEC layer ([`hollywood_media::scenario::with_fec`]).
 pub fn run_generic(
     sc: &MessagesScenario,
     g: &GenericTransport,
@@ -78,7 +88,8 @@ pub fn run_generic(
     if sc.middlebox != MiddleboxKind::None {
         return Err(format!("{} runs without a middlebox", g.name()).into());
     }
-    if g.tcp().is_some() {
+    let tcp = g.tcp().is_some();
+    if tcp && sc.fec.is_none() {
         return Err(format!("{} runs on TUN devices: `run_tcp`", g.name()).into());
     }
     if sc.pcap.is_some() {
@@ -97,29 +108,85 @@ pub fn run_generic(
         seed: sc.seed,
         hook: None,
     })?;
-    let tx_addr = SocketAddr::new(lab.addr(Host::A, false), SENDER_PORT);
-    let rx_addr = SocketAddr::new(lab.addr(Host::B, false), RECEIVER_PORT);
-    let tx_sock = apps::bind_udp(&lab, Host::A, tx_addr)?;
-    let rx_sock = apps::bind_udp(&lab, Host::B, rx_addr)?;
+    let (tx_ip, rx_ip) = if tcp {
+        (
+            lab.engine_addr(Host::A, false),
+            lab.engine_addr(Host::B, false),
+        )
+    } else {
+        (lab.addr(Host::A, false), lab.addr(Host::B, false))
+    };
+    let tx_addr = SocketAddr::new(tx_ip, SENDER_PORT);
+    let rx_addr = SocketAddr::new(rx_ip, RECEIVER_PORT);
     // Same seeds as the simulator's run of this scenario.
     let transport_seed = apps::transport_seed(sc.seed);
-    let (ta, tb) = g.endpoints(&sc.base, tx_addr, rx_addr, transport_seed)?;
+    let (ta, tb) = match g {
+        // The UDP receiver answers the peer it hears from: FEC REPORTs
+        // (as in the simulator).
+        GenericTransport::Udp if sc.fec.is_some() => (
+            Box::new(UdpTransport::new(tx_addr, Some(rx_addr))) as BoxedTransport,
+            Box::new(UdpTransport::new(rx_addr, None).reply_to_peer()) as BoxedTransport,
+        ),
+        _ => g.endpoints(&sc.base, tx_addr, rx_addr, transport_seed)?,
+    };
+    let (ta, tb) = match &sc.fec {
+        Some(cfg) => hollywood_media::scenario::with_fec(g, cfg, ta, tb)?,
+        None => (ta, tb),
+    };
     let (sender, receiver) = transport::apps(sc);
     let epoch = std::time::Instant::now();
-    let rx = UdpHost::new(rx_sock, tb, receiver, epoch)?;
-    let mut tx = UdpHost::new(tx_sock, ta, sender, epoch)?;
     let sent: Arc<Mutex<Vec<SentPacket>>> = Arc::default();
-    {
+    let hook = {
         let sent = sent.clone();
         let udp = matches!(g, GenericTransport::Udp);
-        tx.set_transmit_hook(Box::new(move |now, packet| {
+        let fec = sc.fec.is_some();
+        Box::new(move |now, packet: &[u8]| {
             let fp = segment_fingerprint(packet);
-            let id = udp.then(|| oracle::udp_message_id(packet)).flatten();
+            let id = udp
+                .then(|| oracle::udp_message_id(packet))
+                .flatten()
+                // With FEC the ids are the layer's: the application's
+                // shifted, none for the layer's own messages.
+                .and_then(|id| {
+                    if fec {
+                        hollywood_fec::app_id(id)
+                    } else {
+                        Some(id)
+                    }
+                });
             sent.lock()
                 .expect("transmit log")
                 .push((now, packet.len(), fp, id));
-        }));
+        })
+    };
+    if tcp {
+        // The TUN devices register with a runtime's reactor when created;
+        // the hosts read and write them from their own threads.
+        let rt = crate::workload::runtime()?;
+        let _enter = rt.enter();
+        let rx = AppHost::with_port(lab.engine_tun(Host::B)?, tb, receiver, epoch);
+        let mut tx = AppHost::with_port(lab.engine_tun(Host::A)?, ta, sender, epoch);
+        tx.set_transmit_hook(hook);
+        drive::<TunDevice>(sc, lab, tx, rx, &sent)
+    } else {
+        let tx_sock = apps::bind_udp(&lab, Host::A, tx_addr)?;
+        let rx_sock = apps::bind_udp(&lab, Host::B, rx_addr)?;
+        let rx = UdpHost::new(rx_sock, tb, receiver, epoch)?;
+        let mut tx = UdpHost::new(tx_sock, ta, sender, epoch)?;
+        tx.set_transmit_hook(hook);
+        drive::<UdpPort>(sc, lab, tx, rx, &sent)
     }
+}
+
+/// Run the two hosts of [`run_generic`] until the sender finishes, then
+/// read the emulator's drop log, delete the lab and assemble the run.
+fn drive<P: Port + Send + 'static>(
+    sc: &MessagesScenario,
+    lab: Lab,
+    mut tx: AppHost<P, MessageSender>,
+    rx: AppHost<P, MessageReceiver>,
+    sent: &Mutex<Vec<SentPacket>>,
+) -> Result<MessagesRun, Error> {
     let traffic = match &sc.schedule {
         Some(s) => s.last().map_or(Duration::ZERO, |p| p.at) + sc.interval,
         None => sc.interval * sc.count,
@@ -155,7 +222,13 @@ pub fn run_generic(
         .collect();
     let stats = tx.stats();
     let error = (!finished).then(|| format!("the sender did not finish within {limit:?}"));
-    Ok(oracle::assemble(
+    let fec_of = |t: &dyn hollywood_transport::MessageTransport| {
+        t.as_any()
+            .downcast_ref::<FecTransport>()
+            .map(FecTransport::fec_stats)
+    };
+    let fec = fec_of(tx.transport()).zip(fec_of(rx.transport()));
+    let mut run = oracle::assemble(
         sc,
         Outcome {
             sender: tx.app(),
@@ -168,7 +241,9 @@ pub fn run_generic(
             duration,
             error,
         },
-    ))
+    );
+    run.fec = fec;
+    Ok(run)
 }
 
 /// Run `sc` over its TCP deployment (`sc.transport`: tcp, hollywood-ir,

@@ -627,7 +627,9 @@ impl Preconnection {
             Protocol::Quic => {
                 let id = self.quic_client_identity().map_err(|e| e.to_string())?;
                 let cfg = self.quic_config(sem.ordered_default);
-                let c = quic::connect(self.namespace.as_deref(), remote, local, &id, cfg).await?;
+                let fec = self.properties.fec_config(p);
+                let c =
+                    quic::connect(self.namespace.as_deref(), remote, local, &id, cfg, fec).await?;
                 let peer = c.peer;
                 let (tx, rx) = c.split();
                 Ok(Connection::spawn(p, peer, sem, tx, rx))
@@ -771,6 +773,7 @@ impl Preconnection {
                 at,
                 id,
                 cfg,
+                self.properties.fec_config(Protocol::Quic),
                 self.listen_shards,
                 self.listen_limit,
             )

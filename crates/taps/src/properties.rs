@@ -65,6 +65,14 @@ impl Protocol {
         self != Protocol::KernelTcp
     }
 
+    /// Whether it can carry FEC on the message layer (docs/FEC.md): QUIC
+    /// here (its sans-IO transport runs under the layer); the engine's
+    /// and the kernel's TCP connections are byte streams behind a socket
+    /// API the layer does not wrap.
+    fn fec(self) -> bool {
+        self == Protocol::Quic
+    }
+
     fn multistreaming(self) -> bool {
         // Sub-streams without head-of-line blocking between them: QUIC's
         // streams and the engine's out-of-order delivery (thesis §4.3).
@@ -105,6 +113,16 @@ pub struct TransportProperties {
     pub multistreaming: Preference,
     /// `congestionControl` (default Require). Every candidate has it.
     pub congestion_control: Preference,
+    /// `fec` (ours, not RFC 9622's; default NoPreference): forward error
+    /// correction on the message layer (docs/FEC.md), repair messages
+    /// over blocks of messages whose retransmission could not make their
+    /// deadline. Require keeps only the candidates that carry it (QUIC),
+    /// Prefer races them first; either turns it on where it can run. Both
+    /// ends must ask for it: the layer's message ids are not negotiated.
+    pub fec: Preference,
+    /// With `fec`: repair bytes at most this percentage of the protected
+    /// messages' bytes on the wire (default 25).
+    pub fec_overhead_percent: u16,
 }
 
 impl Default for TransportProperties {
@@ -116,6 +134,8 @@ impl Default for TransportProperties {
             preserve_order: Preference::Require,
             multistreaming: Preference::Prefer,
             congestion_control: Preference::Require,
+            fec: Preference::NoPreference,
+            fec_overhead_percent: 25,
         }
     }
 }
@@ -131,13 +151,24 @@ impl TransportProperties {
         }
     }
 
+    /// The FEC layer's settings for a connection over `p` with these
+    /// properties: `None` unless `fec` is Require or Prefer and `p`
+    /// carries it.
+    pub fn fec_config(&self, p: Protocol) -> Option<hollywood_fec::FecConfig> {
+        let on = matches!(self.fec, Preference::Require | Preference::Prefer);
+        (on && p.fec()).then(|| hollywood_fec::FecConfig {
+            max_overhead: f64::from(self.fec_overhead_percent) / 100.0,
+            ..hollywood_fec::FecConfig::default()
+        })
+    }
+
     /// The candidates `allowed` keeps, in racing order: Require and
     /// Prohibit remove protocols (RFC 9623 §4.1), then Prefer and Avoid
     /// reorder what is left (a stable sort by how many preferences each
     /// meets, Prefer counting for and Avoid against). Returns why the list
     /// is empty, if it is.
     pub fn candidates(&self, allowed: &[Protocol]) -> Result<Vec<Protocol>, String> {
-        let checks: [Check; 6] = [
+        let checks: [Check; 7] = [
             ("reliability", self.reliability, |_| true),
             (
                 "preserveMsgBoundaries",
@@ -158,6 +189,7 @@ impl TransportProperties {
                 Protocol::multistreaming,
             ),
             ("congestionControl", self.congestion_control, |_| true),
+            ("fec", self.fec, Protocol::fec),
         ];
         let mut out: Vec<Protocol> = Vec::new();
         let mut why = Vec::new();
@@ -351,5 +383,30 @@ mod tests {
             assert_eq!(Protocol::parse(p.name()), Some(p));
         }
         assert_eq!(Protocol::parse("sctp"), None);
+    }
+
+    #[test]
+    fn fec_keeps_or_prefers_the_candidates_that_carry_it() {
+        let mut p = TransportProperties::media();
+        assert_eq!(p.fec_config(Protocol::Quic), None);
+        p.fec = Preference::Require;
+        assert_eq!(p.candidates(&Protocol::ALL).unwrap(), vec![Protocol::Quic]);
+        assert_eq!(
+            p.candidates(&[Protocol::TcpHollywood]).unwrap_err(),
+            "no candidate protocol (hollywood: fec required)"
+        );
+        p.fec_overhead_percent = 30;
+        let c = p.fec_config(Protocol::Quic).expect("FEC over QUIC");
+        assert!((c.max_overhead - 0.30).abs() < 1e-12);
+        assert!(c.validate().is_ok());
+        assert_eq!(p.fec_config(Protocol::TcpHollywood), None);
+        p.fec = Preference::Prefer;
+        let order = p
+            .candidates(&[Protocol::TcpHollywood, Protocol::Quic])
+            .unwrap();
+        assert_eq!(order[0], Protocol::Quic);
+        assert!(p.fec_config(Protocol::Quic).is_some());
+        p.fec = Preference::Avoid;
+        assert_eq!(p.fec_config(Protocol::Quic), None);
     }
 }

@@ -20,9 +20,11 @@
 //! IPv4 form and mapped back only on the socket.
 
 use crate::backend::{Abandoned, RecvHalf, SendHalf, SendOut};
+use hollywood_fec::FecConfig;
 use hollywood_io::message::{ReceivedMessage, StreamError};
 use hollywood_tcp::Instant;
 use hollywood_transport::clock::Clock;
+use hollywood_transport::fec::{packet_overhead, FecTransport};
 use hollywood_transport::quic::{Mapping, QuicConfig, QuicIdentity, QuicTransport};
 use hollywood_transport::{MessageTransport, OutMessage, Role, SendError, TransportEvent};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -141,7 +143,9 @@ enum Cmd {
 
 /// The task of one QUIC connection.
 struct Driver {
-    t: QuicTransport,
+    /// The QUIC transport, under the FEC layer when the properties ask
+    /// for it ([`with_fec`]).
+    t: Box<dyn MessageTransport>,
     socket: Out,
     local: SocketAddr,
     /// Transport time ↔ the OS clock (the transport's epoch).
@@ -422,15 +426,40 @@ pub(crate) struct QuicConn {
     pub(crate) peer: SocketAddr,
 }
 
+/// `t`, under the FEC layer with `fec` if given (docs/FEC.md).
+fn with_fec(
+    t: QuicTransport,
+    fec: Option<&FecConfig>,
+) -> Result<Box<dyn MessageTransport>, String> {
+    Ok(match fec {
+        None => Box::new(t),
+        Some(c) => {
+            let cfg = FecConfig {
+                retransmits: t.config().mapping != Mapping::Datagram,
+                message_overhead: match c.message_overhead {
+                    0 => {
+                        packet_overhead(hollywood_transport::TransportKind::Quic(t.config().kind()))
+                    }
+                    n => n,
+                },
+                ..c.clone()
+            };
+            Box::new(FecTransport::new(Box::new(t), cfg)?)
+        }
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn spawn_driver(
     t: QuicTransport,
+    fec: Option<&FecConfig>,
     socket: Out,
     local: SocketAddr,
     peer: SocketAddr,
     inbound: mpsc::Receiver<(Vec<u8>, SocketAddr)>,
-) -> (QuicConn, oneshot::Receiver<Result<(), String>>) {
+) -> Result<(QuicConn, oneshot::Receiver<Result<(), String>>), String> {
     let ordered = t.config().mapping == Mapping::SingleStream;
+    let t = with_fec(t, fec)?;
     let (cmd_tx, cmd_rx) = mpsc::channel(1);
     let (rx_tx, rx_rx) = mpsc::channel(RX_CHANNEL);
     let (ready_tx, ready_rx) = oneshot::channel();
@@ -458,7 +487,7 @@ fn spawn_driver(
         cmds_gone: false,
     };
     tokio::spawn(d.run());
-    (
+    Ok((
         QuicConn {
             cmds: cmd_tx,
             rx: rx_rx,
@@ -466,7 +495,7 @@ fn spawn_driver(
             peer,
         },
         ready_rx,
-    )
+    ))
 }
 
 /// The QUIC configuration for the connection's properties: one ordered
@@ -502,6 +531,7 @@ pub(crate) async fn connect(
     local: Option<SocketAddr>,
     identity: &QuicIdentity,
     cfg: QuicConfig,
+    fec: Option<FecConfig>,
 ) -> Result<QuicConn, String> {
     let bind = local.unwrap_or_else(|| {
         if remote.is_ipv4() {
@@ -536,7 +566,14 @@ pub(crate) async fn connect(
             }
         }
     });
-    let (conn, ready) = spawn_driver(t, Out::Connected(socket), local, remote, in_rx);
+    let (conn, ready) = spawn_driver(
+        t,
+        fec.as_ref(),
+        Out::Connected(socket),
+        local,
+        remote,
+        in_rx,
+    )?;
     match ready.await {
         Ok(Ok(())) => Ok(conn),
         Ok(Err(e)) => Err(e),
@@ -563,6 +600,7 @@ impl QuicListener {
         local: SocketAddr,
         identity: QuicIdentity,
         cfg: QuicConfig,
+        fec: Option<FecConfig>,
         shards: usize,
         limit: usize,
     ) -> Result<QuicListener, String> {
@@ -581,7 +619,7 @@ impl QuicListener {
                 open: open.clone(),
             };
             let (id, c, tx) = (identity.clone(), cfg.clone(), acc_tx.clone());
-            tokio::spawn(serve(socket, bound, id, c, tx, shard));
+            tokio::spawn(serve(socket, bound, id, c, fec.clone(), tx, shard));
         }
         let local = bound;
         Ok(QuicListener {
@@ -662,6 +700,7 @@ async fn serve(
     bound: SocketAddr,
     identity: QuicIdentity,
     cfg: QuicConfig,
+    fec: Option<FecConfig>,
     accepted: mpsc::Sender<QuicConn>,
     shard: Shard,
 ) {
@@ -720,7 +759,16 @@ async fn serve(
             let (in_tx, in_rx) = mpsc::channel(INBOUND_QUEUE);
             let _ = in_tx.try_send((d, from));
             conns.insert((from, to), in_tx);
-            let (conn, ready) = spawn_driver(t, Out::Server(socket.clone()), to, from, in_rx);
+            let Ok((conn, ready)) = spawn_driver(
+                t,
+                fec.as_ref(),
+                Out::Server(socket.clone()),
+                to,
+                from,
+                in_rx,
+            ) else {
+                continue;
+            };
             let accepted = accepted.clone();
             tokio::spawn(async move {
                 if let Ok(Ok(Ok(()))) = tokio::time::timeout(SERVER_HANDSHAKE_TIMEOUT, ready).await

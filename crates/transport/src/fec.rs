@@ -28,6 +28,7 @@
 //! application id: [`FecTransport::min_app_id`] is the lowest the
 //! application may use next.
 
+use crate::record;
 use crate::{
     InMessage, Instant, MessageTransport, OutMessage, SendError, TransportEvent, TransportStats,
 };
@@ -63,6 +64,21 @@ pub struct FecStats {
     pub loss: Option<LossEstimate>,
     /// The round trip echoed by REPORTs (smoothed).
     pub echo_rtt: Option<Duration>,
+}
+
+/// Wire bytes a message of a transport of `kind` costs beyond its payload
+/// and record header when it fills a packet of its own, for
+/// [`FecConfig::message_overhead`] (the FEC bound charges them on sources
+/// and repairs alike): IPv4 and UDP (28 B); for QUIC also a short header
+/// with an 8-byte connection id and a 2-byte packet number, a STREAM frame
+/// header and the AEAD tag (1 + 8 + 2 + 9 + 16 B); for TCP the IPv4 and
+/// TCP headers with timestamps (52 B).
+pub fn packet_overhead(kind: crate::TransportKind) -> usize {
+    match kind {
+        crate::TransportKind::Udp => 28,
+        crate::TransportKind::Quic(_) => 28 + 1 + 8 + 2 + 9 + 16,
+        crate::TransportKind::Tcp(_) => 52,
+    }
 }
 
 /// A transport with FEC on the message layer (module docs).
@@ -392,11 +408,21 @@ impl MessageTransport for FecTransport {
         if protect {
             let deadline = msg.lifetime.map(|l| ns(now + l));
             let one_way = rtt.map_or(Duration::ZERO, |r| r / 2);
-            self.enc.push(
+            // The bound counts record headers: the source's as framed,
+            // and a repair's (a later id on sub-stream FEC_SUBSTREAM, a
+            // payload the size of the block's largest source or more).
+            let len = msg.payload.len();
+            let header = record::encoded_len(wire_id, msg.substream, depends_on, len) - len;
+            let repair_len = len + wire::REPAIR_FIXED + wire::MAX_K;
+            let repair_header =
+                record::encoded_len(wire_id + 1, FEC_SUBSTREAM, None, repair_len) - repair_len;
+            self.enc.set_repair_header(repair_header);
+            self.enc.push_framed(
                 ns(now),
                 msg.id,
                 msg.substream,
                 &msg.payload,
+                header,
                 deadline,
                 one_way,
             );

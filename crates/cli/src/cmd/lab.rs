@@ -71,6 +71,8 @@ pub struct MessagesLabArgs {
     pub name: String,
     #[command(flatten)]
     pub messages: crate::cmd::messages::MessagesArgs,
+    #[command(flatten)]
+    pub srt: crate::cmd::lab_srt::SrtArgs,
 }
 
 /// `--name`.
@@ -171,7 +173,7 @@ pub fn run(c: LabCommand) -> Result<(), String> {
         LabCommand::Exec(a) => exec(a),
         LabCommand::Status(a) => status(a),
         LabCommand::Verify(a) => verify(a),
-        LabCommand::Messages(a) => crate::cmd::messages::run_lab(a.messages, &a.name),
+        LabCommand::Messages(a) => crate::cmd::messages::run_lab(a.messages, &a.name, &a.srt),
         LabCommand::Dash(a) => crate::cmd::dash::run_lab(a.dash, &a.name),
         LabCommand::Multipath(a) => crate::cmd::multipath::run_lab(a),
     }

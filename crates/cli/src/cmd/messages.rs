@@ -458,19 +458,21 @@ pub fn write_csv_rows<W: std::io::Write>(
     Ok(())
 }
 
+use crate::cmd::lab_srt::{self, SrtArgs};
 use crate::cmd::Place;
 
 pub fn run(a: MessagesArgs) -> Result<(), String> {
-    run_in(a, Place::Sim)
+    run_in(a, Place::Sim, None)
 }
 
-/// `hollywood lab messages`: the same scenario on real packets.
-pub fn run_lab(a: MessagesArgs, lab: &str) -> Result<(), String> {
+/// `hollywood lab messages`: the same scenario on real packets, with SRT
+/// beside it when `srt` names filters.
+pub fn run_lab(a: MessagesArgs, lab: &str, srt: &SrtArgs) -> Result<(), String> {
     hollywood_lab::topology::check_name(lab).map_err(|e| e.to_string())?;
-    run_in(a, Place::Lab(lab))
+    run_in(a, Place::Lab(lab), Some(srt))
 }
 
-fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
+fn run_in(a: MessagesArgs, place: Place<'_>, srt: Option<&SrtArgs>) -> Result<(), String> {
     if a.size == 0 || a.size > 1 << 20 {
         return Err("--size must be between 1 byte and 1 MiB".into());
     }
@@ -587,15 +589,42 @@ fn run_in(a: MessagesArgs, place: Place<'_>) -> Result<(), String> {
         }
         reports.push(r);
     }
+    let srt_rows = match (place, srt) {
+        (Place::Lab(lab), Some(s)) if !s.filters.is_empty() => {
+            let Some(deadline) = a.lifetime.0 else {
+                return Err("--srt needs a --lifetime (the deadline)".into());
+            };
+            let stream = lab_srt::Stream {
+                rate_bps: a.rate,
+                rtt: a.rtt,
+                loss: a.loss,
+                messages: a.messages,
+                size: a.size as usize,
+                interval: a.interval,
+                deadline,
+                seed: a.seed,
+            };
+            lab_srt::run(s, &stream, lab)?
+        }
+        _ => Vec::new(),
+    };
     if a.json {
-        let v = if several {
+        let v = if !srt_rows.is_empty() {
+            crate::output::json(&serde_json::json!({ "runs": reports, "srt": srt_rows }))
+        } else if several {
             crate::output::json(&reports)
         } else {
             crate::output::json(&reports[0])
         };
         println!("{}", v.map_err(|e| e.to_string())?);
-    } else if several {
-        print_table(&a, &reports);
+    } else {
+        if several {
+            print_table(&a, &reports);
+        }
+        if !srt_rows.is_empty() {
+            println!("SRT on the same path (on time: handed to the receiving socket within the deadline):");
+            print!("{}", hollywood_lab::compare::table(&srt_rows));
+        }
     }
     for r in &reports {
         if let Some(e) = &r.error {

@@ -16,6 +16,7 @@ pub mod idle;
 pub mod internet;
 pub mod interop;
 pub mod lab;
+pub mod lab_srt;
 pub mod messages;
 pub mod middlebox;
 pub mod multipath;

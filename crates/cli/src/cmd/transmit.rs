@@ -15,7 +15,7 @@ use hollywood_taps::pubsub::{self, Request, Role};
 use hollywood_taps::relay::{self, Direction, Mode, RelayConfig, RelaySnapshot, RelayStats};
 use hollywood_taps::uri::HollywoodUri;
 use hollywood_taps::{
-    Engine, Identity, Preconnection, Protocol, SecurityParameters, TransportProperties,
+    Engine, Identity, Preconnection, Preference, Protocol, SecurityParameters, TransportProperties,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -66,6 +66,23 @@ pub struct TransmitArgs {
     /// library's default, `Engine::host`).
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NAME")]
     host: Option<String>,
+    /// FEC on the message layer (docs/FEC.md): repair messages over
+    /// blocks of datagrams whose retransmission could not make --latency,
+    /// repair bytes at most OVERHEAD of the stream's (`--fec` alone: 25%).
+    /// Over QUIC only (the `fec` transport property, required); both ends
+    /// need it.
+    #[arg(long, num_args = 0..=1, default_missing_value = "25%", value_name = "OVERHEAD", value_parser = parse_fec_overhead)]
+    fec: Option<u16>,
+}
+
+/// `--fec[=OVERHEAD]`: a percentage, more than 0 and at most 1000.
+fn parse_fec_overhead(s: &str) -> Result<u16, String> {
+    let f = hollywood_experiments::units::parse_fraction(s)?;
+    let pct = (f * 100.0).round();
+    if !(1.0..=1000.0).contains(&pct) {
+        return Err(format!("--fec {s}: use 1% to 1000%"));
+    }
+    Ok(pct as u16)
 }
 
 /// TLS on every candidate (`transmit`, `relay`).
@@ -196,8 +213,12 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
     let mode = uri.effective_mode();
     let (port, transport, stream) = (uri.port, uri.transport, uri.stream.clone());
     let security = a.tls.security()?;
-    let mut pre = Preconnection::new(TransportProperties::media(), security)
-        .with_racing_delay(a.racing_delay);
+    let mut properties = TransportProperties::media();
+    if let Some(pct) = a.fec {
+        properties.fec = Preference::Require;
+        properties.fec_overhead_percent = pct;
+    }
+    let mut pre = Preconnection::new(properties, security).with_racing_delay(a.racing_delay);
     if let Some(ns) = &a.netns {
         pre = pre.with_namespace(ns.clone());
     }
@@ -429,6 +450,27 @@ impl Drop for OwnInstance {
 mod tests {
     use super::*;
     use hollywood_taps::pubsub::StreamId;
+
+    #[test]
+    fn fec_overhead_is_a_percentage() {
+        assert_eq!(parse_fec_overhead("25%"), Ok(25));
+        assert_eq!(parse_fec_overhead("0.125"), Ok(13));
+        assert!(parse_fec_overhead("0").is_err());
+        assert!(parse_fec_overhead("20").is_err());
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            t: TransmitArgs,
+        }
+        use clap::Parser;
+        let c = Cli::try_parse_from(["x", "udp://:5000", "hollywood://h:9000", "--fec"]).unwrap();
+        assert_eq!(c.t.fec, Some(25));
+        let c =
+            Cli::try_parse_from(["x", "udp://:5000", "hollywood://h:9000", "--fec=40%"]).unwrap();
+        assert_eq!(c.t.fec, Some(40));
+        let c = Cli::try_parse_from(["x", "udp://:5000", "hollywood://h:9000"]).unwrap();
+        assert_eq!(c.t.fec, None);
+    }
 
     #[test]
     fn sides_parse_like_srt_live_transmit() {

@@ -350,24 +350,7 @@ impl MessagesScenario {
         };
         let (a, b) = match &self.fec {
             None => (a, b),
-            Some(cfg) => {
-                if tcp.is_some_and(|t| !t.uses_message_queue()) {
-                    return Err(format!(
-                        "FEC runs over UDP, QUIC and the TCP Hollywood senders with the message queue, not {}",
-                        g.name()
-                    ));
-                }
-                let cfg = hollywood_fec::FecConfig {
-                    retransmits: !matches!(
-                        g.kind(),
-                        TransportKind::Udp | TransportKind::Quic(QuicKind::Datagram)
-                    ),
-                    ..cfg.clone()
-                };
-                let a: BoxedTransport = Box::new(FecTransport::new(a, cfg.clone())?);
-                let b: BoxedTransport = Box::new(FecTransport::new(b, cfg)?);
-                (a, b)
-            }
+            Some(cfg) => with_fec(&g, cfg, a, b)?,
         };
         let (sender, receiver) = crate::transport::apps(self);
         let tx = sim.add_node(TransportHost::new(tx_addr.ip(), a, sender));
@@ -626,6 +609,39 @@ impl MessagesScenario {
         run.fec = tx_fec.zip(rx_fec);
         Ok(run)
     }
+}
+
+/// `(a, b)`, the two ends of `g`, each under an FEC layer with `cfg`
+/// (told whether `g` retransmits: UDP and QUIC datagrams do not). The
+/// simulator's and the lab's runs of a [`MessagesScenario`] with
+/// [`MessagesScenario::fec`] both build their ends with it. Over TCP only
+/// the senders with the message queue (hollywood, hollywood-ir) carry it.
+pub fn with_fec(
+    g: &GenericTransport,
+    cfg: &hollywood_fec::FecConfig,
+    a: BoxedTransport,
+    b: BoxedTransport,
+) -> Result<(BoxedTransport, BoxedTransport), String> {
+    if g.tcp().is_some_and(|t| !t.uses_message_queue()) {
+        return Err(format!(
+            "FEC runs over UDP, QUIC and the TCP Hollywood senders with the message queue, not {}",
+            g.name()
+        ));
+    }
+    let cfg = hollywood_fec::FecConfig {
+        retransmits: !matches!(
+            g.kind(),
+            TransportKind::Udp | TransportKind::Quic(QuicKind::Datagram)
+        ),
+        message_overhead: match cfg.message_overhead {
+            0 => hollywood_transport::fec::packet_overhead(g.kind()),
+            n => n,
+        },
+        ..cfg.clone()
+    };
+    let a: BoxedTransport = Box::new(FecTransport::new(a, cfg.clone())?);
+    let b: BoxedTransport = Box::new(FecTransport::new(b, cfg)?);
+    Ok((a, b))
 }
 
 /// The FEC layer of a transport, if it has one.
