@@ -24,11 +24,11 @@ pids+=($!)
 sleep 2
 rss() { awk '/VmRSS/{print $2}' /proc/$relay/status; }
 before=$(rss)
-"$H" tools relay-load --relay 127.0.0.1:$PORT --players "$N" --duration 600s --connect-gap ${GAP_MS}ms --transport quic > /dev/null 2>&1 &
+"$H" tools relay-load --relay 127.0.0.1:$PORT --players "$N" --duration 600s --connect-gap ${GAP_MS}ms --transport quic > /tmp/relay-quic-idle-players.log 2>&1 &
 pids+=($!)
 sleep $(( N * GAP_MS / 1000 + 10 ))
 after=$(rss)
-players=$(grep -o '[0-9]* players' /tmp/relay-quic-idle.log | tail -1 | cut -d' ' -f1)
+players=$(grep -a -o '[0-9]* players' /tmp/relay-quic-idle.log | tail -1 | cut -d' ' -f1)
 echo "players connected: ${players:-?} of $N"
 echo "relay RSS: $before KiB before, $after KiB after"
 awk -v a="$after" -v b="$before" -v n="${players:-$N}" 'BEGIN { printf "per idle QUIC player: %.1f KiB\n", (a - b) / n }'

@@ -395,7 +395,7 @@ impl Driver {
                 Wake::Cmd(Some(Cmd::Send(m, reply))) => self.try_send(m, reply),
                 Wake::Cmd(Some(Cmd::Close)) => self.app_closed = true,
                 Wake::Cmd(Some(Cmd::RaiseCredit)) => {
-                    self.t.allow_all_peer_streams();
+                    self.t.raise_receive_credit();
                 }
                 Wake::Cmd(None) => {
                     self.app_closed = true;

@@ -452,6 +452,10 @@ impl MessageTransport for FecTransport {
         self.inner.stats()
     }
 
+    fn raise_receive_credit(&mut self) -> bool {
+        self.inner.raise_receive_credit()
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -270,6 +270,13 @@ pub trait MessageTransport: Send {
     fn close(&mut self, now: Instant);
     /// Counters.
     fn stats(&self) -> TransportStats;
+    /// Let the peer have as many messages in flight toward this end as
+    /// the configuration allows, where it started with fewer
+    /// ([`quic::QuicConfig::peer_streams_at_start`]); `false` where there
+    /// is nothing to raise (every transport but QUIC, or not connected).
+    fn raise_receive_credit(&mut self) -> bool {
+        false
+    }
     /// The concrete transport, for what only it knows (e.g.
     /// [`tcp::TcpTransport::details`]).
     fn as_any(&self) -> &dyn std::any::Any;

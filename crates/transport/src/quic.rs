@@ -1472,6 +1472,10 @@ impl MessageTransport for QuicTransport {
         self.stats
     }
 
+    fn raise_receive_credit(&mut self) -> bool {
+        self.allow_all_peer_streams()
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
