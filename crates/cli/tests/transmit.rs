@@ -1,5 +1,7 @@
 //! `hollywood transmit` without an engine, as a user types it: asking for
 //! TCP Hollywood never silently runs something else (issue 31).
+// A test of a process: real threads and clocks.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -26,22 +28,42 @@ fn a_hollywood_listener_without_an_engine_says_what_it_serves() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The listener is up once its port accepts (within 20 s).
+    // Its notice comes before it listens: read stderr until it does (a
+    // connect to the port as the signal could meet the test's own socket:
+    // TCP's simultaneous open when the kernel picks the port as the
+    // source port, which nothing else had bound yet).
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stderr = stderr;
+        let mut all = Vec::new();
+        let mut buf = [0u8; 512];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            let _ = tx.send(String::from_utf8_lossy(&all).into_owned());
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut err = String::new();
+    while !err.contains("thesis §4.4") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(e) => err = e,
+            Err(_) => break,
+        }
+    }
+    // And it listens (a bound port: no simultaneous open any more).
     let mut tries = 0;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && tries < 400 {
         tries += 1;
-        assert!(tries < 400, "never listened");
         std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    assert!(tries < 400, "never listened: {err}");
     assert!(
         err.contains("this listener has no engine") && err.contains("kernel TCP"),
         "{err}"
