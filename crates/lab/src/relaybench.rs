@@ -645,6 +645,16 @@ fn run_relay(
                 ports = ports_of(&ns_b, pid);
                 !ports.is_empty()
             });
+            // Racing opens one socket per candidate, not all at once: the
+            // first found may be an attempt that loses (its rule then
+            // drops next to nothing). Take every socket it has a little
+            // later too.
+            std::thread::sleep(Duration::from_millis(1500));
+            for p in ports_of(&ns_b, pid) {
+                if !ports.contains(&p) {
+                    ports.push(p);
+                }
+            }
             if ports.is_empty() {
                 problems.push("the lossy player's sockets were not found".to_string());
             }
