@@ -394,7 +394,7 @@ impl Connection {
         let tx = self.on_data_sent(now, s.seq_len());
         self.rtxq.on_retransmit(i, now);
         self.rtxq.stamp(i, tx);
-        if s.seq == self.snd_una && !self.timers.is_set(Timer::Reorder) {
+        if s.seq == self.snd_una {
             // Retransmitting the oldest segment restarts the RTO, as Linux
             // does (tcp_xmit_retransmit_queue): left running from the last
             // cumulative ACK, it would expire before this retransmission
@@ -404,6 +404,18 @@ impl Connection {
             // 60 packets/s and 200 ms RTT, RTO 233 ms), and the spurious
             // RTO's D-SACK widens RACK's reordering window for the next 16
             // recoveries (RFC 8985 §6.2 step 4).
+            //
+            // Also while RACK's reordering timer runs for a later segment.
+            // Linux skips the restart then only because that timer and the
+            // RTO share one slot (`icsk_pending`); when the reordering timer
+            // fires it re-arms the RTO from the head's latest transmission
+            // (`tcp_rack_reo_timeout` -> `tcp_rearm_rto`), so the RTO still
+            // counts from this retransmission. Here the timers are separate
+            // and nothing re-arms it: on real packets at 300 ms RTT (lab,
+            // issue 34) the RTO fired 1-160 ms after such a retransmission,
+            // before its ACK could return, eleven times in 20 s; each
+            // spurious RTO collapsed the window and its D-SACK widened the
+            // reordering window, which made the next one likelier.
             self.timers.set(Timer::Retransmit, now + self.rtt.rto());
         }
         if self.timed.is_some_and(|(end, _)| s.seq < end) {

@@ -555,9 +555,13 @@ fn rto_path_replaces_expired_message() {
         r.send(id, 100, 1000, None);
         r.run(20 * MS);
     }
-    // Black-hole the path for 150 ms: everything sent then is lost and no
-    // ACK comes back, so the RTO fires; by then message 3 is expired.
-    let until = r.p.now + 150 * MS;
+    // Black-hole the path for 500 ms, well past the RTO (200 ms, the
+    // minimum): everything sent then is lost and no ACK comes back, so the
+    // RTO fires; by then message 3 is expired. (After 150 or 300 ms the
+    // tail loss probe and RACK repair it without the RTO, now that
+    // retransmitting the head restarts the RTO also while the reordering
+    // timer runs.)
+    let until = r.p.now + 500 * MS;
     let clock = Rc::new(RefCell::new(r.p.now));
     let c2 = clock.clone();
     r.p.ab.verdict = Some(Box::new(move |_| Verdict::drop_if(*c2.borrow() < until)));

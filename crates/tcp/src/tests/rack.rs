@@ -244,3 +244,49 @@ fn prr_spreads_retransmissions_and_new_data_over_the_round_trip() {
     assert!(prr <= 3, "PRR burst of {prr} segments");
     assert!(plain > prr, "RFC 6675 burst {plain} vs PRR {prr}");
 }
+
+#[test]
+fn retransmitting_the_head_restarts_the_rto_while_the_reordering_timer_runs() {
+    // A thin stream on a steady path whose RTO is barely above the RTT
+    // (min_rto out of the way, as on issue 34's 300 ms lab path): a
+    // segment every 2 ms, RTT 20 ms, so RACK's reordering window (a
+    // quarter of min_RTT, RFC 8985 §6.2 step 4) spans two segments. The
+    // head and the segment after it are lost; the reordering timer marks
+    // the head lost and is re-armed for the second as the head is
+    // retransmitted. Left running from the last cumulative ACK, the RTO
+    // expired before that retransmission could be acknowledged.
+    let cfg = Config {
+        min_rto: Duration::from_millis(1),
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg.clone(), cfg, 71);
+    let (ha, hb) = p.connect();
+    let smss = p.ca(ha).negotiated().smss;
+    let mut n = 0u64;
+    p.ab.verdict = Some(Box::new(move |i| {
+        if i.len == 0 {
+            return Verdict::Pass;
+        }
+        let k = n;
+        n += 1;
+        Verdict::drop_if(k == 80 || k == 81)
+    }));
+    let data = Pair::data(200 * smss, 71);
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    for chunk in data.chunks(smss) {
+        p.ca(ha).send(chunk).expect("room for one segment");
+        p.run_for(Duration::from_millis(2));
+        while let Ok(n @ 1..) = p.cb(hb).recv(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    p.run_for(Duration::from_secs(1));
+    while let Ok(n @ 1..) = p.cb(hb).recv(&mut buf) {
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, data);
+    let s = p.ca(ha).stats().clone();
+    assert_eq!(s.retransmitted_segments, 2, "{s:?}");
+    assert_eq!(s.rto_events, 0, "{s:?}");
+}
