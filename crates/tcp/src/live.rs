@@ -42,7 +42,8 @@
 //! sender gets; if the floor was what made the queue, it is held off for
 //! a while ([`MIN_HOLD`], doubling to [`MAX_HOLD`]) rather than reopened
 //! the moment the queue drains. An RTO (the path went silent) closes it
-//! too until an ACK resets the backoff.
+//! too until an ACK resets the backoff, without a hold (an RTO is not a
+//! queue the floor made).
 
 use crate::rtt::WindowedMin;
 use crate::time::Instant;
@@ -126,20 +127,29 @@ impl LiveWindow {
     }
 
     /// Recompute the floor at `now`: `window` is the smoothed RTT (`None`
-    /// before the first sample: no floor), `open` the gate, `cwnd` the
-    /// congestion controller's own window.
+    /// before the first sample: no floor); `queue`: the path shows a
+    /// standing queue (the gate's RTT test); `silent`: a retransmission
+    /// timer has backed off; `cwnd` the congestion controller's own
+    /// window. Either closes the gate; only the queue starts a hold.
     ///
     /// *Hold*: when the path queues while the floor let more fly than the
     /// controller's window, the stream at its own rate is more than the
     /// path carries. The floor then stays off for [`MIN_HOLD`] (doubling,
     /// up to [`MAX_HOLD`], while it keeps happening), whatever the gate
     /// says: without the hold, each time the queue drained the floor would
-    /// open again and refill it, a burst of losses per cycle.
+    /// open again and refill it, a burst of losses per cycle. An RTO is
+    /// no such sign: it closes the gate while the timer is backed off, but
+    /// the window it leaves (one segment) says nothing about what the
+    /// floor did to the path. Counted as a queue the floor made, every RTO
+    /// held the floor off for a second or more (doubling to
+    /// [`MAX_HOLD`]), and a 300 ms path's stream waited behind slow start
+    /// for that long (issue 34, lab).
     pub(crate) fn update(
         &mut self,
         now: Instant,
         window: Option<Duration>,
-        open: bool,
+        queue: bool,
+        silent: bool,
         cwnd: usize,
     ) {
         let Some(window) = window.filter(|w| !w.is_zero()) else {
@@ -156,7 +166,7 @@ impl LiveWindow {
         }
         let binding = self.floor > cwnd;
         let held = self.hold_until.is_some_and(|t| now < t);
-        if !open && binding && !held {
+        if queue && binding && !held {
             let again = self
                 .last_hold
                 .is_some_and(|t| now.saturating_duration_since(t) <= self.hold + MAX_HOLD);
@@ -170,7 +180,7 @@ impl LiveWindow {
             self.holds += 1;
         }
         let held = self.hold_until.is_some_and(|t| now < t);
-        if !open || held {
+        if queue || silent || held {
             self.floor = 0;
             self.rate = 0;
             return;
@@ -228,13 +238,19 @@ mod tests {
             w.on_offered(ms(i * 5), 1200);
         }
         // At 495 ms, the messages of the last 250 ms: 245..=495, 50 of them.
-        w.update(ms(495), Some(Duration::from_millis(250)), true, 0);
+        w.update(ms(495), Some(Duration::from_millis(250)), false, false, 0);
         assert_eq!(w.floor(), 51 * 1200 * 5 / 4);
         assert_eq!(w.rate(), (51.0 * 1500.0 / 0.25) as u64);
         // A closed gate: no floor, but the window still slides.
-        w.update(ms(800), Some(Duration::from_millis(250)), false, 1 << 20);
+        w.update(
+            ms(800),
+            Some(Duration::from_millis(250)),
+            true,
+            false,
+            1 << 20,
+        );
         assert_eq!((w.floor(), w.rate()), (0, 0));
-        w.update(ms(800), Some(Duration::from_millis(250)), true, 0);
+        w.update(ms(800), Some(Duration::from_millis(250)), false, false, 0);
         assert_eq!(w.floor(), 0, "nothing offered since 550 ms");
     }
 
@@ -242,7 +258,7 @@ mod tests {
     fn no_round_trip_time_no_floor() {
         let mut w = LiveWindow::default();
         w.on_offered(ms(0), 1200);
-        w.update(ms(1), None, true, 0);
+        w.update(ms(1), None, false, false, 0);
         assert_eq!(w.floor(), 0);
     }
 
@@ -256,27 +272,47 @@ mod tests {
             }
         };
         offer(&mut w, 0);
-        w.update(ms(100), rtt, true, 2400);
+        w.update(ms(100), rtt, false, false, 2400);
         assert!(w.floor() > 2400, "the floor is what lets the stream fly");
         // The path queues: held off for a second even once the gate opens.
-        w.update(ms(150), rtt, false, 2400);
+        w.update(ms(150), rtt, true, false, 2400);
         assert_eq!((w.floor(), w.holds()), (0, 1));
         offer(&mut w, 1000);
-        w.update(ms(1100), rtt, true, 2400);
+        w.update(ms(1100), rtt, false, false, 2400);
         assert_eq!(w.floor(), 0, "still held");
-        w.update(ms(1151), rtt, true, 2400);
+        w.update(ms(1151), rtt, false, false, 2400);
         assert!(w.floor() > 0, "the hold is over");
         // It queues again at once: two seconds this time.
-        w.update(ms(1160), rtt, false, 2400);
+        w.update(ms(1160), rtt, true, false, 2400);
         assert_eq!(w.holds(), 2);
         offer(&mut w, 3000);
-        w.update(ms(3100), rtt, true, 2400);
+        w.update(ms(3100), rtt, false, false, 2400);
         assert_eq!(w.floor(), 0, "held for two seconds");
-        w.update(ms(3170), rtt, true, 2400);
+        w.update(ms(3170), rtt, false, false, 2400);
         assert!(w.floor() > 0);
         // A queue the floor did not make (the controller's window was the
         // larger) is the controller's business: no hold.
-        w.update(ms(3180), rtt, false, 1 << 20);
+        w.update(ms(3180), rtt, true, false, 1 << 20);
         assert_eq!(w.holds(), 2);
+    }
+
+    #[test]
+    fn an_rto_closes_the_gate_without_a_hold() {
+        let mut w = LiveWindow::default();
+        let rtt = Some(Duration::from_millis(300));
+        for i in 0..60 {
+            w.on_offered(ms(i * 5), 1316);
+        }
+        w.update(ms(300), rtt, false, false, 14_480);
+        assert!(w.floor() > 14_480);
+        // The RTO: one segment of window, the timer backed off.
+        w.update(ms(310), rtt, false, true, 1448);
+        assert_eq!((w.floor(), w.holds()), (0, 0));
+        // The next ACK ends the backoff: the floor is back at once.
+        for i in 62..80 {
+            w.on_offered(ms(i * 5), 1316);
+        }
+        w.update(ms(400), rtt, false, false, 2896);
+        assert!(w.floor() > 2896, "{}", w.floor());
     }
 }

@@ -166,14 +166,14 @@ impl Connection {
         if !self.config.hollywood.live_window {
             return;
         }
-        let open = self.rtt.backoff_count() == 0
-            && self
-                .rtt
-                .min_rtt()
-                .is_some_and(|min| self.live.no_queue(min));
+        let queue = !self
+            .rtt
+            .min_rtt()
+            .is_some_and(|min| self.live.no_queue(min));
+        let silent = self.rtt.backoff_count() > 0;
         let (srtt, cwnd) = (self.rtt.srtt(), self.cc.cwnd());
         if let Some(l) = self.live.get_mut() {
-            l.update(now, srtt, open, cwnd);
+            l.update(now, srtt, queue, silent, cwnd);
         }
         if self.live.floor() > self.cc.cwnd() {
             self.sndbuf_expand();
