@@ -412,9 +412,9 @@ impl Connection {
             // (`tcp_rack_reo_timeout` -> `tcp_rearm_rto`), so the RTO still
             // counts from this retransmission. Here the timers are separate
             // and nothing re-arms it: on real packets at 300 ms RTT (lab,
-            // issue 34) the RTO fired 1-160 ms after such a retransmission,
-            // before its ACK could return, eleven times in 20 s; each
-            // spurious RTO collapsed the window and its D-SACK widened the
+            // issue 34) the RTO fired 1-280 ms after such a retransmission,
+            // before its ACK could return, 8 times in 20 s; each spurious
+            // RTO collapsed the window and its D-SACK widened the
             // reordering window, which made the next one likelier.
             self.timers.set(Timer::Retransmit, now + self.rtt.rto());
         }
