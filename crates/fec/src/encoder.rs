@@ -59,6 +59,9 @@ pub struct Encoder {
     /// Record header of a repair message (set by the caller, who frames
     /// it: [`Encoder::set_repair_header`]).
     repair_header: usize,
+    /// No repair yet ([`FecConfig::repair_before_report`] off, no REPORT
+    /// heard: [`Encoder::on_report`]).
+    hold: bool,
     stats: EncoderStats,
 }
 
@@ -66,6 +69,7 @@ impl Encoder {
     /// An encoder with these settings ([`FecConfig::validate`]d by the caller).
     pub fn new(cfg: FecConfig) -> Encoder {
         Encoder {
+            hold: !cfg.repair_before_report,
             cfg,
             block: Vec::new(),
             close_at: None,
@@ -73,6 +77,12 @@ impl Encoder {
             repair_header: 0,
             stats: EncoderStats::default(),
         }
+    }
+
+    /// The receiver's REPORT arrived: blocks may be repaired from now on
+    /// (see [`FecConfig::repair_before_report`]).
+    pub fn on_report(&mut self) {
+        self.hold = false;
     }
 
     /// The settings.
@@ -192,7 +202,11 @@ impl Encoder {
         let cost =
             (REPAIR_FIXED + k - 1 + size + self.repair_header + self.cfg.message_overhead) as f64;
         let affordable = ((self.credit / cost).floor() as usize).min(MAX_M);
-        let m = choose_repairs(k, est, self.cfg.residual, affordable);
+        let m = if self.hold {
+            0
+        } else {
+            choose_repairs(k, est, self.cfg.residual, affordable)
+        };
         // The budget is a bound over time, not a savings account: keep
         // at most a few blocks' worth.
         let cap = cost * MAX_M as f64;
@@ -290,6 +304,27 @@ mod tests {
         let s = e.stats();
         assert_eq!((s.protected, s.blocks, s.repairs), (8, 1, 1));
         assert!(s.repair_bytes as f64 <= 0.25 * s.protected_bytes as f64);
+    }
+
+    #[test]
+    fn without_repair_before_report_blocks_wait_for_the_first_report() {
+        let mut e = Encoder::new(FecConfig {
+            repair_before_report: false,
+            ..cfg()
+        });
+        let ow = Duration::from_millis(150);
+        let block = |e: &mut Encoder, at: u64| {
+            for i in 0..8u32 {
+                let t = at + u64::from(i) * 5 * MS;
+                assert!(e.push(t, i, 0, &[1; 100], Some(t + 200 * MS), ow));
+            }
+            e.flush(at + 40 * MS, None, 0)
+        };
+        assert!(block(&mut e, 0).is_empty(), "no REPORT yet: no repair");
+        assert_eq!(e.stats().blocks_unprotected, 1);
+        e.on_report();
+        // Then as the credit allows (the first block's included: capped).
+        assert!(!block(&mut e, 100 * MS).is_empty());
     }
 
     #[test]

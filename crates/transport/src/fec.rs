@@ -282,6 +282,7 @@ impl FecTransport {
             Ok(FecMessage::Report(r)) => {
                 self.stats.reports_received += 1;
                 self.meter.on_report(r);
+                self.enc.on_report();
                 if r.hold_us != NO_ECHO {
                     let rtt_us = us(m.arrival)
                         .wrapping_sub(r.echo_us)

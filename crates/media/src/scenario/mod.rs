@@ -637,6 +637,9 @@ pub fn with_fec(
             0 => hollywood_transport::fec::packet_overhead(g.kind()),
             n => n,
         },
+        // Over TCP the first round trip's window is the SYN-ACK's 64 KiB:
+        // repairs wait for the first REPORT (FecConfig::repair_before_report).
+        repair_before_report: cfg.repair_before_report && g.tcp().is_none(),
         ..cfg.clone()
     };
     let a: BoxedTransport = Box::new(FecTransport::new(a, cfg.clone())?);
