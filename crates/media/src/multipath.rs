@@ -16,6 +16,7 @@ use crate::transport::GenericTransport;
 use hollywood_sim::{LinkConfig, LossModel, MultiHomedHost, SimBuilder};
 use hollywood_tcp::{Config, Instant};
 use hollywood_transport::group::{GroupConfig, GroupMode, GroupStats, GroupTransport};
+use hollywood_transport::quic::QuicCc;
 use hollywood_transport::udp::UdpTransport;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -193,6 +194,8 @@ pub struct MultipathRun {
     pub mode: &'static str,
     /// Inner transport.
     pub transport: &'static str,
+    /// The inner connections' congestion control ("none" over UDP).
+    pub cc: &'static str,
     /// Messages generated.
     pub sent: u64,
     /// Delivered by their deadline.
@@ -524,6 +527,15 @@ impl MultipathScenario {
         MultipathRun {
             mode: self.mode.name(),
             transport: self.transport.name(),
+            cc: match &self.transport {
+                GenericTransport::Quic(q) => match q.cc {
+                    QuicCc::NewReno => "newreno",
+                    QuicCc::Cubic => "cubic",
+                    QuicCc::Bbr => "bbr",
+                },
+                GenericTransport::Tcp(_) => self.base.cc.name(),
+                GenericTransport::Udp => "none",
+            },
             sent: generated.iter().filter(|g| g.is_some()).count() as u64,
             on_time,
             late,
