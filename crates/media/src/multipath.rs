@@ -18,6 +18,7 @@ use hollywood_tcp::{Config, Instant};
 use hollywood_transport::group::{GroupConfig, GroupMode, GroupStats, GroupTransport};
 use hollywood_transport::quic::QuicCc;
 use hollywood_transport::udp::UdpTransport;
+use hollywood_transport::MessageTransport;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -234,6 +235,45 @@ fn secs(t: Instant) -> f64 {
     t.as_nanos() as f64 / 1e9
 }
 
+impl<'a> MultipathOutcome<'a> {
+    /// What the sending end leaves for the report: its application's
+    /// generation times and its group's counters (taken first: a host
+    /// may lend out one end at a time).
+    pub fn sender_half(
+        app: &MessageSender,
+        transport: &dyn MessageTransport,
+    ) -> Result<(Vec<Option<Instant>>, GroupStats), String> {
+        let generated = app.records().iter().map(|r| r.generated).collect();
+        let group = transport
+            .as_any()
+            .downcast_ref::<GroupTransport>()
+            .ok_or("the sender's transport is not a group")?;
+        Ok((generated, group.group_stats().clone()))
+    }
+
+    /// The outcome from the sender's half ([`Self::sender_half`]) and
+    /// the receiving end.
+    pub fn new(
+        sender: (Vec<Option<Instant>>, GroupStats),
+        app: &MessageReceiver,
+        transport: &'a dyn MessageTransport,
+        sim_time_s: f64,
+    ) -> Result<Self, String> {
+        let receiver = transport
+            .as_any()
+            .downcast_ref::<GroupTransport>()
+            .ok_or("the receiver's transport is not a group")?;
+        Ok(MultipathOutcome {
+            generated: sender.0,
+            arrival: app.arrival().to_vec(),
+            corrupt_or_duplicate: app.corrupt_delivered() + app.duplicates_delivered(),
+            sender_stats: sender.1,
+            receiver,
+            sim_time_s,
+        })
+    }
+}
+
 /// The two ends of a run, built from a scenario ([`MultipathScenario::ends`]):
 /// the sender's and receiver's groups and applications, whatever hosts
 /// them (the simulator's [`MultiHomedHost`]s here, real sockets in the
@@ -408,33 +448,10 @@ impl MultipathScenario {
         sim.run_until(Instant::ZERO + self.duration()).map_err(e)?;
         let sim_time_s = secs(sim.now());
         let s = sim.node_mut::<Tx>(tx).ok_or("sender")?;
-        let generated: Vec<Option<Instant>> =
-            s.app().records().iter().map(|r| r.generated).collect();
-        let g = s
-            .transport()
-            .as_any()
-            .downcast_ref::<GroupTransport>()
-            .ok_or("sender group")?;
-        let sender_stats = g.group_stats().clone();
+        let sender = MultipathOutcome::sender_half(s.app(), s.transport())?;
         let r = sim.node_mut::<Rx>(rx).ok_or("receiver")?;
-        let arrival = r.app().arrival().to_vec();
-        let corrupt_or_duplicate = r.app().corrupt_delivered() + r.app().duplicates_delivered();
-        let rg = r
-            .transport()
-            .as_any()
-            .downcast_ref::<GroupTransport>()
-            .ok_or("receiver group")?;
-        Ok(self.report(
-            &ends.used,
-            MultipathOutcome {
-                generated,
-                arrival,
-                corrupt_or_duplicate,
-                sender_stats,
-                receiver: rg,
-                sim_time_s,
-            },
-        ))
+        let outcome = MultipathOutcome::new(sender, r.app(), r.transport(), sim_time_s)?;
+        Ok(self.report(&ends.used, outcome))
     }
 
     /// The report of a run whose ends ([`MultipathScenario::ends`]) used
