@@ -116,6 +116,15 @@ impl Encoder {
         self.repair_header = bytes;
     }
 
+    /// Spend `bytes` of the overhead credit on something other than a
+    /// repair: what the layer adds to a protected message's own framing
+    /// (its shifted id needs a longer record header than the
+    /// application's id would), so the bound holds on the wire against
+    /// the same messages sent without the layer.
+    pub fn charge(&mut self, bytes: usize) {
+        self.credit -= bytes as f64;
+    }
+
     /// [`Encoder::push_framed`] without a record header.
     pub fn push(
         &mut self,

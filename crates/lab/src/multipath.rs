@@ -33,7 +33,6 @@ use hollywood_io::{AppHost, UdpPath};
 use hollywood_media::multipath::{MultipathOutcome, MultipathRun, MultipathScenario};
 use hollywood_media::{MessageReceiver, MessageSender};
 use hollywood_tcp::Instant;
-use hollywood_transport::group::GroupTransport;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -163,32 +162,9 @@ pub fn run(sc: &MultipathScenario, name: &str) -> Result<LabMultipathRun, Error>
         .unwrap_or_default();
     drop(labs);
 
-    let generated: Vec<Option<Instant>> = tx.app().records().iter().map(|r| r.generated).collect();
-    let arrival = rx.app().arrival().to_vec();
-    let corrupt_or_duplicate = rx.app().corrupt_delivered() + rx.app().duplicates_delivered();
-    let sender_stats = tx
-        .transport()
-        .as_any()
-        .downcast_ref::<GroupTransport>()
-        .ok_or("sender group")?
-        .group_stats()
-        .clone();
-    let rg = rx
-        .transport()
-        .as_any()
-        .downcast_ref::<GroupTransport>()
-        .ok_or("receiver group")?;
-    let run = sc.report(
-        &used,
-        MultipathOutcome {
-            generated,
-            arrival,
-            corrupt_or_duplicate,
-            sender_stats,
-            receiver: rg,
-            sim_time_s,
-        },
-    );
+    let sender = MultipathOutcome::sender_half(tx.app(), tx.transport())?;
+    let outcome = MultipathOutcome::new(sender, rx.app(), rx.transport(), sim_time_s)?;
+    let run = sc.report(&used, outcome);
     let per_path = |v: &[u64]| {
         let mut out = [0u64; 2];
         for (k, &i) in used.iter().enumerate() {

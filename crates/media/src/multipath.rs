@@ -16,7 +16,9 @@ use crate::transport::GenericTransport;
 use hollywood_sim::{LinkConfig, LossModel, MultiHomedHost, SimBuilder};
 use hollywood_tcp::{Config, Instant};
 use hollywood_transport::group::{GroupConfig, GroupMode, GroupStats, GroupTransport};
+use hollywood_transport::quic::QuicCc;
 use hollywood_transport::udp::UdpTransport;
+use hollywood_transport::MessageTransport;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -193,6 +195,8 @@ pub struct MultipathRun {
     pub mode: &'static str,
     /// Inner transport.
     pub transport: &'static str,
+    /// The inner connections' congestion control ("none" over UDP).
+    pub cc: &'static str,
     /// Messages generated.
     pub sent: u64,
     /// Delivered by their deadline.
@@ -229,6 +233,45 @@ type Rx = MultiHomedHost<MessageReceiver>;
 
 fn secs(t: Instant) -> f64 {
     t.as_nanos() as f64 / 1e9
+}
+
+impl<'a> MultipathOutcome<'a> {
+    /// What the sending end leaves for the report: its application's
+    /// generation times and its group's counters (taken first: a host
+    /// may lend out one end at a time).
+    pub fn sender_half(
+        app: &MessageSender,
+        transport: &dyn MessageTransport,
+    ) -> Result<(Vec<Option<Instant>>, GroupStats), String> {
+        let generated = app.records().iter().map(|r| r.generated).collect();
+        let group = transport
+            .as_any()
+            .downcast_ref::<GroupTransport>()
+            .ok_or("the sender's transport is not a group")?;
+        Ok((generated, group.group_stats().clone()))
+    }
+
+    /// The outcome from the sender's half ([`Self::sender_half`]) and
+    /// the receiving end.
+    pub fn new(
+        sender: (Vec<Option<Instant>>, GroupStats),
+        app: &MessageReceiver,
+        transport: &'a dyn MessageTransport,
+        sim_time_s: f64,
+    ) -> Result<Self, String> {
+        let receiver = transport
+            .as_any()
+            .downcast_ref::<GroupTransport>()
+            .ok_or("the receiver's transport is not a group")?;
+        Ok(MultipathOutcome {
+            generated: sender.0,
+            arrival: app.arrival().to_vec(),
+            corrupt_or_duplicate: app.corrupt_delivered() + app.duplicates_delivered(),
+            sender_stats: sender.1,
+            receiver,
+            sim_time_s,
+        })
+    }
 }
 
 /// The two ends of a run, built from a scenario ([`MultipathScenario::ends`]):
@@ -405,33 +448,10 @@ impl MultipathScenario {
         sim.run_until(Instant::ZERO + self.duration()).map_err(e)?;
         let sim_time_s = secs(sim.now());
         let s = sim.node_mut::<Tx>(tx).ok_or("sender")?;
-        let generated: Vec<Option<Instant>> =
-            s.app().records().iter().map(|r| r.generated).collect();
-        let g = s
-            .transport()
-            .as_any()
-            .downcast_ref::<GroupTransport>()
-            .ok_or("sender group")?;
-        let sender_stats = g.group_stats().clone();
+        let sender = MultipathOutcome::sender_half(s.app(), s.transport())?;
         let r = sim.node_mut::<Rx>(rx).ok_or("receiver")?;
-        let arrival = r.app().arrival().to_vec();
-        let corrupt_or_duplicate = r.app().corrupt_delivered() + r.app().duplicates_delivered();
-        let rg = r
-            .transport()
-            .as_any()
-            .downcast_ref::<GroupTransport>()
-            .ok_or("receiver group")?;
-        Ok(self.report(
-            &ends.used,
-            MultipathOutcome {
-                generated,
-                arrival,
-                corrupt_or_duplicate,
-                sender_stats,
-                receiver: rg,
-                sim_time_s,
-            },
-        ))
+        let outcome = MultipathOutcome::new(sender, r.app(), r.transport(), sim_time_s)?;
+        Ok(self.report(&ends.used, outcome))
     }
 
     /// The report of a run whose ends ([`MultipathScenario::ends`]) used
@@ -524,6 +544,15 @@ impl MultipathScenario {
         MultipathRun {
             mode: self.mode.name(),
             transport: self.transport.name(),
+            cc: match &self.transport {
+                GenericTransport::Quic(q) => match q.cc {
+                    QuicCc::NewReno => "newreno",
+                    QuicCc::Cubic => "cubic",
+                    QuicCc::Bbr => "bbr",
+                },
+                GenericTransport::Tcp(_) => self.base.cc.name(),
+                GenericTransport::Udp => "none",
+            },
             sent: generated.iter().filter(|g| g.is_some()).count() as u64,
             on_time,
             late,

@@ -412,8 +412,14 @@ impl MessageTransport for FecTransport {
             // The bound counts record headers: the source's as framed,
             // and a repair's (a later id on sub-stream FEC_SUBSTREAM, a
             // payload the size of the block's largest source or more).
+            // The source is charged with the header the application's
+            // own id would get: the bytes the id shift adds (a record
+            // header grows by 2 B once ids pass 1023) are the layer's
+            // cost and are spent from the credit, so the bound holds on
+            // the wire against the stream without the layer.
             let len = msg.payload.len();
-            let header = record::encoded_len(wire_id, msg.substream, depends_on, len) - len;
+            let header = record::encoded_len(msg.id, msg.substream, msg.depends_on, len) - len;
+            let shifted = record::encoded_len(wire_id, msg.substream, depends_on, len) - len;
             let repair_len = len + wire::REPAIR_FIXED + wire::MAX_K;
             let repair_header =
                 record::encoded_len(wire_id + 1, FEC_SUBSTREAM, None, repair_len) - repair_len;
@@ -427,6 +433,7 @@ impl MessageTransport for FecTransport {
                 deadline,
                 one_way,
             );
+            self.enc.charge(shifted.saturating_sub(header));
         }
         self.drain_inner();
         Ok(())
@@ -580,5 +587,66 @@ mod tests {
         tx.send(at(0), m).unwrap();
         assert_eq!(tx.poll_timeout(), None);
         assert_eq!(tx.fec_stats().encoder.protected, 0);
+    }
+
+    /// With ids past 1023 the layer's shifted id costs 2 bytes more of
+    /// record header than the application's id: charged to the bound, the
+    /// stream's bytes on the wire (sources and repairs, packet headers
+    /// included) stay within 25 % of the same messages sent without the
+    /// layer.
+    #[test]
+    fn the_id_shift_is_charged_so_the_wire_stays_within_the_bound() {
+        let cfg = FecConfig {
+            max_overhead: 0.25,
+            retransmits: false,
+            message_overhead: packet_overhead(crate::TransportKind::Udp),
+            ..FecConfig::default()
+        };
+        let (mut tx, mut rx) = pair(cfg);
+        let a: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+        let mut plain = UdpTransport::new(a, Some(b));
+        tx.start(at(0));
+        rx.start(at(0));
+        plain.start(at(0));
+        let (mut fec_wire, mut plain_wire, mut sent) = (0usize, 0usize, 0u32);
+        for i in 0..4000u32 {
+            let now = at(u64::from(i) * 5);
+            let mut m = OutMessage::new(2000 + i, vec![7; 1316]);
+            m.lifetime = Some(200 * MS);
+            tx.send(now, m.clone()).unwrap();
+            plain.send(now, m).unwrap();
+            tx.handle_timeout(now);
+            while let Some(p) = tx.poll_transmit(now) {
+                fec_wire += p.len() + 28;
+                sent += 1;
+                // 10 % loss (every 10th packet): REPORTs ask for more
+                // repair than the bound allows.
+                if sent % 10 != 0 {
+                    rx.handle_packet(now, &p);
+                }
+            }
+            while let Some(p) = plain.poll_transmit(now) {
+                plain_wire += p.len() + 28;
+            }
+            if rx.poll_timeout().is_some_and(|t| t <= now) {
+                rx.handle_timeout(now);
+            }
+            while let Some(p) = rx.poll_transmit(now) {
+                tx.handle_packet(now, &p);
+            }
+            while rx.poll_event().is_some() {}
+            while tx.poll_event().is_some() {}
+        }
+        let end = at(4000 * 5 + 300);
+        tx.handle_timeout(end);
+        while let Some(p) = tx.poll_transmit(end) {
+            fec_wire += p.len() + 28;
+        }
+        let repairs = tx.fec_stats().encoder.repairs;
+        assert!(repairs > 100, "{repairs} repairs");
+        let over = fec_wire as f64 / plain_wire as f64 - 1.0;
+        assert!(over <= 0.25, "wire overhead {:.4}", over);
+        assert!(over > 0.20, "wire overhead {:.4}", over);
     }
 }

@@ -7,6 +7,7 @@ use crate::units::{parse_duration, parse_rate, parse_size};
 use clap::Args;
 use hollywood_media::multipath::{MultipathMode, MultipathRun, MultipathScenario, PathProfile};
 use hollywood_media::GenericTransport;
+use hollywood_tcp::{CcAlgorithm, Config};
 use std::time::Duration;
 
 /// Arguments of `hollywood sim multipath`.
@@ -54,6 +55,12 @@ pub struct MultipathArgs {
     /// Message lifetime (the deadline from generation).
     #[arg(long, default_value = "200ms", value_parser = parse_duration)]
     lifetime: Duration,
+    /// Congestion control of the inner connections: newreno, cubic or
+    /// bbr. Default: each transport as the API sets it up (QUIC with BBR,
+    /// `Preconnection`'s default for live media; TCP deployments with the
+    /// engine's default, CUBIC with the live-stream window).
+    #[arg(long, value_parser = CcAlgorithm::parse)]
+    cc: Option<CcAlgorithm>,
     /// Do not resend a failed path's live messages (backup, aggregate).
     #[arg(long)]
     no_resend: bool,
@@ -96,6 +103,14 @@ fn scenarios(a: &MultipathArgs) -> Result<Vec<MultipathScenario>, String> {
     };
     let transport = GenericTransport::parse(&a.transport)
         .ok_or_else(|| format!("unknown transport '{}'", a.transport))?;
+    let mut base = Config::default();
+    let transport = match a.cc {
+        Some(cc) => {
+            base.cc = cc;
+            transport.with_cc(cc)
+        }
+        None => transport.with_cc(CcAlgorithm::Bbr),
+    };
     let fail = a.fail.as_deref().map(parse_fail).transpose()?;
     Ok(modes
         .into_iter()
@@ -120,7 +135,7 @@ fn scenarios(a: &MultipathArgs) -> Result<Vec<MultipathScenario>, String> {
             resend: !a.no_resend,
             heartbeat: !a.no_heartbeat,
             seed: a.seed,
-            ..MultipathScenario::default()
+            base: base.clone(),
         })
         .collect())
 }
@@ -234,6 +249,12 @@ fn pct(n: u64, of: u64) -> f64 {
 }
 
 fn print_table(runs: &[MultipathRun]) {
+    if let Some(r) = runs.first() {
+        println!(
+            "inner connections: {}, congestion control {}",
+            r.transport, r.cc
+        );
+    }
     println!(
         "{:<10} {:>7} {:>8} {:>7} {:>6} {:>6} {:>9} {:>9} {:>7} {:>7}  failure window (misses before/in/after, span ms, detected s)",
         "mode", "sent", "on time", "%", "late", "lost", "a in time", "b in time", "missed*", "resent"
@@ -268,4 +289,42 @@ fn print_table(runs: &[MultipathRun]) {
     println!(
         "missed*: messages some path delivered in time that the application did not get in time"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use hollywood_transport::quic::QuicCc;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: MultipathArgs,
+    }
+
+    fn scenario(args: &[&str]) -> MultipathScenario {
+        let cli = Cli::parse_from(std::iter::once("multipath").chain(args.iter().copied()));
+        scenarios(&cli.a).unwrap().remove(0)
+    }
+
+    fn quic_cc(sc: &MultipathScenario) -> QuicCc {
+        match &sc.transport {
+            GenericTransport::Quic(q) => q.cc,
+            other => panic!("not QUIC: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn quic_paths_get_bbr_as_the_api_gives_them_unless_told() {
+        assert_eq!(
+            quic_cc(&scenario(&["--transport", "quic-pps"])),
+            QuicCc::Bbr
+        );
+        let sc = scenario(&["--transport", "quicsilver", "--cc", "cubic"]);
+        assert_eq!(quic_cc(&sc), QuicCc::Cubic);
+        // TCP deployments keep the engine's default unless told.
+        assert_eq!(scenario(&[]).base.cc, Config::default().cc);
+        assert_eq!(scenario(&["--cc", "bbr"]).base.cc, CcAlgorithm::Bbr);
+    }
 }
