@@ -985,7 +985,11 @@ fn summary_md(s: &Summary) -> String {
          deadline.\n"
     );
     for sc in &s.scenarios {
-        let _ = writeln!(m, "## {} ({})\n", sc.name, sc.cc);
+        let _ = writeln!(
+            m,
+            "## Scenario `{}` (congestion control {})\n",
+            sc.name, sc.cc
+        );
         let fec_arms: Vec<&String> = sc.arms.iter().filter(|a| a.ends_with("+fec")).collect();
         let _ = write!(m, "| model | loss | RTT ms | ARQ in time | oracle |");
         for a in &sc.arms {
