@@ -624,6 +624,12 @@ fn on_time_plots(
             models.push(&g.model);
         }
     }
+    // The scenario, and its congestion control where the name does not say it.
+    let head = if s.name == s.cc {
+        s.name.clone()
+    } else {
+        format!("{} ({})", s.name, s.cc)
+    };
     let mut figures = Vec::new();
     for model in models {
         let mut losses: Vec<&str> = Vec::new();
@@ -660,16 +666,20 @@ fn on_time_plots(
                 Rgb(120, 120, 120),
             ));
             let bottom = (low - 0.5).floor().max(0.0);
+            // Room on the right for the legend (drawn in the upper right
+            // corner), so that it hides no point.
+            let (x0, x1) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), g| {
+                (a.min(g.rtt_ms), b.max(g.rtt_ms))
+            });
+            let span = (x1 - x0).max(1.0);
             charts.push(Chart {
                 title: format!(
-                    "{}, {model} loss {loss}, {} (deadline {lifetime_ms:.0} ms; ARQ in time below RTT {:.0} ms)",
-                    s.name,
-                    s.cc,
+                    "{head}: {model} loss {loss} (deadline {lifetime_ms:.0} ms; ARQ in time below RTT {:.0} ms)",
                     lifetime_ms / ARQ_RTTS
                 ),
                 x_label: "round-trip time (ms)".into(),
                 y_label: "on time (% of messages)".into(),
-                x_range: None,
+                x_range: Some((x0 - 0.06 * span, x1 + 0.4 * span)),
                 y_range: Some((bottom, 100.2)),
                 series,
                 hlines: vec![HLine {
@@ -686,10 +696,9 @@ fn on_time_plots(
             figures.push(Figure {
                 file,
                 caption: format!(
-                    "{}: share of messages on time against RTT, {model} loss ({}), a panel per \
+                    "{head}: share of messages on time against RTT, {model} loss, a panel per \
                      loss, a line per arm; crosses: the oracle (what the network delivered in \
-                     time, no repair)",
-                    s.name, s.cc
+                     time, no repair)"
                 ),
                 reproduces: None,
             });
