@@ -142,7 +142,8 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
             "rtp-quic",
             "dash2018",
             "ch6",
-            "tcp-video"
+            "tcp-video",
+            "fec-arq"
         ]
     );
     for r in repros {
@@ -164,6 +165,7 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
             "tcp-video" => "vod",
             "dash2018" => "dash",
             "ch6" => "ch6",
+            "fec-arq" => "fec",
             _ => "voip",
         };
         assert_eq!(s["schema"]["name"], format!("hollywood.repro.{adapter}"));
@@ -183,10 +185,11 @@ fn repro_all_writes_one_page_that_shows_every_figure() {
     // tcp-video: violation curves and latency for none per scenario (4);
     // dash2018: the RTT, loss, BBR and profile panels and the profile-g
     // trace (5; the single-point §5.5 scenarios have no plot); ch6: the
-    // four analytical bounds and two per scenario (7 scenarios).
+    // four analytical bounds and two per scenario (7 scenarios); fec-arq:
+    // on time against RTT per scenario (2) and loss model (2), PNG and SVG.
     assert_eq!(
         figures.len(),
-        2 * 2 * 5 * 2 + 5 + 5 + 3 + 4 + 5 + 4 + 2 * 7,
+        2 * 2 * 5 * 2 + 5 + 5 + 3 + 4 + 5 + 4 + 2 * 7 + 2 * 2 * 2,
         "{figures:?}"
     );
     for f in &figures {

@@ -43,10 +43,14 @@ pub const PLANS: &[Builtin] = &[
         name: "tcp-video",
         text: include_str!("../../../scenarios/tcp-video.toml"),
     },
+    Builtin {
+        name: "fec-arq",
+        text: include_str!("../../../scenarios/fec-arq.toml"),
+    },
 ];
 
 /// The adapters a plan may name.
-pub const ADAPTERS: &[&str] = &["voip", "video", "vod", "dash", "ch6"];
+pub const ADAPTERS: &[&str] = &["voip", "video", "vod", "dash", "ch6", "fec"];
 
 /// The built-in plan called `name`.
 pub fn find(name: &str) -> Option<&'static Builtin> {
@@ -80,6 +84,7 @@ pub fn run(plan: &Plan, default_adapter: Option<&str>, opts: &Options) -> Result
         "vod" => run::run(&crate::vod::Vod, plan, opts),
         "dash" => run::run(&crate::dash::Dash, plan, opts),
         "ch6" => run::run(&crate::ch6::Ch6, plan, opts),
+        "fec" => run::run(&crate::fecarq::FecArq, plan, opts),
         other => Err(format!(
             "bad experiment plan: unknown adapter '{other}': use one of {}",
             ADAPTERS.join(", ")

@@ -14,7 +14,9 @@
 //! deadline TCP and TCP Hollywood: [TCP-video]), [`dash`] (MPEG-DASH:
 //! [DASHing-2018]; [`dash::sessions`] also runs `hollywood dash`, and
 //! [`dash::quality`] scores real video) and [`ch6`] (thesis chapter 6's DASH
-//! architectures). The built-in plans are listed in [`builtin`].
+//! architectures) and [`fecarq`] (FEC against retransmission against both
+//! over a grid of round trips and losses, issue 34). The built-in plans are
+//! listed in [`builtin`].
 
 // The sans-IO lint (clippy.toml) holds here too: the runner's threads are
 // rayon's, and the three wall-clock reads (how long a run or a reproduction
@@ -26,6 +28,7 @@ pub mod builtin;
 pub mod ch6;
 pub mod claims;
 pub mod dash;
+pub mod fecarq;
 pub mod media;
 pub mod plan;
 pub mod plot;

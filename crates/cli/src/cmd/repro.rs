@@ -14,6 +14,8 @@
 //!   adapter);
 //! * `repro ch6` — thesis chapter 6 (`scenarios/ch6.toml`, the ch6
 //!   adapter);
+//! * `repro fec-arq` — FEC vs ARQ vs both (`scenarios/fec-arq.toml`, the
+//!   fec adapter);
 //! * `repro plan FILE` — any plan file, with the adapter it names;
 //! * `repro all --out DIR` — every built-in plan into `DIR/<plan>/`, then
 //!   `DIR/index.html`;
@@ -59,6 +61,10 @@ pub enum ReproCommand {
     /// over TCP Hollywood (3-30 frame buffers) at 7.5/12/24/53 Mb/s over
     /// 30 Mb/s, 25 and 100 ms (Figs. 6.4-6.17 and the analytical bounds).
     Ch6(BuiltinArgs),
+    /// FEC vs ARQ vs both (issue 34): UDP, UDP+FEC, QUICsilver and TCP
+    /// Hollywood with and without FEC, a 2.1 Mb/s stream with a 200 ms
+    /// deadline, RTT 50-350 ms × loss 0.5-5 %, Bernoulli and Gilbert bursts.
+    FecArq(BuiltinArgs),
     /// Run an experiment plan file (TOML) with the adapter it names.
     Plan(PlanArgs),
     /// Every built-in plan into DIR/<plan>/, then one page: DIR/index.html.
@@ -178,6 +184,7 @@ pub fn run(cmd: ReproCommand) -> Result<(), String> {
         ReproCommand::TcpVideo(a) => builtin_one("tcp-video", &a),
         ReproCommand::Dash2018(a) => dash2018(&a),
         ReproCommand::Ch6(a) => builtin_one("ch6", &a),
+        ReproCommand::FecArq(a) => builtin_one("fec-arq", &a),
         ReproCommand::Report(a) => report(a),
         ReproCommand::Plan(a) => {
             let plan = Plan::load(&a.plan, a.common.seeds).map_err(|e| e.to_string())?;
