@@ -651,158 +651,185 @@ proptest! {
     /// data loss to the sender's timers: the table errs towards a report).
     #[test]
     fn every_message_is_delivered_or_reported_exactly_once(ops in proptest::collection::vec(op(), 1..240)) {
-        let mut t = MessageTable::new();
-        let mut now = 0u64;
-        let mut next_id = 0u32;
-        let mut seq = 0u32;
-        // Slot starts and lengths, outstanding (not cumulatively ACKed).
-        let mut slots: VecDeque<(u32, usize)> = VecDeque::new();
-        let mut reported = BTreeSet::new();
-        let mut queued = BTreeSet::new();
-        // What each slot's bytes hold now in the send buffer (message id,
-        // None = padding).
-        let mut content: BTreeMap<u32, Option<u32>> = BTreeMap::new();
-        // Packets in flight: (slot start, the message their bytes carry).
-        let mut flight: Vec<(u32, Option<u32>)> = Vec::new();
-        // Slots the receiver holds, and D-SACKs it sent (slot start).
-        let mut held = BTreeSet::new();
-        let mut dsacks: Vec<u32> = Vec::new();
-        let mut delivered = BTreeSet::new();
-        let mut guessed = false;
-        let id_of = |bytes: &[u8]| (bytes[0] != 0).then(|| u32::from(bytes[0]) - 1);
-        let owd = ms(10);
-        for o in ops {
-            match o {
-                Op::Queue { len, life, dep } => {
-                    let m = meta(next_id, life, (dep && next_id > 0).then(|| next_id - 1));
-                    if t.check(&m, len).is_ok() {
-                        t.enqueue(at(now), frame(next_id, len), m);
-                        queued.insert(next_id);
-                        next_id += 1;
-                    }
+        check_accounting(ops)?;
+    }
+}
+
+/// The body of the accounting property test, also run on shrunk cases
+/// as plain tests (a persisted seed replays only while the strategy is
+/// unchanged).
+fn check_accounting(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut t = MessageTable::new();
+    let mut now = 0u64;
+    let mut next_id = 0u32;
+    let mut seq = 0u32;
+    // Slot starts and lengths, outstanding (not cumulatively ACKed).
+    let mut slots: VecDeque<(u32, usize)> = VecDeque::new();
+    let mut reported = BTreeSet::new();
+    let mut queued = BTreeSet::new();
+    // What each slot's bytes hold now in the send buffer (message id,
+    // None = padding).
+    let mut content: BTreeMap<u32, Option<u32>> = BTreeMap::new();
+    // Packets in flight: (slot start, the message their bytes carry).
+    let mut flight: Vec<(u32, Option<u32>)> = Vec::new();
+    // Slots the receiver holds, and D-SACKs it sent (slot start).
+    let mut held = BTreeSet::new();
+    let mut dsacks: Vec<u32> = Vec::new();
+    let mut delivered = BTreeSet::new();
+    let mut guessed = false;
+    let id_of = |bytes: &[u8]| (bytes[0] != 0).then(|| u32::from(bytes[0]) - 1);
+    let owd = ms(10);
+    for o in ops {
+        match o {
+            Op::Queue { len, life, dep } => {
+                let m = meta(next_id, life, (dep && next_id > 0).then(|| next_id - 1));
+                if t.check(&m, len).is_ok() {
+                    t.enqueue(at(now), frame(next_id, len), m);
+                    queued.insert(next_id);
+                    next_id += 1;
                 }
-                Op::Transmit => {
-                    if let Some(len) = t.head_len(at(now), owd) {
-                        let f = t.take_head(SeqNumber(seq)).unwrap();
-                        content.insert(seq, id_of(&f));
-                        for r in t.on_first_transmit(at(now), owd, SeqNumber(seq), len) {
-                            prop_assert_eq!(r.bytes.len(), len);
-                            content.insert(seq, id_of(&r.bytes));
+            }
+            Op::Transmit => {
+                if let Some(len) = t.head_len(at(now), owd) {
+                    let f = t.take_head(SeqNumber(seq)).unwrap();
+                    content.insert(seq, id_of(&f));
+                    for r in t.on_first_transmit(at(now), owd, SeqNumber(seq), len) {
+                        prop_assert_eq!(r.bytes.len(), len);
+                        content.insert(seq, id_of(&r.bytes));
+                    }
+                    flight.push((seq, content[&seq]));
+                    slots.push_back((seq, len));
+                    seq += len as u32;
+                }
+            }
+            Op::Retransmit { k, timer } => {
+                if let Some(&(s, len)) = slots.get(k) {
+                    // Evidence (duplicate ACKs, SACK, RACK) says every
+                    // earlier transmission was lost; reordering beyond
+                    // RACK's window is not modelled.
+                    let evidence =
+                        !timer && !held.contains(&s) && flight.iter().all(|(a, _)| *a != s);
+                    guessed |= !evidence;
+                    for r in t.on_retransmit(
+                        at(now),
+                        owd,
+                        SeqNumber(s),
+                        len,
+                        Resend {
+                            evidence,
+                            ..Resend::EVIDENT
+                        },
+                    ) {
+                        // A fallback may restore other slots too.
+                        let &(rs, rlen) = slots
+                            .iter()
+                            .find(|(a, _)| SeqNumber(*a) == r.seq)
+                            .expect("a rewrite covers an outstanding slot");
+                        prop_assert_eq!(r.bytes.len(), rlen);
+                        if r.keep_original {
+                            let orig = content[&rs].map_or(0, |i| i as u8 + 1);
+                            t.set_original(r.seq, vec![orig; rlen]);
                         }
-                        flight.push((seq, content[&seq]));
-                        slots.push_back((seq, len));
-                        seq += len as u32;
+                        content.insert(rs, id_of(&r.bytes));
                     }
+                    flight.push((s, content[&s]));
                 }
-                Op::Retransmit { k, timer } => {
-                    if let Some(&(s, len)) = slots.get(k) {
-                        // Evidence (duplicate ACKs, SACK, RACK) says every
-                        // earlier transmission was lost; reordering beyond
-                        // RACK's window is not modelled.
-                        let evidence = !timer
-                            && !held.contains(&s)
-                            && flight.iter().all(|(a, _)| *a != s);
-                        guessed |= !evidence;
-                        for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend { evidence, ..Resend::EVIDENT }) {
-                            // A fallback may restore other slots too.
-                            let &(rs, rlen) = slots.iter().find(|(a, _)| SeqNumber(*a) == r.seq)
-                                .expect("a rewrite covers an outstanding slot");
-                            prop_assert_eq!(r.bytes.len(), rlen);
-                            if r.keep_original {
-                                let orig = content[&rs].map_or(0, |i| i as u8 + 1);
-                                t.set_original(r.seq, vec![orig; rlen]);
-                            }
-                            content.insert(rs, id_of(&r.bytes));
-                        }
-                        flight.push((s, content[&s]));
-                    }
-                }
-                Op::Arrive { j, lost } => {
-                    if j < flight.len() {
-                        let (s, m) = flight.remove(j);
-                        if !lost {
-                            if held.insert(s) {
-                                delivered.extend(m);
-                            } else {
-                                dsacks.push(s);
-                            }
-                        }
-                    }
-                }
-                Op::Sack { k } => {
-                    if let Some(&(s, len)) = slots.get(k).filter(|(s, _)| held.contains(s)) {
-                        t.on_sack(SeqNumber(s), SeqNumber(s) + len);
-                    }
-                }
-                Op::Dsack { j, lost } => {
-                    if j < dsacks.len() {
-                        let s = dsacks.remove(j);
-                        if !lost {
-                            // The slot may be cumulatively ACKed already;
-                            // its length is the content's.
-                            let len = slots.iter().find(|(a, _)| *a == s).map(|x| x.1);
-                            let len = len.unwrap_or_else(|| {
-                                content.range(s + 1..).next().map_or(1, |(b, _)| (b - s) as usize)
-                            });
-                            t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
+            }
+            Op::Arrive { j, lost } => {
+                if j < flight.len() {
+                    let (s, m) = flight.remove(j);
+                    if !lost {
+                        if held.insert(s) {
+                            delivered.extend(m);
+                        } else {
+                            dsacks.push(s);
                         }
                     }
                 }
-                Op::Ack { n } => {
-                    let n = slots.iter().take(n).take_while(|(s, _)| held.contains(s)).count();
-                    if n > 0 {
-                        let (s, len) = slots[n - 1];
-                        slots.drain(..n);
-                        t.on_ack(SeqNumber(s) + len, None);
+            }
+            Op::Sack { k } => {
+                if let Some(&(s, len)) = slots.get(k).filter(|(s, _)| held.contains(s)) {
+                    t.on_sack(SeqNumber(s), SeqNumber(s) + len);
+                }
+            }
+            Op::Dsack { j, lost } => {
+                if j < dsacks.len() {
+                    let s = dsacks.remove(j);
+                    if !lost {
+                        // The slot may be cumulatively ACKed already;
+                        // its length is the content's.
+                        let len = slots.iter().find(|(a, _)| *a == s).map(|x| x.1);
+                        let len = len.unwrap_or_else(|| {
+                            content
+                                .range(s + 1..)
+                                .next()
+                                .map_or(1, |(b, _)| (b - s) as usize)
+                        });
+                        t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
                     }
                 }
-                Op::Wait { ms } => now += ms,
             }
-            while let Some(e) = t.poll_expired() {
-                prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
-                prop_assert!(queued.contains(&e.id));
-            }
-        }
-        // The end: every D-SACK still owed arrives, every slot the receiver
-        // lacks is retransmitted once more (with evidence) and arrives,
-        // then everything is acknowledged and the queue drained.
-        for s in std::mem::take(&mut dsacks) {
-            if let Some(&(_, len)) = slots.iter().find(|(a, _)| *a == s) {
-                t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
-            }
-        }
-        for &(s, len) in &slots {
-            if !held.contains(&s) {
-                for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend::EVIDENT) {
-                    let rs = r.seq.0;
-                    content.insert(rs, id_of(&r.bytes));
+            Op::Ack { n } => {
+                let n = slots
+                    .iter()
+                    .take(n)
+                    .take_while(|(s, _)| held.contains(s))
+                    .count();
+                if n > 0 {
+                    let (s, len) = slots[n - 1];
+                    slots.drain(..n);
+                    t.on_ack(SeqNumber(s) + len, None);
                 }
-                held.insert(s);
-                delivered.extend(content[&s]);
             }
+            Op::Wait { ms } => now += ms,
         }
-        if let Some(&(s, len)) = slots.back() {
-            slots.clear();
-            t.on_ack(SeqNumber(s) + len, None);
-        }
-        t.abandon();
         while let Some(e) = t.poll_expired() {
             prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
-        }
-        prop_assert!(t.is_empty());
-        for id in &queued {
-            prop_assert!(
-                delivered.contains(id) || reported.contains(id),
-                "message {} neither delivered nor reported", id
-            );
-            if !guessed {
-                prop_assert!(
-                    !(delivered.contains(id) && reported.contains(id)),
-                    "message {} delivered and reported (no retransmission was a guess)", id
-                );
-            }
+            prop_assert!(queued.contains(&e.id));
         }
     }
+    // The end: every D-SACK still owed arrives, every slot the receiver
+    // lacks is retransmitted once more (with evidence) and arrives,
+    // then everything is acknowledged and the queue drained.
+    for s in std::mem::take(&mut dsacks) {
+        if let Some(&(_, len)) = slots.iter().find(|(a, _)| *a == s) {
+            t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
+        }
+    }
+    for &(s, len) in &slots {
+        if !held.contains(&s) {
+            for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend::EVIDENT) {
+                let rs = r.seq.0;
+                content.insert(rs, id_of(&r.bytes));
+            }
+            held.insert(s);
+            delivered.extend(content[&s]);
+        }
+    }
+    if let Some(&(s, len)) = slots.back() {
+        slots.clear();
+        t.on_ack(SeqNumber(s) + len, None);
+    }
+    t.abandon();
+    while let Some(e) = t.poll_expired() {
+        prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
+    }
+    prop_assert!(t.is_empty());
+    for id in &queued {
+        prop_assert!(
+            delivered.contains(id) || reported.contains(id),
+            "message {} neither delivered nor reported",
+            id
+        );
+        if !guessed {
+            prop_assert!(
+                !(delivered.contains(id) && reported.contains(id)),
+                "message {} delivered and reported (no retransmission was a guess)",
+                id
+            );
+        }
+    }
+    Ok(())
 }
 
 #[test]
