@@ -70,7 +70,11 @@
 //! through [`MessageTable::poll_expired`]; never neither (nothing is lost
 //! silently), never reported twice. A carried message with a slot of its
 //! own (or still queued for one) is accounted for by that slot; one that
-//! expired before its turn is accounted for by its copy.
+//! expired before its turn is accounted for by its copy. Whichever speaks
+//! first settles it: a copy acknowledged while the message waits for (or
+//! holds) its own slot stands for it when that slot expires (a D-SACK of
+//! the copy then reports it), and a message its own slot reported expired
+//! is not reported again whatever becomes of its copy.
 //!
 //! An acknowledgment of a rewritten slot is ambiguous: it may be for the
 //! bytes sent before the rewrite (their ACK was lost, or they were only
@@ -1155,9 +1159,15 @@ impl MessageTable {
                 out.push(self.rewrite(i, cand, false, Resend::EVIDENT));
                 let s = &mut self.slots[i];
                 s.first_occupant = s.occupant;
-                s.expired_reported = true;
                 self.stats.replaced_at_first_tx += 1;
-                self.report(id, ExpiryReason::ExpiredBeforeSend { by });
+                // As on retransmission: a copy of the message acknowledged
+                // while it waited stands for it (a D-SACK of the copy's
+                // slot reports it then); reporting it here as well would
+                // report it twice.
+                if !self.copy_delivered.contains(&id) {
+                    s.expired_reported = true;
+                    self.report(id, ExpiryReason::ExpiredBeforeSend { by });
+                }
             }
             i += 1;
         }
@@ -1235,6 +1245,17 @@ impl MessageTable {
                 self.carried.remove(&x);
             }
             if s.original.is_some() {
+                // A copy whose message its own slot has already reported
+                // (replaced or skipped there once its lifetime passed,
+                // while this copy was still in flight) accounts for
+                // nothing any more: a later D-SACK of this slot must not
+                // report the message a second time. The own slot comes
+                // after the copy's slot in the sequence space (it is given
+                // out later), so it is still in the table here.
+                let carried = carried.filter(|&x| {
+                    self.slot_index_of_id(x)
+                        .is_none_or(|i| !self.slots[i].expired_reported)
+                });
                 if self.recent_rewrites.len() == RECENT_REWRITES {
                     self.recent_rewrites.pop_front();
                 }

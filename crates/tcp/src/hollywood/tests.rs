@@ -651,158 +651,398 @@ proptest! {
     /// data loss to the sender's timers: the table errs towards a report).
     #[test]
     fn every_message_is_delivered_or_reported_exactly_once(ops in proptest::collection::vec(op(), 1..240)) {
-        let mut t = MessageTable::new();
-        let mut now = 0u64;
-        let mut next_id = 0u32;
-        let mut seq = 0u32;
-        // Slot starts and lengths, outstanding (not cumulatively ACKed).
-        let mut slots: VecDeque<(u32, usize)> = VecDeque::new();
-        let mut reported = BTreeSet::new();
-        let mut queued = BTreeSet::new();
-        // What each slot's bytes hold now in the send buffer (message id,
-        // None = padding).
-        let mut content: BTreeMap<u32, Option<u32>> = BTreeMap::new();
-        // Packets in flight: (slot start, the message their bytes carry).
-        let mut flight: Vec<(u32, Option<u32>)> = Vec::new();
-        // Slots the receiver holds, and D-SACKs it sent (slot start).
-        let mut held = BTreeSet::new();
-        let mut dsacks: Vec<u32> = Vec::new();
-        let mut delivered = BTreeSet::new();
-        let mut guessed = false;
-        let id_of = |bytes: &[u8]| (bytes[0] != 0).then(|| u32::from(bytes[0]) - 1);
-        let owd = ms(10);
-        for o in ops {
-            match o {
-                Op::Queue { len, life, dep } => {
-                    let m = meta(next_id, life, (dep && next_id > 0).then(|| next_id - 1));
-                    if t.check(&m, len).is_ok() {
-                        t.enqueue(at(now), frame(next_id, len), m);
-                        queued.insert(next_id);
-                        next_id += 1;
-                    }
+        check_accounting(ops)?;
+    }
+}
+
+/// The body of the accounting property test, also run on shrunk cases
+/// as plain tests (a persisted seed replays only while the strategy is
+/// unchanged).
+fn check_accounting(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut t = MessageTable::new();
+    let mut now = 0u64;
+    let mut next_id = 0u32;
+    let mut seq = 0u32;
+    // Slot starts and lengths, outstanding (not cumulatively ACKed).
+    let mut slots: VecDeque<(u32, usize)> = VecDeque::new();
+    let mut reported = BTreeSet::new();
+    let mut queued = BTreeSet::new();
+    // What each slot's bytes hold now in the send buffer (message id,
+    // None = padding).
+    let mut content: BTreeMap<u32, Option<u32>> = BTreeMap::new();
+    // Packets in flight: (slot start, the message their bytes carry).
+    let mut flight: Vec<(u32, Option<u32>)> = Vec::new();
+    // Slots the receiver holds, and D-SACKs it sent (slot start).
+    let mut held = BTreeSet::new();
+    let mut dsacks: Vec<u32> = Vec::new();
+    let mut delivered = BTreeSet::new();
+    let mut guessed = false;
+    let id_of = |bytes: &[u8]| (bytes[0] != 0).then(|| u32::from(bytes[0]) - 1);
+    let owd = ms(10);
+    for o in ops {
+        match o {
+            Op::Queue { len, life, dep } => {
+                let m = meta(next_id, life, (dep && next_id > 0).then(|| next_id - 1));
+                if t.check(&m, len).is_ok() {
+                    t.enqueue(at(now), frame(next_id, len), m);
+                    queued.insert(next_id);
+                    next_id += 1;
                 }
-                Op::Transmit => {
-                    if let Some(len) = t.head_len(at(now), owd) {
-                        let f = t.take_head(SeqNumber(seq)).unwrap();
-                        content.insert(seq, id_of(&f));
-                        for r in t.on_first_transmit(at(now), owd, SeqNumber(seq), len) {
-                            prop_assert_eq!(r.bytes.len(), len);
-                            content.insert(seq, id_of(&r.bytes));
+            }
+            Op::Transmit => {
+                if let Some(len) = t.head_len(at(now), owd) {
+                    let f = t.take_head(SeqNumber(seq)).unwrap();
+                    content.insert(seq, id_of(&f));
+                    for r in t.on_first_transmit(at(now), owd, SeqNumber(seq), len) {
+                        prop_assert_eq!(r.bytes.len(), len);
+                        content.insert(seq, id_of(&r.bytes));
+                    }
+                    flight.push((seq, content[&seq]));
+                    slots.push_back((seq, len));
+                    seq += len as u32;
+                }
+            }
+            Op::Retransmit { k, timer } => {
+                if let Some(&(s, len)) = slots.get(k) {
+                    // Evidence (duplicate ACKs, SACK, RACK) says every
+                    // earlier transmission was lost; reordering beyond
+                    // RACK's window is not modelled.
+                    let evidence =
+                        !timer && !held.contains(&s) && flight.iter().all(|(a, _)| *a != s);
+                    guessed |= !evidence;
+                    for r in t.on_retransmit(
+                        at(now),
+                        owd,
+                        SeqNumber(s),
+                        len,
+                        Resend {
+                            evidence,
+                            ..Resend::EVIDENT
+                        },
+                    ) {
+                        // A fallback may restore other slots too.
+                        let &(rs, rlen) = slots
+                            .iter()
+                            .find(|(a, _)| SeqNumber(*a) == r.seq)
+                            .expect("a rewrite covers an outstanding slot");
+                        prop_assert_eq!(r.bytes.len(), rlen);
+                        if r.keep_original {
+                            let orig = content[&rs].map_or(0, |i| i as u8 + 1);
+                            t.set_original(r.seq, vec![orig; rlen]);
                         }
-                        flight.push((seq, content[&seq]));
-                        slots.push_back((seq, len));
-                        seq += len as u32;
+                        content.insert(rs, id_of(&r.bytes));
                     }
+                    flight.push((s, content[&s]));
                 }
-                Op::Retransmit { k, timer } => {
-                    if let Some(&(s, len)) = slots.get(k) {
-                        // Evidence (duplicate ACKs, SACK, RACK) says every
-                        // earlier transmission was lost; reordering beyond
-                        // RACK's window is not modelled.
-                        let evidence = !timer
-                            && !held.contains(&s)
-                            && flight.iter().all(|(a, _)| *a != s);
-                        guessed |= !evidence;
-                        for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend { evidence, ..Resend::EVIDENT }) {
-                            // A fallback may restore other slots too.
-                            let &(rs, rlen) = slots.iter().find(|(a, _)| SeqNumber(*a) == r.seq)
-                                .expect("a rewrite covers an outstanding slot");
-                            prop_assert_eq!(r.bytes.len(), rlen);
-                            if r.keep_original {
-                                let orig = content[&rs].map_or(0, |i| i as u8 + 1);
-                                t.set_original(r.seq, vec![orig; rlen]);
-                            }
-                            content.insert(rs, id_of(&r.bytes));
-                        }
-                        flight.push((s, content[&s]));
-                    }
-                }
-                Op::Arrive { j, lost } => {
-                    if j < flight.len() {
-                        let (s, m) = flight.remove(j);
-                        if !lost {
-                            if held.insert(s) {
-                                delivered.extend(m);
-                            } else {
-                                dsacks.push(s);
-                            }
-                        }
-                    }
-                }
-                Op::Sack { k } => {
-                    if let Some(&(s, len)) = slots.get(k).filter(|(s, _)| held.contains(s)) {
-                        t.on_sack(SeqNumber(s), SeqNumber(s) + len);
-                    }
-                }
-                Op::Dsack { j, lost } => {
-                    if j < dsacks.len() {
-                        let s = dsacks.remove(j);
-                        if !lost {
-                            // The slot may be cumulatively ACKed already;
-                            // its length is the content's.
-                            let len = slots.iter().find(|(a, _)| *a == s).map(|x| x.1);
-                            let len = len.unwrap_or_else(|| {
-                                content.range(s + 1..).next().map_or(1, |(b, _)| (b - s) as usize)
-                            });
-                            t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
+            }
+            Op::Arrive { j, lost } => {
+                if j < flight.len() {
+                    let (s, m) = flight.remove(j);
+                    if !lost {
+                        if held.insert(s) {
+                            delivered.extend(m);
+                        } else {
+                            dsacks.push(s);
                         }
                     }
                 }
-                Op::Ack { n } => {
-                    let n = slots.iter().take(n).take_while(|(s, _)| held.contains(s)).count();
-                    if n > 0 {
-                        let (s, len) = slots[n - 1];
-                        slots.drain(..n);
-                        t.on_ack(SeqNumber(s) + len, None);
+            }
+            Op::Sack { k } => {
+                if let Some(&(s, len)) = slots.get(k).filter(|(s, _)| held.contains(s)) {
+                    t.on_sack(SeqNumber(s), SeqNumber(s) + len);
+                }
+            }
+            Op::Dsack { j, lost } => {
+                if j < dsacks.len() {
+                    let s = dsacks.remove(j);
+                    if !lost {
+                        // The slot may be cumulatively ACKed already;
+                        // its length is the content's.
+                        let len = slots.iter().find(|(a, _)| *a == s).map(|x| x.1);
+                        let len = len.unwrap_or_else(|| {
+                            content
+                                .range(s + 1..)
+                                .next()
+                                .map_or(1, |(b, _)| (b - s) as usize)
+                        });
+                        t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
                     }
                 }
-                Op::Wait { ms } => now += ms,
             }
-            while let Some(e) = t.poll_expired() {
-                prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
-                prop_assert!(queued.contains(&e.id));
-            }
-        }
-        // The end: every D-SACK still owed arrives, every slot the receiver
-        // lacks is retransmitted once more (with evidence) and arrives,
-        // then everything is acknowledged and the queue drained.
-        for s in std::mem::take(&mut dsacks) {
-            if let Some(&(_, len)) = slots.iter().find(|(a, _)| *a == s) {
-                t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
-            }
-        }
-        for &(s, len) in &slots {
-            if !held.contains(&s) {
-                for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend::EVIDENT) {
-                    let rs = r.seq.0;
-                    content.insert(rs, id_of(&r.bytes));
+            Op::Ack { n } => {
+                let n = slots
+                    .iter()
+                    .take(n)
+                    .take_while(|(s, _)| held.contains(s))
+                    .count();
+                if n > 0 {
+                    let (s, len) = slots[n - 1];
+                    slots.drain(..n);
+                    t.on_ack(SeqNumber(s) + len, None);
                 }
-                held.insert(s);
-                delivered.extend(content[&s]);
             }
+            Op::Wait { ms } => now += ms,
         }
-        if let Some(&(s, len)) = slots.back() {
-            slots.clear();
-            t.on_ack(SeqNumber(s) + len, None);
-        }
-        t.abandon();
         while let Some(e) = t.poll_expired() {
             prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
-        }
-        prop_assert!(t.is_empty());
-        for id in &queued {
-            prop_assert!(
-                delivered.contains(id) || reported.contains(id),
-                "message {} neither delivered nor reported", id
-            );
-            if !guessed {
-                prop_assert!(
-                    !(delivered.contains(id) && reported.contains(id)),
-                    "message {} delivered and reported (no retransmission was a guess)", id
-                );
-            }
+            prop_assert!(queued.contains(&e.id));
         }
     }
+    // The end: every D-SACK still owed arrives, every slot the receiver
+    // lacks is retransmitted once more (with evidence) and arrives,
+    // then everything is acknowledged and the queue drained.
+    for s in std::mem::take(&mut dsacks) {
+        if let Some(&(_, len)) = slots.iter().find(|(a, _)| *a == s) {
+            t.on_dsack(SeqNumber(s), SeqNumber(s) + len);
+        }
+    }
+    for &(s, len) in &slots {
+        if !held.contains(&s) {
+            for r in t.on_retransmit(at(now), owd, SeqNumber(s), len, Resend::EVIDENT) {
+                let rs = r.seq.0;
+                content.insert(rs, id_of(&r.bytes));
+            }
+            held.insert(s);
+            delivered.extend(content[&s]);
+        }
+    }
+    if let Some(&(s, len)) = slots.back() {
+        slots.clear();
+        t.on_ack(SeqNumber(s) + len, None);
+    }
+    t.abandon();
+    while let Some(e) = t.poll_expired() {
+        prop_assert!(reported.insert(e.id), "message {} reported twice", e.id);
+    }
+    prop_assert!(t.is_empty());
+    for id in &queued {
+        prop_assert!(
+            delivered.contains(id) || reported.contains(id),
+            "message {} neither delivered nor reported",
+            id
+        );
+        if !guessed {
+            prop_assert!(
+                !(delivered.contains(id) && reported.contains(id)),
+                "message {} delivered and reported (no retransmission was a guess)",
+                id
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_copy_acknowledged_after_its_own_slot_reported_it_is_not_reported_again() {
+    // Shrunk by the property test above ("message 7 reported twice"; the
+    // case is also in proptest-regressions, but a persisted seed replays
+    // it only while the strategy is unchanged). The story: message 1's
+    // lost slot is resent carrying a copy of message 7 (twice: the
+    // receiver will hold the range twice); 7 then gets its own slot,
+    // which is resent later with 7 expired and replaced: 7 is reported
+    // Replaced there. The copy's slot is acknowledged, then 7's own slot,
+    // then the D-SACK for the copy's second transmission arrives: it must
+    // not report 7 (Displaced) a second time.
+    let ops = vec![
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Queue {
+            len: 123,
+            life: Some(1),
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Queue {
+            len: 1,
+            life: Some(10),
+            dep: true,
+        },
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Queue {
+            len: 1,
+            life: Some(1),
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Sack { k: 0 },
+        Op::Transmit,
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Arrive { j: 1, lost: true },
+        Op::Transmit,
+        Op::Sack { k: 0 },
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Queue {
+            len: 1,
+            life: Some(170),
+            dep: false,
+        },
+        Op::Wait { ms: 53 },
+        Op::Arrive { j: 0, lost: false },
+        Op::Queue {
+            len: 1,
+            life: Some(117),
+            dep: true,
+        },
+        Op::Retransmit { k: 1, timer: false },
+        Op::Retransmit { k: 1, timer: false },
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Ack { n: 1 },
+        Op::Arrive { j: 0, lost: false },
+        Op::Transmit,
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Arrive { j: 0, lost: false },
+        Op::Wait { ms: 108 },
+        Op::Retransmit { k: 5, timer: false },
+        Op::Arrive { j: 0, lost: false },
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: true,
+        },
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Retransmit { k: 5, timer: false },
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Arrive { j: 0, lost: false },
+        Op::Arrive { j: 0, lost: false },
+        Op::Ack { n: 2 },
+        Op::Arrive { j: 0, lost: false },
+        Op::Ack { n: 3 },
+        Op::Arrive { j: 0, lost: false },
+        Op::Ack { n: 1 },
+        Op::Dsack { j: 0, lost: false },
+    ];
+    check_accounting(ops).unwrap();
+}
+
+#[test]
+#[ignore = "known, open: an own slot reports its message while a trusted copy is in flight"]
+fn an_own_slot_expiring_while_its_copy_is_in_flight() {
+    // Found by the property test (200 000 random cases; fails on main
+    // too): "message 6 delivered and reported (no retransmission was a
+    // guess)". Shrunk: message 0's lost slot is resent with evidence
+    // carrying a copy of message 4, which then gets its own slot. The copy
+    // arrives (not yet SACKed), the own slot is lost; resent once 4 has
+    // expired, the own slot reports 4 Replaced, and the final ACK then
+    // acknowledges the trusted copy. An over-report (the application hears
+    // of a message that arrived), never a silent loss. Letting the copy in
+    // flight take over the report instead is not enough: a D-SACK that
+    // restores the own slot's first content (`on_dsack`) then loses the
+    // message silently when the D-SACK was for a delayed original.
+    let ops = vec![
+        Op::Queue {
+            len: 216,
+            life: Some(10),
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Arrive { j: 0, lost: true },
+        Op::Queue {
+            len: 1,
+            life: Some(10),
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Queue {
+            len: 1,
+            life: None,
+            dep: false,
+        },
+        Op::Transmit,
+        Op::Transmit,
+        Op::Queue {
+            len: 1,
+            life: Some(187),
+            dep: false,
+        },
+        Op::Wait { ms: 9 },
+        Op::Retransmit { k: 0, timer: false },
+        Op::Arrive { j: 0, lost: false },
+        Op::Transmit,
+        Op::Arrive { j: 2, lost: false },
+        Op::Wait { ms: 169 },
+    ];
+    check_accounting(ops).unwrap();
+}
+
+#[test]
+fn an_own_slot_expiring_before_its_first_send_defers_to_an_acknowledged_copy() {
+    // The other order: the copy is acknowledged while its message still
+    // waits in the queue, and the message's own slot expires between
+    // getting sequence numbers and its first transmission. The copy
+    // stands for the message (as on retransmission): no report then, and
+    // one (Displaced) when a D-SACK shows the copy did not stay.
+    let mut t = MessageTable::new();
+    send(&mut t, 0, 1000, meta(0, Some(100), None), 100);
+    t.enqueue(at(0), frame(1, 50), meta(1, Some(200), None));
+    let rw = t.on_retransmit(at(150), ms(20), SeqNumber(1000), 100, Resend::EVIDENT);
+    assert_eq!(rw.len(), 1);
+    t.set_original(SeqNumber(1000), frame(0, 100));
+    assert_eq!(
+        events(&mut t),
+        vec![ExpiredMessage {
+            id: 0,
+            reason: ExpiryReason::Replaced { by: Some(1) }
+        }]
+    );
+    t.on_ack(SeqNumber(1100), None);
+    assert_eq!(t.head_len(at(150), ms(20)), Some(50));
+    t.take_head(SeqNumber(1100)).unwrap();
+    // Sent at 190 ms: arrives at 210 ms, after its deadline (200 ms).
+    let rw = t.on_first_transmit(at(190), ms(20), SeqNumber(1100), 50);
+    assert_eq!(rw.len(), 1);
+    assert!(
+        events(&mut t).is_empty(),
+        "its acknowledged copy stands for it"
+    );
+    t.on_ack(SeqNumber(1150), None);
+    t.on_dsack(SeqNumber(1000), SeqNumber(1100));
+    assert_eq!(
+        events(&mut t),
+        vec![ExpiredMessage {
+            id: 1,
+            reason: ExpiryReason::Displaced
+        }]
+    );
+    assert!(t.is_empty());
 }
 
 #[test]
