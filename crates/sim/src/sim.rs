@@ -10,7 +10,7 @@ use hollywood_wire::pcap;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
 use std::path::Path;
 use std::time::Duration;
@@ -92,7 +92,8 @@ impl SimBuilder {
 /// Whole-simulation counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimStats {
-    /// Events processed (stale timer events included).
+    /// Events processed (packet deliveries, node timers that fired, link
+    /// changes and actions; a timer re-armed before it fired is not one).
     pub events: u64,
     /// Packets a node sent on an interface that has no outgoing link
     /// (discarded).
@@ -107,8 +108,6 @@ enum EventKind {
         copy: u8,
         packet: Vec<u8>,
     },
-    /// A node's timer; stale when `generation` is not the node's current one.
-    Timer { node: NodeId, generation: u64 },
     /// Apply scheduled link change number `id`.
     LinkChange { id: usize },
     /// Run scheduled action number `id`.
@@ -142,8 +141,10 @@ struct NodeSlot {
     node: Box<dyn Node>,
     /// Outgoing link per interface.
     egress: Vec<Option<LinkId>>,
-    timer_generation: u64,
+    /// The node's last `poll_timeout` answer, as filed.
     armed: Option<Instant>,
+    /// Its entry in `Simulator::timers`: (time, seq).
+    timer_key: Option<(Instant, u64)>,
     spin_at: Instant,
     spins: u32,
     /// Queued in `Simulator::dirty`.
@@ -175,6 +176,13 @@ pub struct Simulator {
     now: Instant,
     seq: u64,
     queue: BinaryHeap<Reverse<Event>>,
+    /// Armed node timers, one entry per node at most: (time, seq, node
+    /// index). Kept apart from `queue` so that re-arming a timer replaces
+    /// its entry; a heap of stale timer events (about 17 per live one in
+    /// a DASH run) made most of the queue's work. Ordered against `queue`
+    /// by (time, seq), from the same `seq` counter: the same order as one
+    /// queue.
+    timers: BTreeSet<(Instant, u64, usize)>,
     nodes: Vec<NodeSlot>,
     links: Vec<LinkState>,
     link_changes: Vec<Option<(LinkId, LinkPatch)>>,
@@ -192,7 +200,7 @@ impl core::fmt::Debug for Simulator {
             .field("now", &self.now)
             .field("nodes", &self.nodes.len())
             .field("links", &self.links.len())
-            .field("pending_events", &self.queue.len())
+            .field("pending_events", &(self.queue.len() + self.timers.len()))
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
@@ -220,6 +228,7 @@ impl Simulator {
             now: Instant::ZERO,
             seq: 0,
             queue: BinaryHeap::new(),
+            timers: BTreeSet::new(),
             nodes: Vec::new(),
             links: Vec::new(),
             link_changes: Vec::new(),
@@ -300,8 +309,8 @@ impl Simulator {
         self.nodes.push(NodeSlot {
             node,
             egress: Vec::new(),
-            timer_generation: 0,
             armed: None,
+            timer_key: None,
             spin_at: Instant::ZERO,
             spins: 0,
             dirty: false,
@@ -633,7 +642,24 @@ impl Simulator {
     /// Time of the next pending event.
     #[must_use]
     pub fn next_event_time(&self) -> Option<Instant> {
-        self.queue.peek().map(|Reverse(e)| e.time)
+        let queued = self.queue.peek().map(|Reverse(e)| e.time);
+        let timer = self.timers.first().map(|&(t, _, _)| t);
+        match (queued, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the earliest node timer comes before the earliest queued
+    /// event, by (time, seq); `None` when neither exists.
+    fn timer_first(&self) -> Option<bool> {
+        let queued = self.queue.peek().map(|Reverse(e)| (e.time, e.seq));
+        let timer = self.timers.first().map(|&(t, seq, _)| (t, seq));
+        match (queued, timer) {
+            (None, None) => None,
+            (Some(q), Some(t)) => Some(t < q),
+            (q, _) => Some(q.is_none()),
+        }
     }
 
     /// Process one event (after waking any node touched through
@@ -641,16 +667,41 @@ impl Simulator {
     /// nothing to do.
     pub fn step(&mut self) -> Result<bool, SimError> {
         let woke = self.flush_dirty()?;
-        let Some(Reverse(ev)) = self.queue.pop() else {
+        let Some(timer) = self.timer_first() else {
             return Ok(woke);
         };
         if let Some(max) = self.config.max_events {
             if self.stats.events >= max {
-                self.queue.push(Reverse(ev));
                 return Err(SimError::EventLimit(max));
             }
         }
         self.stats.events += 1;
+        if timer {
+            let (time, _, node) = self.timers.pop_first().expect("timer_first saw it");
+            debug_assert!(time >= self.now);
+            self.now = time;
+            let slot = &mut self.nodes[node];
+            slot.timer_key = None;
+            slot.armed = None;
+            if slot.spin_at == self.now {
+                slot.spins += 1;
+                if slot.spins > self.config.max_timer_spins {
+                    return Err(SimError::TimerLivelock {
+                        node: NodeId(node),
+                        at: self.now,
+                    });
+                }
+            } else {
+                slot.spin_at = self.now;
+                slot.spins = 1;
+            }
+            slot.node.handle_timeout(self.now);
+            self.after_input(NodeId(node))?;
+            return Ok(true);
+        }
+        let Some(Reverse(ev)) = self.queue.pop() else {
+            unreachable!("timer_first saw a queued event");
+        };
         debug_assert!(ev.time >= self.now);
         self.now = ev.time;
         match ev.kind {
@@ -660,23 +711,6 @@ impl Simulator {
                 copy,
                 packet,
             } => self.deliver(link, index, copy, packet)?,
-            EventKind::Timer { node, generation } => {
-                let slot = &mut self.nodes[node.0];
-                if slot.timer_generation == generation {
-                    slot.armed = None;
-                    if slot.spin_at == self.now {
-                        slot.spins += 1;
-                        if slot.spins > self.config.max_timer_spins {
-                            return Err(SimError::TimerLivelock { node, at: self.now });
-                        }
-                    } else {
-                        slot.spin_at = self.now;
-                        slot.spins = 1;
-                    }
-                    slot.node.handle_timeout(self.now);
-                    self.after_input(node)?;
-                }
-            }
             EventKind::LinkChange { id } => {
                 if let Some((link, patch)) = self.link_changes[id].take() {
                     let link = &mut self.links[link.0];
@@ -778,10 +812,17 @@ impl Simulator {
         let wanted = slot.node.poll_timeout();
         if wanted != slot.armed {
             slot.armed = wanted;
-            slot.timer_generation += 1;
-            let generation = slot.timer_generation;
+            if let Some((t, seq)) = slot.timer_key.take() {
+                self.timers.remove(&(t, seq, node.0));
+            }
             if let Some(t) = wanted {
-                self.push(t.max(now), EventKind::Timer { node, generation });
+                // A sequence number as a queued event would get: same-time
+                // events keep their scheduling order.
+                let seq = self.seq;
+                self.seq += 1;
+                let t = t.max(now);
+                self.nodes[node.0].timer_key = Some((t, seq));
+                self.timers.insert((t, seq, node.0));
             }
         }
         Ok(())

@@ -58,6 +58,8 @@ impl<A: TransportApp> Node for TransportHost<A> {
             return;
         }
         self.hosted.handle_packet(now, &packet);
+        // Its buffer carries one of our next packets.
+        self.hosted.recycle(packet);
     }
 
     fn handle_timeout(&mut self, now: Instant) {

@@ -57,6 +57,52 @@ fn timers_fire_at_their_deadlines_and_time_jumps() {
 }
 
 #[test]
+fn a_rearmed_timer_replaces_its_event() {
+    let mut sim = SimBuilder::new().build();
+    let t = sim.add_node(Ticker {
+        deadlines: vec![at_ms(50)],
+        ..Ticker::default()
+    });
+    sim.run_until(at_ms(1)).unwrap();
+    // Pull the deadline in, step by step: each re-arm replaces the entry.
+    for d in (10..50).rev() {
+        sim.node_mut::<Ticker>(t).unwrap().deadlines = vec![at_ms(d)];
+        sim.run_until(at_ms(2)).unwrap();
+    }
+    assert_eq!(sim.next_event_time(), Some(at_ms(10)));
+    sim.run_for(ms(100)).unwrap();
+    assert_eq!(sim.node_mut::<Ticker>(t).unwrap().fired, vec![at_ms(10)]);
+    // One event: the timer that fired (no stale ones left in the queue).
+    assert_eq!(sim.stats().events, 1);
+    assert_eq!(sim.next_event_time(), None);
+}
+
+#[test]
+fn timers_at_the_same_time_fire_in_arming_order() {
+    let mut sim = SimBuilder::new().build();
+    let a = sim.add_node(Ticker::default());
+    let b = sim.add_node(Ticker::default());
+    // b arms first, then a: at the same instant b fires first.
+    sim.node_mut::<Ticker>(b).unwrap().deadlines = vec![at_ms(5)];
+    sim.run_until(at_ms(1)).unwrap();
+    sim.node_mut::<Ticker>(a).unwrap().deadlines = vec![at_ms(5)];
+    let order = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    sim.run_until(at_ms(2)).unwrap();
+    let o = order.clone();
+    sim.schedule_action(at_ms(5), move |s| {
+        // Scheduled after both timers: runs after them.
+        let fa = s.node_mut::<Ticker>(a).unwrap().fired.len();
+        let fb = s.node_mut::<Ticker>(b).unwrap().fired.len();
+        o.borrow_mut().push((fa, fb));
+    })
+    .unwrap();
+    sim.run_for(ms(10)).unwrap();
+    assert_eq!(*order.borrow(), vec![(1, 1)]);
+    assert_eq!(sim.node_mut::<Ticker>(a).unwrap().fired, vec![at_ms(5)]);
+    assert_eq!(sim.node_mut::<Ticker>(b).unwrap().fired, vec![at_ms(5)]);
+}
+
+#[test]
 fn node_mut_wakes_the_node() {
     let mut sim = SimBuilder::new().build();
     let t = sim.add_node(Ticker::default());

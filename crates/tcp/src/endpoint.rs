@@ -154,6 +154,13 @@ pub struct EndpointStats {
 /// (`Config::memory_limit`); between counts, each new connection adds
 /// its estimate.
 const MEMORY_RECOUNT: Duration = Duration::from_millis(10);
+/// Packet buffers [`Endpoint::recycle`] keeps at most.
+const SPARE_PACKETS: usize = 64;
+
+/// Largest buffer capacity [`Endpoint::recycle`] keeps (a jumbo segment's
+/// buffer is let go rather than held).
+const SPARE_MAX_CAPACITY: usize = 16 << 10;
+
 /// Bookkeeping of one connection outside [`Connection::memory`]: the
 /// endpoint's entry and its map and set nodes (an estimate).
 pub(crate) const ENTRY_OVERHEAD: usize = 224;
@@ -228,6 +235,9 @@ pub struct Endpoint {
     /// Round-robin cursor for `poll_transmit`.
     rr: u64,
     scratch: Vec<u8>,
+    /// Packet buffers handed back by the driver ([`Endpoint::recycle`]),
+    /// at most `SPARE_PACKETS`: the next data packets are built in them.
+    spare: Vec<Vec<u8>>,
     stats: EndpointStats,
     /// Counters of the last [`FINAL_STATS_KEPT`] announced connections
     /// removed, oldest first ([`Endpoint::final_stats`]).
@@ -265,6 +275,7 @@ impl Endpoint {
             touched: None,
             rr: 0,
             scratch: Vec::new(),
+            spare: Vec::new(),
             stats: EndpointStats::default(),
             final_stats: VecDeque::new(),
             memory_used: 0,
@@ -934,6 +945,16 @@ impl Endpoint {
         }
     }
 
+    /// Give a packet buffer back (a received packet, once handled, or a
+    /// sent one): [`Endpoint::poll_transmit`] builds the next packets in
+    /// such buffers instead of allocating. Optional; at most 64 are kept,
+    /// each of at most 16 KiB.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < SPARE_PACKETS && buf.capacity() <= SPARE_MAX_CAPACITY {
+            self.spare.push(buf);
+        }
+    }
+
     /// The next packet to put on the wire.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
@@ -977,8 +998,14 @@ impl Endpoint {
                 }
                 continue;
             };
-            let pkt =
-                hollywood_wire::build_tcp_ip(e.conn.local(), e.conn.remote(), &repr, &self.scratch);
+            let mut pkt = self.spare.pop().unwrap_or_default();
+            hollywood_wire::build_tcp_ip_into(
+                e.conn.local(),
+                e.conn.remote(),
+                &repr,
+                &self.scratch,
+                &mut pkt,
+            );
             self.dirty.insert(h);
             let retire = e.closed_reported && !e.conn.rst_pending();
             self.reindex(h);

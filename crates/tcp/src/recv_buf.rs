@@ -54,7 +54,13 @@ pub(crate) struct RecvBuffer {
     /// least [`MIN_RING`]) to cover the bytes held, at most `capacity`, and
     /// released when the application drained everything (an idle
     /// connection holds no ring; Linux likewise frees an skb once read).
+    /// Allocated at `size` bytes but filled only as far as bytes were
+    /// stored (`ring.len()`): a fresh ring is not zeroed first (a memset
+    /// of a page per segment when every segment is read at once). Bytes
+    /// are read only where they were stored.
     ring: Vec<u8>,
+    /// The ring's size (its capacity; 0 while released).
+    size: usize,
     /// The most the ring may grow to (`Config::recv_buffer`).
     capacity: usize,
     /// Ring index of the first unread byte.
@@ -78,6 +84,7 @@ impl RecvBuffer {
     pub(crate) fn new(capacity: usize) -> RecvBuffer {
         RecvBuffer {
             ring: Vec::new(),
+            size: 0,
             capacity,
             read_pos: 0,
             read_off: 0,
@@ -110,7 +117,7 @@ impl RecvBuffer {
     /// Make the ring reach at least `need` bytes from the first unread
     /// byte: a larger ring with the held bytes moved to its start.
     fn reserve(&mut self, need: usize) {
-        if need <= self.ring.len() {
+        if need <= self.size {
             return;
         }
         let size = need
@@ -119,15 +126,20 @@ impl RecvBuffer {
             .unwrap_or(need)
             .min(self.capacity)
             .max(need);
-        let mut ring = vec![0u8; size];
+        let mut ring = Vec::with_capacity(size);
         let held = self.held_extent();
         if held > 0 {
-            let old = self.ring.len();
+            let old = self.size;
             let first = held.min(old - self.read_pos);
-            ring[..first].copy_from_slice(&self.ring[self.read_pos..self.read_pos + first]);
-            ring[first..held].copy_from_slice(&self.ring[..held - first]);
+            // The held bytes up to the old ring's end may end in a gap past
+            // its filled part (data wrapped to its start): zeros there.
+            let filled_end = (self.read_pos + first).min(self.ring.len());
+            ring.extend_from_slice(&self.ring[self.read_pos.min(filled_end)..filled_end]);
+            ring.resize(first, 0);
+            ring.extend_from_slice(&self.ring[..held - first]);
         }
         self.ring = ring;
+        self.size = size;
         self.read_pos = 0;
     }
 
@@ -135,6 +147,7 @@ impl RecvBuffer {
     fn release_if_drained(&mut self) {
         if self.ready == 0 && self.ooo.is_empty() {
             self.ring = Vec::new();
+            self.size = 0;
             self.ooo = Vec::new();
             self.read_pos = 0;
         }
@@ -166,14 +179,28 @@ impl RecvBuffer {
     fn store(&mut self, off: u64, data: &[u8]) {
         let rel = (off - self.read_off) as usize;
         self.reserve(rel + data.len());
-        let size = self.ring.len();
+        let size = self.size;
         let pos = (self.read_pos + rel) % size;
         let first = data.len().min(size - pos);
-        self.ring[pos..pos + first].copy_from_slice(&data[..first]);
+        Self::put(&mut self.ring, pos, &data[..first]);
         let rest = data.len() - first;
         if rest > 0 {
-            self.ring[..rest].copy_from_slice(&data[first..]);
+            Self::put(&mut self.ring, 0, &data[first..]);
         }
+    }
+
+    /// Write `data` at `pos` of `ring` (within its capacity), extending
+    /// the filled part as needed (a gap before `pos` is zero-filled; its
+    /// bytes are never read before they are stored).
+    fn put(ring: &mut Vec<u8>, pos: usize, data: &[u8]) {
+        let filled = ring.len();
+        if pos > filled {
+            ring.resize(pos, 0);
+        }
+        let inside = data.len().min(ring.len() - pos);
+        ring[pos..pos + inside].copy_from_slice(&data[..inside]);
+        ring.extend_from_slice(&data[inside..]);
+        debug_assert!(ring.len() <= ring.capacity());
     }
 
     /// [`RecvBuffer::insert_at`] at time 0 (tests of the byte logic).
@@ -325,7 +352,7 @@ impl RecvBuffer {
     pub(crate) fn consume_ready(&mut self) {
         let n = self.ready;
         if n > 0 {
-            self.read_pos = (self.read_pos + n) % self.ring.len();
+            self.read_pos = (self.read_pos + n) % self.size;
         }
         self.read_off += n as u64;
         self.ready = 0;
@@ -353,7 +380,7 @@ impl RecvBuffer {
         if n == 0 {
             return 0;
         }
-        let size = self.ring.len();
+        let size = self.size;
         let first = n.min(size - self.read_pos);
         buf[..first].copy_from_slice(&self.ring[self.read_pos..self.read_pos + first]);
         if n > first {
@@ -417,14 +444,39 @@ mod tests {
     }
 
     #[test]
+    fn growth_copies_a_wrapped_ring_with_an_unfilled_end() {
+        let mut b = RecvBuffer::new(1 << 20);
+        // Fill and read 4000 bytes: the read position sits near the end of
+        // a 4096-byte ring filled only that far.
+        b.insert(0, &[1u8; 4000]);
+        let mut out = vec![0u8; 3990];
+        assert_eq!(b.read(&mut out), 3990);
+        // Out of order, wrapped to the ring's start; then far ahead (the
+        // ring grows with its end still unfilled); then the gaps.
+        b.insert(4200, &[2u8; 100]);
+        b.insert(9000, &[3u8; 10]);
+        b.insert(4000, &[4u8; 200]);
+        b.insert(4300, &[5u8; 4700]);
+        let mut all = vec![0u8; 5020];
+        assert_eq!(b.read(&mut all), 5020);
+        assert!(all[..10].iter().all(|&x| x == 1));
+        assert!(all[10..210].iter().all(|&x| x == 4));
+        assert!(all[210..310].iter().all(|&x| x == 2));
+        assert!(all[310..5010].iter().all(|&x| x == 5));
+        assert!(all[5010..].iter().all(|&x| x == 3));
+        assert_eq!(b.allocated(), 0);
+    }
+
+    #[test]
     fn the_ring_grows_with_need_and_is_released_when_drained() {
         let mut b = RecvBuffer::new(1 << 20);
         assert_eq!(b.allocated(), 0, "nothing held, nothing allocated");
         b.insert(0, &[1u8; 100]);
-        assert_eq!(b.ring.len(), MIN_RING);
+        assert_eq!((b.size, b.ring.capacity()), (MIN_RING, MIN_RING));
+        assert_eq!(b.ring.len(), 100, "filled as far as stored");
         // Out of order far ahead: the ring covers it, data kept in place.
         b.insert(50_000, &[3u8; 10]);
-        assert_eq!(b.ring.len(), 65_536);
+        assert_eq!((b.size, b.ring.capacity()), (65_536, 65_536));
         b.insert(100, &[2u8; 49_900]);
         let mut out = vec![0u8; 50_010];
         assert_eq!(b.read(&mut out), 50_010);
@@ -444,7 +496,7 @@ mod tests {
         // Never beyond the capacity.
         let mut small = RecvBuffer::new(5000);
         small.insert(0, &[0u8; 4500]);
-        assert_eq!(small.ring.len(), 5000);
+        assert_eq!(small.size, 5000);
     }
 
     #[test]

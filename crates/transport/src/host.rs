@@ -62,6 +62,12 @@ impl<A: TransportApp> Hosted<A> {
         self.pump(now);
     }
 
+    /// Hand a packet buffer back to the transport once done with it
+    /// ([`MessageTransport::recycle`]).
+    pub fn recycle(&mut self, packet: Vec<u8>) {
+        self.transport.recycle(packet);
+    }
+
     /// Fire the transport's and the application's due timers.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.start(now);

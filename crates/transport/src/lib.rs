@@ -246,6 +246,13 @@ pub trait MessageTransport: Send {
     fn handle_timeout(&mut self, now: Instant);
     /// The next whole IP packet to send.
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>>;
+    /// Hand back a packet buffer the host is done with (a received packet
+    /// after [`handle_packet`](Self::handle_packet)): a transport may build
+    /// later packets in it instead of allocating. Optional for both sides;
+    /// by default the buffer is dropped.
+    fn recycle(&mut self, packet: Vec<u8>) {
+        drop(packet);
+    }
     /// When the transport next needs `handle_timeout`.
     fn poll_timeout(&self) -> Option<Instant>;
     /// Queue a message.

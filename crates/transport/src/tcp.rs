@@ -758,6 +758,10 @@ impl MessageTransport for TcpTransport {
         Some(p)
     }
 
+    fn recycle(&mut self, packet: Vec<u8>) {
+        self.ep.recycle(packet);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         let deframer = self.deframer.poll_timeout().map(Instant::from_nanos);
         [self.ep.poll_timeout(), deframer]

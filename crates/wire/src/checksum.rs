@@ -7,11 +7,14 @@
 //! verifies when the sum over everything, checksum field included, is
 //! `0xffff`.
 //!
-//! The fast path adds 64-bit big-endian words with an end-around carry, two
-//! words (16 bytes) per step in independent accumulators. This gives the same
-//! result as adding 16-bit words: one's-complement addition is addition
-//! modulo 2^16 - 1, and 2^16 - 1 divides 2^64 - 1, so folding the 64-bit sum
-//! down to 16 bits preserves it (RFC 1071 §2 (B), "parallel summation").
+//! The fast path adds 32-bit little-endian words into four 64-bit lanes
+//! (plain adds, no carry to propagate: the lanes cannot overflow within a
+//! block), then adds the blocks' sums with an end-around carry. This gives the
+//! same result as adding 16-bit words: one's-complement addition is
+//! addition modulo 2^16 - 1, and 2^16 - 1 divides 2^32 - 1 and 2^64 - 1,
+//! so folding the wider sums down to 16 bits preserves it (RFC 1071 §2 (B),
+//! "parallel summation"); the byte order is fixed by one swap at the end
+//! (§2 (A)).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -34,37 +37,56 @@ fn fold(acc: u64) -> u16 {
     s as u16
 }
 
+/// Bytes summed per block: a lane gains less than 2^33 per 32 bytes, so
+/// it stays below 2^45 within a block (no overflow).
+const BLOCK: usize = 1 << 16;
+
+/// Plain 64-bit sums of `block` (a multiple of 32 bytes, at most
+/// [`BLOCK`]) read as little-endian 64-bit words, each added as its two
+/// 32-bit halves, in four lanes: no carry chain and no byte swaps in the
+/// loop.
 #[inline(always)]
-fn be64(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(w)
+fn lanes(block: &[u8]) -> u64 {
+    let mut acc = [0u64; 4];
+    for c in block.chunks_exact(32) {
+        for (i, a) in acc.iter_mut().enumerate() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&c[8 * i..8 * i + 8]);
+            let w = u64::from_le_bytes(w);
+            *a += (w & 0xffff_ffff) + (w >> 32);
+        }
+    }
+    acc.iter().sum()
 }
 
 /// One's-complement sum of `data` as big-endian 16-bit words, folded to
 /// 16 bits and not complemented. An odd trailing byte is padded with a zero
 /// byte on the right (RFC 1071 §1).
+///
+/// The bytes are summed as little-endian words, whose one's-complement sum
+/// is the big-endian one with its two bytes swapped (RFC 1071 §2 (A),
+/// byte-order independence); the swap is done once at the end.
 pub fn data(data: &[u8]) -> u16 {
-    let mut a: u64 = 0;
-    let mut b: u64 = 0;
-    let mut chunks = data.chunks_exact(16);
-    for c in &mut chunks {
-        a = add_carry(a, be64(&c[..8]));
-        b = add_carry(b, be64(&c[8..]));
+    let mut acc: u64 = 0;
+    let whole = data.len() & !31;
+    for block in data[..whole].chunks(BLOCK) {
+        acc = add_carry(acc, lanes(block));
     }
-    let mut acc = add_carry(a, b);
-    let mut rest = chunks.remainder();
-    if rest.len() >= 8 {
-        acc = add_carry(acc, be64(rest));
+    // Under 32 bytes remain: 64-bit words, then the last bytes zero-padded
+    // on the right (as RFC 1071 pads an odd byte).
+    let mut rest = &data[whole..];
+    while rest.len() >= 8 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&rest[..8]);
+        acc = add_carry(acc, u64::from_le_bytes(w));
         rest = &rest[8..];
     }
-    // At most 7 bytes remain: pad them into one big-endian word.
     if !rest.is_empty() {
         let mut w = [0u8; 8];
         w[..rest.len()].copy_from_slice(rest);
-        acc = add_carry(acc, u64::from_be_bytes(w));
+        acc = add_carry(acc, u64::from_le_bytes(w));
     }
-    fold(acc)
+    fold(acc).swap_bytes()
 }
 
 /// One's-complement addition of two folded sums.
@@ -170,6 +192,15 @@ mod tests {
     }
 
     #[test]
+    fn more_than_one_block() {
+        // Past the per-block lane bound; all-0xff words stress the carries.
+        let b = vec![0xffu8; 40 * BLOCK + 37];
+        assert_eq!(data(&b), reference(&b));
+        let b: Vec<u8> = (0..20 * BLOCK + 5).map(|i| (i * 131 % 251) as u8).collect();
+        assert_eq!(data(&b), reference(&b));
+    }
+
+    #[test]
     fn all_ones_stays_ffff() {
         // A sum of 0xffff words must fold to 0xffff, never 0.
         let b = vec![0xffu8; 1000];
@@ -203,6 +234,15 @@ mod tests {
         #[test]
         fn fast_path_matches_reference(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
             prop_assert_eq!(data(&bytes), reference(&bytes));
+        }
+
+        #[test]
+        fn fast_path_matches_reference_at_every_tail_length(
+            bytes in proptest::collection::vec(any::<u8>(), 64..200),
+        ) {
+            for n in 0..bytes.len() {
+                prop_assert_eq!(data(&bytes[..n]), reference(&bytes[..n]), "length {}", n);
+            }
         }
 
         #[test]

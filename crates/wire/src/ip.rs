@@ -656,6 +656,19 @@ pub fn parse_tcp_ip(packet: &[u8]) -> Result<ParsedSegment<'_>> {
 /// If `src` and `dst` differ in address family, or the packet would exceed
 /// the 16-bit IP length fields.
 pub fn build_tcp_ip(src: SocketAddr, dst: SocketAddr, tcp: &TcpRepr, payload: &[u8]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    build_tcp_ip_into(src, dst, tcp, payload, &mut buf);
+    buf
+}
+
+/// [`build_tcp_ip`] into `buf`, cleared first (its allocation reused).
+pub fn build_tcp_ip_into(
+    src: SocketAddr,
+    dst: SocketAddr,
+    tcp: &TcpRepr,
+    payload: &[u8],
+    buf: &mut Vec<u8>,
+) {
     let tcp = TcpRepr {
         src_port: src.port(),
         dst_port: dst.port(),
@@ -666,12 +679,12 @@ pub fn build_tcp_ip(src: SocketAddr, dst: SocketAddr, tcp: &TcpRepr, payload: &[
         .expect("build_tcp_ip: source and destination must be the same address family");
     let hlen = ip.buffer_len();
     // Zeroed headers, then the payload once (no zeroing it first).
-    let mut buf = Vec::with_capacity(hlen + seg_len);
+    buf.clear();
+    buf.reserve_exact(hlen + seg_len);
     buf.resize(hlen + tcp.header_len(), 0);
     buf.extend_from_slice(payload);
-    ip.emit(&mut buf);
+    ip.emit(buf);
     crate::tcp::emit_header_over(&tcp, &mut buf[hlen..], src.ip(), dst.ip());
-    buf
 }
 
 #[cfg(test)]
@@ -952,6 +965,12 @@ mod tests {
             prop_assert_eq!(seg.dst, dst);
             prop_assert_eq!(seg.tcp, tcp);
             prop_assert_eq!(seg.payload, &payload[..]);
+            // Built into a used buffer (longer, shorter, stale bytes): the
+            // same packet.
+            for mut used in [vec![0xa5u8; 3000], vec![0x5au8; 7], Vec::new()] {
+                build_tcp_ip_into(src, dst, &tcp, &payload, &mut used);
+                prop_assert_eq!(&used, &pkt);
+            }
         }
 
         #[test]

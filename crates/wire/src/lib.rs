@@ -127,3 +127,19 @@ pub fn build_tcp_ip(
 ) -> Vec<u8> {
     ip::build_tcp_ip(src, dst, tcp, payload)
 }
+
+/// [`build_tcp_ip`] into `buf` (cleared first, its allocation reused: a
+/// driver that hands received packets back to the sender side saves an
+/// allocation per packet). The bytes are the same.
+///
+/// # Panics
+/// As [`build_tcp_ip`].
+pub fn build_tcp_ip_into(
+    src: std::net::SocketAddr,
+    dst: std::net::SocketAddr,
+    tcp: &TcpRepr,
+    payload: &[u8],
+    buf: &mut Vec<u8>,
+) {
+    ip::build_tcp_ip_into(src, dst, tcp, payload, buf);
+}

@@ -159,7 +159,26 @@ pub struct ReportArgs {
     dir: PathBuf,
 }
 
+/// A simulated connection allocates and frees buffers per segment (the
+/// receive ring), per chunk (the send buffer grows with what is queued) and
+/// per packet; glibc gives freed memory above its trim threshold (and every
+/// block above its mmap threshold) back to the kernel, and the next chunk
+/// faults it in again (about 2 % of a `repro dash2018`, sys time mostly).
+/// A repro is one batch process: keep the memory. The results do not
+/// depend on it.
+#[allow(unsafe_code)]
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only sets allocator parameters (a failure leaves
+    // the defaults); it is called before the worker threads start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
 pub fn run(cmd: ReproCommand) -> Result<(), String> {
+    keep_freed_memory();
     match cmd {
         ReproCommand::Ch5(a) => {
             let plan = match &a.scenario {

@@ -170,10 +170,19 @@ impl ResponseHead {
 /// A data message: `seq`, the stream offset past its last byte, `body`.
 pub fn data_message(seq: u32, end: u64, body: &[u8]) -> Vec<u8> {
     let mut m = Vec::with_capacity(DATA_HEADER + body.len());
-    m.extend_from_slice(&seq.to_be_bytes());
-    m.extend_from_slice(&end.to_be_bytes());
+    m.extend_from_slice(&data_header(seq, end));
     m.extend_from_slice(body);
     m
+}
+
+/// The [`DATA_HEADER`] bytes that open a data message (see
+/// [`data_message`]), for a sender that writes the body in place.
+#[must_use]
+pub fn data_header(seq: u32, end: u64) -> [u8; DATA_HEADER] {
+    let mut h = [0u8; DATA_HEADER];
+    h[..4].copy_from_slice(&seq.to_be_bytes());
+    h[4..].copy_from_slice(&end.to_be_bytes());
+    h
 }
 
 /// `(seq, end offset, body)` of a data message.

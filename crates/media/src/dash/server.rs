@@ -169,8 +169,10 @@ impl DashServer {
             let take = (r.len - r.sent).min((MESSAGE_SIZE - DATA_HEADER) as u64) as usize;
             let end = r.start + r.sent + take as u64;
             let seq = self.seq;
-            // Header, then the body written in place.
-            let mut payload = http::data_message(seq, end, &[]);
+            // Header, then the body written in place (one allocation of
+            // the final size).
+            let mut payload = Vec::with_capacity(DATA_HEADER + take);
+            payload.extend_from_slice(&http::data_header(seq, end));
             payload.resize(DATA_HEADER + take, 0);
             let body = &mut payload[DATA_HEADER..];
             match &r.body {

@@ -563,3 +563,72 @@ fn touched_lists_only_the_connections_that_took_input() {
     p.b.take_touched(&mut touched);
     assert!(touched.is_empty());
 }
+
+/// Packets built in recycled buffers ([`Endpoint::recycle`]) are the
+/// packets built in fresh ones: the same exchange, byte for byte.
+#[test]
+fn recycled_packet_buffers_change_no_byte() {
+    fn exchange(recycle: bool) -> Vec<Vec<u8>> {
+        let (a_addr, b_addr) = (sa("10.0.0.1:5000"), sa("10.0.0.2:80"));
+        let mut a = Endpoint::new(Config::default(), 1);
+        let mut b = Endpoint::new(Config::default(), 2);
+        b.listen(b_addr).unwrap();
+        let mut now = Instant::ZERO;
+        let h = a.connect(now, a_addr, b_addr).unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut sent = 0;
+        let mut wire = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        for _ in 0..2000 {
+            now += Duration::from_millis(1);
+            if let Some(c) = a.connection_mut(h) {
+                if sent < data.len() {
+                    sent += c.send(&data[sent..]).unwrap_or(0);
+                }
+            }
+            let mut moved = false;
+            while let Some(p) = a.poll_transmit(now) {
+                b.handle_packet(now, &p);
+                wire.push(p.clone());
+                if recycle {
+                    b.recycle(p);
+                }
+                moved = true;
+            }
+            while let Some(p) = b.poll_transmit(now) {
+                a.handle_packet(now, &p);
+                wire.push(p.clone());
+                if recycle {
+                    a.recycle(p);
+                }
+                moved = true;
+            }
+            while let Some(ev) = b.poll_event() {
+                let (crate::EndpointEvent::Conn { handle, .. }
+                | crate::EndpointEvent::Accepted { handle, .. }) = ev;
+                if let Some(c) = b.connection_mut(handle) {
+                    while c.recv(&mut buf).unwrap_or(0) > 0 {}
+                }
+            }
+            while a.poll_event().is_some() {}
+            if let Some(t) = [a.poll_timeout(), b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min()
+            {
+                if t <= now {
+                    a.handle_timeout(now);
+                    b.handle_timeout(now);
+                }
+            }
+            if !moved && sent == data.len() && wire.len() > 200 {
+                break;
+            }
+        }
+        assert_eq!(sent, data.len());
+        wire
+    }
+    let plain = exchange(false);
+    assert!(plain.len() > 150, "{} packets", plain.len());
+    assert_eq!(exchange(true), plain);
+}
