@@ -141,12 +141,10 @@ pub fn loss_model(model: &str, p: f64, burst: f64) -> Result<LossModel, String> 
                 return Err(format!("burst {burst}: a mean burst is at least 1 packet"));
             }
             let r = 1.0 / burst;
-            Ok(LossModel::GilbertElliott(GilbertElliott {
-                p: p * r / (1.0 - p),
+            Ok(LossModel::GilbertElliott(GilbertElliott::gilbert(
+                p * r / (1.0 - p),
                 r,
-                loss_good: 0.0,
-                loss_bad: 1.0,
-            }))
+            )))
         }
         other => Err(format!("model must be bernoulli or gilbert, not '{other}'")),
     }
