@@ -16,7 +16,6 @@ use crate::transport::GenericTransport;
 use hollywood_sim::{LinkConfig, LossModel, MultiHomedHost, SimBuilder};
 use hollywood_tcp::{Config, Instant};
 use hollywood_transport::group::{GroupConfig, GroupMode, GroupStats, GroupTransport};
-use hollywood_transport::quic::QuicCc;
 use hollywood_transport::udp::UdpTransport;
 use hollywood_transport::MessageTransport;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -545,11 +544,7 @@ impl MultipathScenario {
             mode: self.mode.name(),
             transport: self.transport.name(),
             cc: match &self.transport {
-                GenericTransport::Quic(q) => match q.cc {
-                    QuicCc::NewReno => "newreno",
-                    QuicCc::Cubic => "cubic",
-                    QuicCc::Bbr => "bbr",
-                },
+                GenericTransport::Quic(q) => q.cc.name(),
                 GenericTransport::Tcp(_) => self.base.cc.name(),
                 GenericTransport::Udp => "none",
             },

@@ -350,6 +350,10 @@ impl MessageTransport for FecTransport {
         self.inner.poll_transmit(now)
     }
 
+    fn recycle(&mut self, packet: Vec<u8>) {
+        self.inner.recycle(packet);
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         [
             self.inner.poll_timeout(),

@@ -818,6 +818,14 @@ impl MessageTransport for GroupTransport {
         None
     }
 
+    /// A buffer the host is done with goes to the path polled first for
+    /// the next packet, the likeliest to build one.
+    fn recycle(&mut self, packet: Vec<u8>) {
+        if let Some(p) = self.paths.get_mut(self.next_tx) {
+            p.t.recycle(packet);
+        }
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         self.paths
             .iter()
@@ -946,6 +954,7 @@ mod tests {
     struct FakeState {
         sent: Vec<OutMessage>,
         events: VecDeque<TransportEvent>,
+        recycled: usize,
     }
     type Shared = std::sync::Arc<std::sync::Mutex<FakeState>>;
     struct Fake(Shared);
@@ -963,6 +972,9 @@ mod tests {
         }
         fn handle_packet(&mut self, _: Instant, _: &[u8]) {}
         fn handle_timeout(&mut self, _: Instant) {}
+        fn recycle(&mut self, _: Vec<u8>) {
+            self.0.lock().unwrap().recycled += 1;
+        }
         fn poll_transmit(&mut self, _: Instant) -> Option<Vec<u8>> {
             None
         }
@@ -1019,6 +1031,16 @@ mod tests {
             lifetime: Some(Duration::from_millis(lifetime_ms)),
             ..OutMessage::new(id, vec![id as u8; 100])
         }
+    }
+
+    #[test]
+    fn recycled_buffers_reach_an_inner_transport() {
+        let (mut g, f) = fakes(GroupMode::Broadcast, 2);
+        for _ in 0..4 {
+            g.recycle(Vec::with_capacity(1500));
+        }
+        let total: usize = f.iter().map(|s| s.lock().unwrap().recycled).sum();
+        assert_eq!(total, 4);
     }
 
     #[test]

@@ -85,6 +85,17 @@ pub enum QuicCc {
     Bbr,
 }
 
+impl QuicCc {
+    /// The controller's name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuicCc::NewReno => "newreno",
+            QuicCc::Cubic => "cubic",
+            QuicCc::Bbr => "bbr",
+        }
+    }
+}
+
 /// Configuration of a QUIC transport.
 #[derive(Debug, Clone)]
 pub struct QuicConfig {
