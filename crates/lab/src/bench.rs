@@ -116,6 +116,52 @@ impl OffloadModes {
     }
 }
 
+/// Whether the engine's TUN host writes from a thread of its own
+/// ([`TunHost::set_tx_thread`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxThreadModes {
+    /// The host's default (on with offloads on a machine with more than
+    /// one CPU).
+    Default,
+    /// Writes in the engine's own task.
+    Off,
+    /// A writer thread.
+    On,
+    /// Both, off first (before/after in one run).
+    Both,
+}
+
+impl TxThreadModes {
+    fn list(self) -> &'static [Option<bool>] {
+        match self {
+            TxThreadModes::Default => &[None],
+            TxThreadModes::Off => &[Some(false)],
+            TxThreadModes::On => &[Some(true)],
+            TxThreadModes::Both => &[Some(false), Some(true)],
+        }
+    }
+}
+
+/// Every engine configuration of a run: offload setting × writer thread.
+fn engine_setups(opts: &BenchOptions) -> Vec<(bool, Option<bool>)> {
+    let mut v = Vec::new();
+    for &o in opts.offload.list() {
+        for &t in opts.tx_thread.list() {
+            v.push((o, t));
+        }
+    }
+    v
+}
+
+/// A TUN host for the engine with the run's writer-thread setting.
+fn engine_host(net: &Net, offload: bool, tx: Option<bool>, config: Config) -> Result<TunHost> {
+    let mut host = TunHost::new(net.tun(offload)?, config)?;
+    if let Some(on) = tx {
+        host.set_tx_thread(on)?;
+    }
+    Ok(host)
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -127,6 +173,8 @@ pub struct BenchOptions {
     pub round_trips: usize,
     /// Engine offload settings.
     pub offload: OffloadModes,
+    /// Engine writer-thread settings.
+    pub tx_thread: TxThreadModes,
 }
 
 impl Default for BenchOptions {
@@ -136,6 +184,7 @@ impl Default for BenchOptions {
             seconds: 5,
             round_trips: 20_000,
             offload: OffloadModes::Both,
+            tx_thread: TxThreadModes::Default,
         }
     }
 }
@@ -197,6 +246,10 @@ pub struct KernelThroughput {
 pub struct EngineThroughput {
     /// TUN offloads on.
     pub offload: bool,
+    /// The host had a writer thread.
+    pub tx_thread: bool,
+    /// Frames the host handed to its writer thread (of `frames_out`).
+    pub frames_handed_over: u64,
     /// Receiver's rate, Gbit/s: bytes over the time from first byte to EOF.
     pub gbps: f64,
     /// Bytes received (all checked against the sender's pattern).
@@ -272,6 +325,8 @@ pub struct EchoReport {
 pub struct EngineEcho {
     /// TUN offloads on.
     pub offload: bool,
+    /// The host had a writer thread.
+    pub tx_thread: bool,
     /// Round-trip statistics.
     pub latency: Latency,
     /// Engine p50 / kernel p50 of this run.
@@ -431,12 +486,12 @@ fn throughput(
     let kernel_reverse = iperf3(net, opts.seconds, true)?;
     let mut engine_to_kernel = Vec::new();
     let mut kernel_to_engine = Vec::new();
-    for (i, &offload) in opts.offload.list().iter().enumerate() {
+    for (i, (offload, tx)) in engine_setups(opts).into_iter().enumerate() {
         let port = 5300 + 2 * i as u16;
-        let mut r = runtime.block_on(engine_send(net, offload, duration, port))?;
+        let mut r = runtime.block_on(engine_send(net, offload, tx, duration, port))?;
         r.ratio_vs_kernel = r.gbps / kernel.gbps;
         engine_to_kernel.push(r);
-        let mut r = runtime.block_on(engine_receive(net, offload, duration, port + 1))?;
+        let mut r = runtime.block_on(engine_receive(net, offload, tx, duration, port + 1))?;
         r.ratio_vs_kernel = r.gbps / kernel_reverse.gbps;
         kernel_to_engine.push(r);
     }
@@ -614,9 +669,12 @@ fn check_events(
     Ok(())
 }
 
-fn engine_result(offload: bool, r: &Received, stats: HostStats, rtx: u64) -> EngineThroughput {
+fn engine_result(host: &TunHost, r: &Received, rtx: u64) -> EngineThroughput {
+    let stats: HostStats = host.stats();
     EngineThroughput {
-        offload,
+        offload: host.tun().offload(),
+        tx_thread: host.tx_thread(),
+        frames_handed_over: stats.frames_handed_over,
         gbps: r.gbps(),
         bytes: r.bytes,
         seconds: r.seconds(),
@@ -635,12 +693,13 @@ fn engine_result(offload: bool, r: &Received, stats: HostStats, rtx: u64) -> Eng
 async fn engine_send(
     net: &Net,
     offload: bool,
+    tx: Option<bool>,
     duration: Duration,
     port: u16,
 ) -> Result<EngineThroughput> {
     let sink_addr = SocketAddr::new(B.into(), port);
     let sink = kernel_sink(&net.b, sink_addr)?;
-    let mut host = TunHost::new(net.tun(offload)?, Config::default())?;
+    let mut host = engine_host(net, offload, tx, Config::default())?;
     let handle = host.connect(SocketAddr::new(ENGINE.into(), 0), sink_addr)?;
     let pat = pattern();
     let mut sent: u64 = 0;
@@ -694,7 +753,7 @@ async fn engine_send(
             received.bytes
         )));
     }
-    Ok(engine_result(offload, &received, host.stats(), rtx))
+    Ok(engine_result(&host, &received, rtx))
 }
 
 /// A kernel sender in B writes the pattern to the engine in A for
@@ -702,11 +761,12 @@ async fn engine_send(
 async fn engine_receive(
     net: &Net,
     offload: bool,
+    tx: Option<bool>,
     duration: Duration,
     port: u16,
 ) -> Result<EngineThroughput> {
     let engine_addr = SocketAddr::new(ENGINE.into(), port);
-    let mut host = TunHost::new(net.tun(offload)?, Config::default())?;
+    let mut host = engine_host(net, offload, tx, Config::default())?;
     host.listen(engine_addr)?;
     let sender = net.b.spawn("hwb-sender", move || -> io::Result<u64> {
         let mut s = TcpStream::connect_timeout(&engine_addr, SOCKET_TIMEOUT)?;
@@ -789,7 +849,7 @@ async fn engine_receive(
             r.bytes
         )));
     }
-    Ok(engine_result(offload, &r, host.stats(), rtx))
+    Ok(engine_result(&host, &r, rtx))
 }
 
 // ---------------------------------------------------------------------
@@ -866,11 +926,12 @@ fn echo(net: &Net, runtime: &tokio::runtime::Runtime, opts: &BenchOptions) -> Re
         )));
     }
     let mut engine = Vec::new();
-    for (i, &offload) in opts.offload.list().iter().enumerate() {
+    for (i, (offload, tx)) in engine_setups(opts).into_iter().enumerate() {
         let addr = SocketAddr::new(B.into(), 5401 + i as u16);
-        let latency = runtime.block_on(engine_echo(net, offload, addr, total))?;
+        let (latency, tx_thread) = runtime.block_on(engine_echo(net, offload, tx, addr, total))?;
         engine.push(EngineEcho {
             offload,
+            tx_thread,
             ratio_p50: latency.p50_us / kernel.p50_us,
             ratio_p99: latency.p99_us / kernel.p99_us,
             latency,
@@ -885,13 +946,19 @@ fn echo(net: &Net, runtime: &tokio::runtime::Runtime, opts: &BenchOptions) -> Re
 
 /// The engine client in A: `total` echoes of 160-byte messages, one
 /// outstanding; the first [`ECHO_WARMUP`] are not timed.
-async fn engine_echo(net: &Net, offload: bool, addr: SocketAddr, total: usize) -> Result<Latency> {
+async fn engine_echo(
+    net: &Net,
+    offload: bool,
+    tx: Option<bool>,
+    addr: SocketAddr,
+    total: usize,
+) -> Result<(Latency, bool)> {
     let server = echo_server(&net.b, addr)?;
     let config = Config {
         nagle: false,
         ..Config::default()
     };
-    let mut host = TunHost::new(net.tun(offload)?, config)?;
+    let mut host = engine_host(net, offload, tx, config)?;
     let handle = host.connect(SocketAddr::new(ENGINE.into(), 0), addr)?;
     let mut rtts = Vec::with_capacity(total);
     let mut i = 0usize;
@@ -971,7 +1038,7 @@ async fn engine_echo(net: &Net, offload: bool, addr: SocketAddr, total: usize) -
             rtts.len()
         )));
     }
-    Ok(Latency::from_ns(rtts))
+    Ok((Latency::from_ns(rtts), host.tx_thread()))
 }
 
 // ---------------------------------------------------------------------
@@ -989,7 +1056,12 @@ impl BenchReport {
             "machine: {} ({} CPUs), Linux {}, veth/TUN MTU {}",
             m.cpu, m.cpus, m.kernel, m.mtu
         );
-        let off = |o: bool| if o { "offload on " } else { "offload off" };
+        let off = |o: bool, t: bool| match (o, t) {
+            (true, true) => "offload on , writer thread",
+            (true, false) => "offload on ",
+            (false, true) => "offload off, writer thread",
+            (false, false) => "offload off",
+        };
         if let Some(t) = &self.throughput {
             let _ = writeln!(s, "throughput ({} s per run, same veth):", self.seconds);
             let _ = writeln!(
@@ -1010,7 +1082,7 @@ impl BenchReport {
                     let _ = writeln!(
                         s,
                         "  {name} ({})  {:7.2} Gb/s  = {:.3} × kernel  ({} segments, {} TUN writes, {} TUN reads, {} retransmitted)",
-                        off(r.offload),
+                        off(r.offload, r.tx_thread),
                         r.gbps,
                         r.ratio_vs_kernel,
                         if name.starts_with("engine") { r.packets_out } else { r.packets_in },
@@ -1042,7 +1114,7 @@ impl BenchReport {
             for r in &e.engine {
                 line(
                     &mut s,
-                    &format!("engine ↔ kernel ({})", off(r.offload)),
+                    &format!("engine ↔ kernel ({})", off(r.offload, r.tx_thread)),
                     &r.latency,
                     Some((r.ratio_p50, r.ratio_p99)),
                 );

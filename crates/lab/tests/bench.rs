@@ -1,12 +1,13 @@
 //! `hollywood_lab::bench` end to end (root only): a short run of both
-//! benchmarks with TUN offloads off and on. Checks that the report is
+//! benchmarks with TUN offloads off and on, each with the host writing
+//! frames itself and from its writer thread. Checks that the report is
 //! complete and well-formed, that every transfer moved bytes (each byte is
 //! verified against the sender's pattern by the benchmark itself, and the
 //! byte counts of both ends must agree, or the run fails) and that the
 //! namespaces are gone afterwards. No timing assertions: the numbers
 //! depend on the machine.
 
-use hollywood_lab::bench::{self, BenchOptions, OffloadModes, Which};
+use hollywood_lab::bench::{self, BenchOptions, OffloadModes, TxThreadModes, Which};
 
 fn namespaces_of_this_process() -> Vec<String> {
     let out = std::process::Command::new("ip")
@@ -45,6 +46,7 @@ fn bench_runs_briefly_and_reports_everything() {
         seconds: 1,
         round_trips: 500,
         offload: OffloadModes::Both,
+        tx_thread: TxThreadModes::Both,
     };
     let result = bench::run(&opts);
     assert!(
@@ -68,7 +70,12 @@ fn bench_runs_briefly_and_reports_everything() {
             .iter()
             .map(|r| r["offload"].as_bool().unwrap())
             .collect();
-        assert_eq!(modes, vec![false, true], "{dir}");
+        assert_eq!(modes, vec![false, false, true, true], "{dir}");
+        let tx: Vec<bool> = runs
+            .iter()
+            .map(|r| r["tx_thread"].as_bool().unwrap())
+            .collect();
+        assert_eq!(tx, vec![false, true, false, true], "{dir}");
         for r in runs {
             assert!(r["bytes"].as_u64().unwrap() > 100_000, "{dir}: {r}");
             let gbps = r["gbps"].as_f64().unwrap();
@@ -88,22 +95,24 @@ fn bench_runs_briefly_and_reports_everything() {
         }
         // With offloads the engine's segments travel in fewer TUN writes
         // (sender) or arrive in fewer TUN reads (receiver).
-        let on = &runs[1];
-        if dir == "engine_to_kernel" {
-            assert!(on["segments_merged"].as_u64().unwrap() > 0, "{on}");
-            assert!(
-                on["frames_out"].as_u64() < on["packets_out"].as_u64(),
-                "{on}"
-            );
-        } else {
-            assert!(on["frames_in"].as_u64() < on["packets_in"].as_u64(), "{on}");
+        for on in &runs[2..] {
+            if dir == "engine_to_kernel" {
+                assert!(on["segments_merged"].as_u64().unwrap() > 0, "{on}");
+                assert!(
+                    on["frames_out"].as_u64() < on["packets_out"].as_u64(),
+                    "{on}"
+                );
+            } else {
+                assert!(on["frames_in"].as_u64() < on["packets_in"].as_u64(), "{on}");
+            }
         }
-        let off = &runs[0];
-        assert_eq!(
-            off["frames_out"], off["packets_out"],
-            "no merging without offloads"
-        );
-        assert_eq!(off["segments_merged"].as_u64(), Some(0));
+        for off in &runs[..2] {
+            assert_eq!(
+                off["frames_out"], off["packets_out"],
+                "no merging without offloads"
+            );
+            assert_eq!(off["segments_merged"].as_u64(), Some(0));
+        }
     }
     let e = &json["echo"];
     assert_eq!(e["message_bytes"].as_u64(), Some(160));
@@ -119,7 +128,7 @@ fn bench_runs_briefly_and_reports_everything() {
     };
     check_latency(&e["kernel"]);
     let engine = e["engine"].as_array().unwrap();
-    assert_eq!(engine.len(), 2);
+    assert_eq!(engine.len(), 4);
     for r in engine {
         check_latency(&r["latency"]);
         let ratio = r["ratio_p50"].as_f64().unwrap();

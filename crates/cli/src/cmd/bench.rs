@@ -6,7 +6,7 @@
 
 use crate::units::{parse_duration, parse_fraction};
 use clap::{Args, ValueEnum};
-use hollywood_lab::bench::{self, BenchOptions, OffloadModes, Which};
+use hollywood_lab::bench::{self, BenchOptions, OffloadModes, TxThreadModes, Which};
 use hollywood_lab::relaybench::{self, RelayBenchSpec};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +36,20 @@ pub enum BenchOffload {
     Both,
 }
 
+/// Whether the engine's TUN host writes from a thread of its own.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BenchTxThread {
+    /// The host's default: on with offloads on a machine with more than
+    /// one CPU.
+    Default,
+    /// Writes in the engine's own task.
+    Off,
+    /// A writer thread.
+    On,
+    /// Both (before/after in one run).
+    Both,
+}
+
 /// Arguments of `hollywood bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -51,6 +65,10 @@ pub struct BenchArgs {
     /// Run the engine with TUN offloads off, on, or both.
     #[arg(long, value_enum, default_value = "both")]
     offload: BenchOffload,
+    /// Write the engine's TUN frames from a thread of their own (default:
+    /// the host's choice), or run both.
+    #[arg(long, value_enum, default_value = "default")]
+    tx_thread: BenchTxThread,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     json: bool,
@@ -155,6 +173,12 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
             BenchOffload::Off => OffloadModes::Off,
             BenchOffload::On => OffloadModes::On,
             BenchOffload::Both => OffloadModes::Both,
+        },
+        tx_thread: match a.tx_thread {
+            BenchTxThread::Default => TxThreadModes::Default,
+            BenchTxThread::Off => TxThreadModes::Off,
+            BenchTxThread::On => TxThreadModes::On,
+            BenchTxThread::Both => TxThreadModes::Both,
         },
     };
     let report = bench::run(&opts).map_err(|e| e.to_string())?;

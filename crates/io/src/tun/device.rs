@@ -167,6 +167,13 @@ impl TunDevice {
         })
     }
 
+    /// A second descriptor of the device (`dup(2)`; same open file, so
+    /// non-blocking too), for a thread that writes without tokio. The
+    /// device lives as long as any of its descriptors.
+    pub(crate) fn try_clone_file(&self) -> io::Result<File> {
+        self.fd.get_ref().try_clone()
+    }
+
     /// The interface name the kernel assigned.
     pub fn name(&self) -> &str {
         &self.name

@@ -26,7 +26,8 @@
 
 use crate::error::{Error, Result};
 use crate::tun::device::{split_frame, TunDevice, MAX_FRAME};
-use crate::tun::offload::{self, Coalescer, Push, VnetHdr, VNET_HDR_LEN};
+use crate::tun::offload::{Coalescer, Push, MAX_SUPER_PACKET, VNET_HDR_LEN};
+use crate::tun::writer::{self, TxThread};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
 use hollywood_wire::pcap;
 use rand::{Rng, SeedableRng};
@@ -40,9 +41,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
-/// Most packets read from the TUN device in one wake-up before the
-/// application closure runs again (engine output is written after each).
-const RX_BATCH: usize = 64;
+/// Most packets given to the engine in one wake-up before the
+/// application closure runs again (engine output is written after each),
+/// as NAPI's budget of 64 packets per poll. Counted in packets, not TUN
+/// reads: with offloads one read is a super-packet of up to 44 segments,
+/// and 64 of them (4 MB) read without the application running filled an
+/// autotuned receive window (a few hundred KB on a short path) and stalled
+/// the sender: `lab bench throughput` kernel → engine went from 0.2-0.5x
+/// to 0.5-0.8x the kernel's rate when the budget counted packets.
+const RX_BATCH: u64 = 64;
 
 /// Counters kept by the host (the engine keeps its own in `Endpoint::stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -75,6 +82,9 @@ pub struct HostStats {
     /// Super-packets the kernel refused (`EINVAL`) and that were written
     /// as their individual segments instead.
     pub offload_fallbacks: u64,
+    /// Frames handed to the writer thread ([`TunHost::set_tx_thread`]);
+    /// the rest of `frames_out` the host wrote itself.
+    pub frames_handed_over: u64,
 }
 
 /// Random packet loss injected by the host in both directions, from a
@@ -161,6 +171,10 @@ pub struct TunHost {
     scratch: Vec<u8>,
     /// Merges outgoing segments into super-packets (offloads only).
     coalescer: Option<Coalescer>,
+    /// The thread that writes frames, if on ([`TunHost::set_tx_thread`]).
+    tx: Option<TxThread>,
+    /// A written super-packet buffer, for the coalescer's next batch.
+    spare_frame: Option<Vec<u8>>,
 }
 
 /// `config` with its MSS lowered, if needed, so that a full segment fits
@@ -231,7 +245,7 @@ impl TunHost {
         };
         let coalescer = tun.offload().then(Coalescer::default);
         let ep_config = clamp_mss(config.clone(), tun.mtu());
-        TunHost {
+        let mut host = TunHost {
             tun,
             endpoint: Endpoint::new(ep_config, seed),
             config,
@@ -244,7 +258,44 @@ impl TunHost {
             buf,
             scratch: Vec::new(),
             coalescer,
+            tx: None,
+            spare_frame: None,
+        };
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        if host.tun.offload() && cores > 1 {
+            // Without a thread the host writes itself: slower, not wrong.
+            let _ = host.set_tx_thread(true);
         }
+        host
+    }
+
+    /// Write frames to the device from a thread of its own (on), or in
+    /// the host's own task (off). On by default for a device with offloads
+    /// on a machine with more than one CPU: the kernel's copy of a 64 KB
+    /// super-packet in `write(2)` then runs beside the engine instead of
+    /// in its turn (docs/LAB.md, "TUN writer thread"). Frames keep their
+    /// order either way; a small packet with nothing queued is still
+    /// written by the host itself, so latency-bound exchanges pay no
+    /// thread hand-over. Turning it off waits for what is queued.
+    pub fn set_tx_thread(&mut self, on: bool) -> Result<()> {
+        if on == self.tx.is_some() {
+            return Ok(());
+        }
+        if !on {
+            self.tx = None;
+            return Ok(());
+        }
+        let ctx = || format!("start the writer thread of {}", self.tun.name());
+        let file = self.tun.try_clone_file().map_err(|e| Error::io(ctx(), e))?;
+        let t = TxThread::spawn(file, self.tun.offload(), self.tun.name())
+            .map_err(|e| Error::io(ctx(), e))?;
+        self.tx = Some(t);
+        Ok(())
+    }
+
+    /// Whether frames are written by a thread of their own.
+    pub fn tx_thread(&self) -> bool {
+        self.tx.is_some()
     }
 
     /// The configuration for connections with `peer`'s address family: the
@@ -338,7 +389,11 @@ impl TunHost {
 
     /// The host's packet counters.
     pub fn stats(&self) -> HostStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(t) = &self.tx {
+            s.offload_fallbacks += t.fallbacks();
+        }
+        s
     }
 
     fn capture(&mut self, now: Instant, packet: &[u8]) -> Result<()> {
@@ -398,16 +453,14 @@ impl TunHost {
         while let Some(packet) = self.endpoint.poll_transmit(now) {
             if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
                 self.stats.injected_drops_out += 1;
+                self.endpoint.recycle(packet);
                 continue;
             }
             self.capture(now, &packet)?;
             self.stats.packets_out += 1;
             self.stats.bytes_out += packet.len() as u64;
             match &mut self.coalescer {
-                None => {
-                    write_frame(&self.tun, &packet).await?;
-                    self.stats.frames_out += 1;
-                }
+                None => self.write_owned(packet).await?,
                 Some(c) => {
                     if c.push(&packet) == Push::Full {
                         self.write_batch().await?;
@@ -415,10 +468,48 @@ impl TunHost {
                         let pushed = c.push(&packet);
                         debug_assert_eq!(pushed, Push::Added);
                     }
+                    // The coalescer copied it: the engine may reuse it.
+                    self.endpoint.recycle(packet);
                 }
             }
         }
         self.write_batch().await
+    }
+
+    /// Write `frame` (a packet, or a frame with offloads): by the writer
+    /// thread if it is on and the frame is large or others wait for it
+    /// (order is kept), else here. Its buffer is reused.
+    async fn write_owned(&mut self, frame: Vec<u8>) -> Result<()> {
+        if let Some(t) = &self.tx {
+            if frame.len() > writer::INLINE_MAX || t.queued() > 0 {
+                t.send(frame)
+                    .map_err(|e| Error::io(format!("write to {}", self.tun.name()), e))?;
+                self.stats.frames_out += 1;
+                self.stats.frames_handed_over += 1;
+                if let Some(b) = t.reuse() {
+                    self.give_back(b);
+                }
+                return Ok(());
+            }
+            t.check()
+                .map_err(|e| Error::io(format!("write to {}", self.tun.name()), e))?;
+        }
+        write_frame(&self.tun, &frame).await?;
+        self.stats.frames_out += 1;
+        self.give_back(frame);
+        Ok(())
+    }
+
+    /// Keep a written buffer: a super-packet's for the coalescer, a
+    /// packet's for the engine.
+    fn give_back(&mut self, buf: Vec<u8>) {
+        if buf.capacity() >= VNET_HDR_LEN + MAX_SUPER_PACKET {
+            if self.spare_frame.is_none() {
+                self.spare_frame = Some(buf);
+            }
+        } else {
+            self.endpoint.recycle(buf);
+        }
     }
 
     /// Write the coalescer's open batch, if any. Should the kernel refuse
@@ -430,25 +521,31 @@ impl TunHost {
             return Ok(());
         };
         let before = c.merged_segments();
+        if self.tx.is_some() {
+            if c.is_empty() {
+                return Ok(());
+            }
+            let spare = self
+                .spare_frame
+                .take()
+                .or_else(|| self.tx.as_ref().and_then(TxThread::reuse))
+                .unwrap_or_default();
+            let frame = c.take_frame(spare).expect("a batch is open");
+            self.stats.segments_merged += c.merged_segments() - before;
+            return self.write_owned(frame).await;
+        }
         if let Some(frame) = c.frame() {
             match self.tun.send_frame(frame).await {
                 Ok(()) => self.stats.frames_out += 1,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidInput && frame[1] != 0 => {
                     self.stats.offload_fallbacks += 1;
-                    let mut segments = Vec::new();
-                    let hdr = VnetHdr::decode(frame).expect("coalescer frames have a header");
-                    let mut pkt = frame[VNET_HDR_LEN..].to_vec();
-                    offload::rx_packet(&hdr, &mut pkt, &mut self.scratch, |seg| {
-                        let mut f = vec![0u8; VNET_HDR_LEN];
-                        f.extend_from_slice(seg);
-                        segments.push(f);
-                    })
-                    .map_err(|oe| {
-                        Error::io(
-                            format!("split a refused super-packet for {}", self.tun.name()),
-                            std::io::Error::other(oe),
-                        )
-                    })?;
+                    let segments =
+                        writer::split_refused(frame, &mut self.scratch).map_err(|e| {
+                            Error::io(
+                                format!("split a refused super-packet for {}", self.tun.name()),
+                                e,
+                            )
+                        })?;
                     for f in &segments {
                         write_frame(&self.tun, f).await?;
                         self.stats.frames_out += 1;
@@ -539,6 +636,8 @@ impl TunHost {
             };
             if let Some(r) = received {
                 let len = r.map_err(|e| Error::io(format!("read from {}", self.tun.name()), e))?;
+                let taken = |s: &HostStats| s.packets_in + s.injected_drops_in + s.offload_errors;
+                let first = taken(&self.stats);
                 let now = self.now();
                 self.deliver(now, len)?;
                 // Transmit after every packet: ACK decisions (immediate
@@ -546,6 +645,9 @@ impl TunHost {
                 // engine's, and batching input here would coalesce them.
                 self.flush(now).await?;
                 for _ in 1..RX_BATCH {
+                    if taken(&self.stats) - first >= RX_BATCH {
+                        break;
+                    }
                     match self.tun.try_recv_frame(&mut self.buf) {
                         Ok(len) => {
                             let now = self.now();

@@ -11,3 +11,4 @@
 pub mod device;
 pub mod host;
 pub mod offload;
+mod writer;

@@ -584,6 +584,19 @@ impl Coalescer {
         Some(&self.buf)
     }
 
+    /// [`Coalescer::frame`] as an owned buffer: the open batch's frame is
+    /// returned and `spare` (cleared) becomes the buffer of the next batch,
+    /// so the frame can be handed to another thread without a copy.
+    pub fn take_frame(&mut self, mut spare: Vec<u8>) -> Option<Vec<u8>> {
+        self.frame()?;
+        spare.clear();
+        spare.reserve(VNET_HDR_LEN + MAX_SUPER_PACKET);
+        let frame = std::mem::replace(&mut self.buf, spare);
+        self.batch = None;
+        self.framed = false;
+        Some(frame)
+    }
+
     /// Drop the open batch (after its frame was written).
     pub fn clear(&mut self) {
         self.batch = None;
