@@ -631,8 +631,8 @@ impl IpRepr {
     }
 }
 
-/// See [`crate::parse_tcp_ip`].
-pub fn parse_tcp_ip(packet: &[u8]) -> Result<ParsedSegment<'_>> {
+/// See [`crate::parse_tcp_ip`] and [`crate::parse_tcp_ip_unverified`].
+pub fn parse_tcp_ip_with(packet: &[u8], verify_checksum: bool) -> Result<ParsedSegment<'_>> {
     let (ip, payload) = IpRepr::parse(packet)?;
     // RFC 8200 §4: extension headers sit between the fixed header and TCP;
     // we do not follow them, so anything but TCP here is unsupported.
@@ -640,7 +640,7 @@ pub fn parse_tcp_ip(packet: &[u8]) -> Result<ParsedSegment<'_>> {
         return Err(Error::Unsupported);
     }
     let (src, dst) = (ip.src_addr(), ip.dst_addr());
-    let (tcp, data) = TcpRepr::parse(payload, src, dst, true)?;
+    let (tcp, data) = TcpRepr::parse(payload, src, dst, verify_checksum)?;
     Ok(ParsedSegment {
         src: SocketAddr::new(src, tcp.src_port),
         dst: SocketAddr::new(dst, tcp.dst_port),

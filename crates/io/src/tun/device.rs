@@ -379,6 +379,27 @@ pub(crate) fn split_frame(
     offload::rx_packet(&hdr, &mut frame[VNET_HDR_LEN..], scratch, emit)
 }
 
+/// [`split_frame`] for a receiver that trusts what the kernel vouches for:
+/// `emit` gets each packet and whether the kernel vouches for it
+/// ([`VnetHdr::vouches`]); those packets' checksums are computed only if
+/// `checksums` (e.g. for a capture).
+pub(crate) fn split_frame_vouched(
+    frame: &mut [u8],
+    scratch: &mut Vec<u8>,
+    checksums: bool,
+    mut emit: impl FnMut(&[u8], bool),
+) -> std::result::Result<usize, OffloadError> {
+    let hdr = VnetHdr::decode(frame).ok_or(OffloadError::Malformed)?;
+    let vouched = hdr.vouches();
+    offload::rx_packet_with(
+        &hdr,
+        &mut frame[VNET_HDR_LEN..],
+        scratch,
+        checksums || !vouched,
+        |p| emit(p, vouched),
+    )
+}
+
 /// The device's descriptor, for callers that drive it without tokio (the
 /// lab's link emulator polls it from a dedicated thread with ns-resolution
 /// timeouts). It is non-blocking; reads and writes through it see the same

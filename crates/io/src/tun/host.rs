@@ -25,7 +25,7 @@
 //! and [`HostWaker`] lets other tasks wake it when they queue a command.
 
 use crate::error::{Error, Result};
-use crate::tun::device::{split_frame, TunDevice, MAX_FRAME};
+use crate::tun::device::{split_frame_vouched, TunDevice, MAX_FRAME};
 use crate::tun::offload::{Coalescer, Push, MAX_SUPER_PACKET, VNET_HDR_LEN};
 use crate::tun::writer::{self, TxThread};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
@@ -412,9 +412,12 @@ impl TunHost {
         let result = if self.coalescer.is_some() {
             let mut scratch = std::mem::take(&mut self.scratch);
             let mut out = Ok(());
-            let split = split_frame(&mut frame[..len], &mut scratch, |p| {
+            // Checksums the kernel vouches for are neither computed nor
+            // verified, unless a capture records the packets.
+            let checksums = self.capture.is_some();
+            let split = split_frame_vouched(&mut frame[..len], &mut scratch, checksums, |p, v| {
                 if out.is_ok() {
-                    out = self.deliver_packet(now, p);
+                    out = self.deliver_packet(now, p, v);
                 }
             });
             self.scratch = scratch;
@@ -425,20 +428,26 @@ impl TunHost {
             }
             out
         } else {
-            self.deliver_packet(now, &frame[..len])
+            self.deliver_packet(now, &frame[..len], false)
         };
         self.buf = frame;
         result
     }
 
-    /// Hand one ordinary packet to the engine (unless the injector drops it).
-    fn deliver_packet(&mut self, now: Instant, packet: &[u8]) -> Result<()> {
+    /// Hand one ordinary packet to the engine (unless the injector drops
+    /// it); `vouched`: the kernel vouches for its integrity, so the engine
+    /// skips its checksum check ([`Endpoint::handle_packet_vouched`]).
+    fn deliver_packet(&mut self, now: Instant, packet: &[u8], vouched: bool) -> Result<()> {
         if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
             self.stats.injected_drops_in += 1;
             return Ok(());
         }
         self.capture(now, packet)?;
-        self.endpoint.handle_packet(now, packet);
+        if vouched {
+            self.endpoint.handle_packet_vouched(now, packet);
+        } else {
+            self.endpoint.handle_packet(now, packet);
+        }
         self.stats.packets_in += 1;
         self.stats.bytes_in += packet.len() as u64;
         Ok(())

@@ -113,6 +113,16 @@ impl VnetHdr {
     pub fn gso_kind(&self) -> u8 {
         self.gso_type & !GSO_ECN
     }
+
+    /// The kernel vouches for the packet's integrity: it was built by the
+    /// local stack (a partial checksum, or a GSO super-packet, whose
+    /// checksums are never computed before it reaches us) or its checksum
+    /// was verified (`F_DATA_VALID`). Such a packet need not be verified
+    /// again, as Linux does not verify a `CHECKSUM_PARTIAL` or
+    /// `CHECKSUM_UNNECESSARY` skb.
+    pub fn vouches(&self) -> bool {
+        self.gso_kind() != GSO_NONE || self.flags & (F_NEEDS_CSUM | F_DATA_VALID) != 0
+    }
 }
 
 /// Why a packet could not be given offload treatment.
@@ -268,6 +278,20 @@ pub fn split_tcp_gso(
     pkt: &[u8],
     gso_size: usize,
     scratch: &mut Vec<u8>,
+    emit: impl FnMut(&[u8]),
+) -> Result<usize, OffloadError> {
+    split_tcp_gso_with(pkt, gso_size, scratch, true, emit)
+}
+
+/// [`split_tcp_gso`], leaving the segments' TCP checksum fields zero
+/// unless `tcp_checksums` (the IPv4 header checksum is always filled):
+/// for a receiver that trusts the kernel's packets
+/// ([`VnetHdr::vouches`]) and would only recompute them.
+pub fn split_tcp_gso_with(
+    pkt: &[u8],
+    gso_size: usize,
+    scratch: &mut Vec<u8>,
+    tcp_checksums: bool,
     mut emit: impl FnMut(&[u8]),
 ) -> Result<usize, OffloadError> {
     let l = tcp_layout(pkt).ok_or(OffloadError::UnsupportedPacket)?;
@@ -307,8 +331,10 @@ pub fn split_tcp_gso(
         }
         seg[t + 13] = flags;
         seg[t + 16..t + 18].fill(0);
-        let sum = checksum::combine(pseudo_sum(seg, l.v6, tcp_len), checksum::data(&seg[t..]));
-        seg[t + 16..t + 18].copy_from_slice(&checksum::finish(sum).to_be_bytes());
+        if tcp_checksums {
+            let sum = checksum::combine(pseudo_sum(seg, l.v6, tcp_len), checksum::data(&seg[t..]));
+            seg[t + 16..t + 18].copy_from_slice(&checksum::finish(sum).to_be_bytes());
+        }
         emit(seg);
     }
     Ok(n)
@@ -323,11 +349,25 @@ pub fn rx_packet(
     hdr: &VnetHdr,
     pkt: &mut [u8],
     scratch: &mut Vec<u8>,
+    emit: impl FnMut(&[u8]),
+) -> Result<usize, OffloadError> {
+    rx_packet_with(hdr, pkt, scratch, true, emit)
+}
+
+/// [`rx_packet`]; without `checksums`, partial checksums stay partial and
+/// split segments carry no TCP checksum (see [`split_tcp_gso_with`]): for
+/// a receiver that skips verifying packets the kernel vouches for
+/// ([`VnetHdr::vouches`]) and records none of them.
+pub fn rx_packet_with(
+    hdr: &VnetHdr,
+    pkt: &mut [u8],
+    scratch: &mut Vec<u8>,
+    checksums: bool,
     mut emit: impl FnMut(&[u8]),
 ) -> Result<usize, OffloadError> {
     match hdr.gso_kind() {
         GSO_NONE => {
-            if hdr.flags & F_NEEDS_CSUM != 0 {
+            if checksums && hdr.flags & F_NEEDS_CSUM != 0 {
                 complete_checksum(
                     pkt,
                     usize::from(hdr.csum_start),
@@ -342,7 +382,7 @@ pub fn rx_packet(
             if version != Some(if k == GSO_TCPV4 { 4 } else { 6 }) {
                 return Err(OffloadError::UnsupportedPacket);
             }
-            split_tcp_gso(pkt, usize::from(hdr.gso_size), scratch, emit)
+            split_tcp_gso_with(pkt, usize::from(hdr.gso_size), scratch, checksums, emit)
         }
         k => Err(OffloadError::UnsupportedGso(k)),
     }
@@ -733,6 +773,43 @@ mod tests {
             }
             assert_eq!(split_all(&frames), expect, "v6={v6}");
         }
+    }
+
+    #[test]
+    fn a_split_without_tcp_checksums_differs_only_in_the_checksum_field() {
+        for v6 in [false, true] {
+            let a = vec![7u8; 1000];
+            let segs: Vec<Vec<u8>> = (0..5)
+                .map(|i| seg(v6, 1000 * (i + 1), TcpFlags::ACK, &a, Some(5)))
+                .collect();
+            let frames = coalesce(&segs);
+            assert_eq!(frames.len(), 1);
+            let (h, p) = &frames[0];
+            assert!(h.vouches(), "a super-packet is the kernel's own");
+            let (mut with, mut without) = (Vec::new(), Vec::new());
+            let mut scratch = Vec::new();
+            rx_packet(h, &mut p.clone(), &mut scratch, |s| with.push(s.to_vec())).unwrap();
+            rx_packet_with(h, &mut p.clone(), &mut scratch, false, |s| {
+                without.push(s.to_vec())
+            })
+            .unwrap();
+            assert_eq!(with.len(), 5);
+            let ip = if v6 { 40 } else { 20 };
+            for (w, o) in with.iter().zip(&without) {
+                assert!(verifies(w));
+                assert_eq!(o[ip + 16..ip + 18], [0, 0]);
+                let mut o = o.clone();
+                o[ip + 16..ip + 18].copy_from_slice(&w[ip + 16..ip + 18]);
+                assert_eq!(&o, w, "v6={v6}");
+            }
+        }
+        // An ordinary frame (no flags) is not vouched for.
+        assert!(!VnetHdr::default().vouches());
+        let valid = VnetHdr {
+            flags: F_DATA_VALID,
+            ..VnetHdr::default()
+        };
+        assert!(valid.vouches());
     }
 
     #[test]

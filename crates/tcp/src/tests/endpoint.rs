@@ -632,3 +632,38 @@ fn recycled_packet_buffers_change_no_byte() {
     assert!(plain.len() > 150, "{} packets", plain.len());
     assert_eq!(exchange(true), plain);
 }
+
+#[test]
+fn a_vouched_packet_skips_the_checksum_check_and_nothing_else() {
+    let me = sa("10.0.0.2:80");
+    let peer = sa("10.0.0.9:1234");
+    let now = Instant::ZERO;
+    // An ACK to a closed port whose TCP checksum is wrong (zero, as the
+    // TUN host leaves it on segments cut from a super-packet).
+    let mut pkt = hollywood_wire::build_tcp_ip(
+        peer,
+        me,
+        &repr(1234, 80, 77, Some(4242), TcpFlags::NONE),
+        b"xy",
+    );
+    pkt[20 + 16..20 + 18].fill(0);
+    let mut checked = Endpoint::new(Config::default(), 1);
+    checked.handle_packet(now, &pkt);
+    assert!(
+        checked.poll_transmit(now).is_none(),
+        "bad checksum: dropped"
+    );
+    assert_eq!(checked.stats().malformed_dropped, 1);
+    let mut vouched = Endpoint::new(Config::default(), 1);
+    vouched.handle_packet_vouched(now, &pkt);
+    let out = vouched
+        .poll_transmit(now)
+        .expect("answered like a good packet");
+    let r = hollywood_wire::parse_tcp_ip(&out).unwrap();
+    assert_eq!((r.tcp.flags, r.tcp.seq), (TcpFlags::RST, SeqNumber(4242)));
+    // The IPv4 header checksum is still checked.
+    pkt[10] ^= 0xff;
+    vouched.handle_packet_vouched(now, &pkt);
+    assert!(vouched.poll_transmit(now).is_none());
+    assert_eq!(vouched.stats().malformed_dropped, 1);
+}
