@@ -690,7 +690,7 @@ pub fn build_tcp_ip_into(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SackBlock, SeqNumber, TcpFlags, TcpOptions, Timestamp};
+    use crate::{parse_tcp_ip, SackBlock, SeqNumber, TcpFlags, TcpOptions, Timestamp};
     use proptest::prelude::*;
 
     /// A SYN-ACK captured from Linux 6.x over IPv4 loopback
