@@ -58,7 +58,8 @@ fn check_invariants(r: &MessagesRun) {
     // Accounting (issue 9 item 8): every message was delivered, or the
     // sender reported it expired — nothing is lost silently. Behind a cache
     // that replays the original bytes of a retransmitted range, a message
-    // carried in that range which then expires before its own slot is lost
+    // carried in that range which then expires before its own slot (or
+    // whose own slot gives it up before the range is acknowledged) is lost
     // without a report: the sender saw the range acknowledged and cannot
     // tell (thesis §4.5; docs/HOLLYWOOD.md). At most one such message per
     // rewrite that carried one.

@@ -68,13 +68,23 @@
 //! Every message the table accepted ends acknowledged (its slot, or the
 //! slot carrying it, was cumulatively ACKed or SACKed) or reported once
 //! through [`MessageTable::poll_expired`]; never neither (nothing is lost
-//! silently), never reported twice. A carried message with a slot of its
-//! own (or still queued for one) is accounted for by that slot; one that
-//! expired before its turn is accounted for by its copy. Whichever speaks
-//! first settles it: a copy acknowledged while the message waits for (or
-//! holds) its own slot stands for it when that slot expires (a D-SACK of
-//! the copy then reports it), and a message its own slot reported expired
-//! is not reported again whatever becomes of its copy.
+//! silently), never reported twice. A carried message is accounted for by
+//! its own slot (or its place in the queue) while that lasts, and by its
+//! copy once it expires in the queue or its own slot *gives it up*
+//! (rewritten on retransmission, skipped, or replaced before its first
+//! send) while the copy is unresolved — in flight, SACKed or acknowledged:
+//! the copy's slot acknowledged, the message was delivered; the copy
+//! replaced, displaced (a D-SACK of its slot, below) or skipped, the
+//! message is reported then. Only a message with no unresolved copy is
+//! reported by its own slot, and not again whatever becomes of an earlier
+//! copy. The outcome so depends on what the sender learnt of the copy's
+//! slot, not on whether the own slot gave up before or after the copy's
+//! ACK arrived (reporting at the give-up told the application of messages
+//! whose copy then turned out acknowledged). A slot that gave its message
+//! up never accounts for it again, even when a D-SACK or the middlebox
+//! fallback gives the slot its first bytes back: that D-SACK may be for
+//! a delayed original that arrived after the rewrite, the receiver
+//! holding the rewrite.
 //!
 //! An acknowledgment of a rewritten slot is ambiguous: it may be for the
 //! bytes sent before the rewrite (their ACK was lost, or they were only
@@ -106,9 +116,11 @@
 //! copy did arrive (an RTO's copy that got through, or a copy whose D-SACK
 //! was for a later duplicate). The table errs towards a report, since a
 //! report of a message that arrived costs the application a little waste
-//! and a silent loss costs it a hang. What remains unseen: a trusted copy
-//! whose range the receiver got anyway from a delayed original (reordering
-//! beyond RACK's window) *and* whose D-SACK is lost.
+//! and a silent loss costs it a hang. What remains unseen, for a message
+//! its copy settles: a trusted copy whose range the receiver got anyway
+//! from a delayed original (reordering beyond RACK's window) *and* whose
+//! D-SACK is lost, and a cache that replays the original bytes of the
+//! copy's range (thesis §4.5).
 //!
 //! # Middlebox fallback (thesis §4.5)
 //!
@@ -365,6 +377,11 @@ struct Slot {
     partially_received: bool,
     /// The whole slot ACKed or SACKed.
     slot_received: bool,
+    /// The slot gave up its own message (rewritten, skipped, or replaced
+    /// before its first send): it never accounts for it again, not even
+    /// when a D-SACK or the fallback gives the slot its first bytes back
+    /// (see [`MessageTable::give_up_own`]).
+    given_up: bool,
     /// An Expired event was queued for the slot's own message.
     expired_reported: bool,
 }
@@ -733,9 +750,37 @@ impl MessageTable {
     }
 
     /// Message `id` will still go (or went) on the wire in a slot of its
-    /// own: queued, or holding a slot.
+    /// own that accounts for it: queued, or holding a slot that has not
+    /// given it up.
     fn has_own_path(&self, id: u32) -> bool {
-        self.queue_index(id).is_some() || self.slot_index_of_id(id).is_some()
+        self.queue_index(id).is_some()
+            || self
+                .slot_index_of_id(id)
+                .is_some_and(|i| !self.slots[i].given_up)
+    }
+
+    /// Slot `i` gives up its own message (rewritten on retransmission,
+    /// skipped, or replaced before its first send). A copy of the message
+    /// in another slot, in flight or acknowledged, then settles it, as for
+    /// a carried message that expires in the queue: its slot acknowledged
+    /// (a trusted or echoed copy), it was delivered; the copy replaced,
+    /// displaced (a D-SACK of its slot, an unproven ACK, the fallback) or
+    /// skipped, it is reported then. Without a copy it is reported
+    /// `reason` now. Either way the slot never accounts for the message
+    /// again: a D-SACK that gives the slot its first bytes back may be for
+    /// a delayed original that arrived after the rewrite (the receiver then
+    /// holds the rewrite), so it proves nothing about the own message.
+    fn give_up_own(&mut self, i: usize, reason: ExpiryReason) {
+        let s = &mut self.slots[i];
+        if std::mem::replace(&mut s.given_up, true) {
+            return;
+        }
+        let id = s.id;
+        if self.copy_delivered.contains(&id) || self.carried.contains_key(&id) {
+            return;
+        }
+        self.slots[i].expired_reported = true;
+        self.report(id, reason);
     }
 
     /// The copy of `x` carried in another message's slot is gone
@@ -750,7 +795,15 @@ impl MessageTable {
             // Still waiting for its own slot: an ordinary queued message
             // again (sent, or reported if it expires first).
             self.queue[i].carried = false;
-        } else if self.slot_index_of_id(x).is_none() {
+        } else if let Some(i) = self.slot_index_of_id(x) {
+            // Its own slot gave it up while this copy was in flight (or
+            // acknowledged): the copy was its last way to the receiver.
+            let s = &mut self.slots[i];
+            if s.given_up && !s.expired_reported {
+                s.expired_reported = true;
+                self.report(x, reason);
+            }
+        } else {
             self.dependents.remove(&x);
             self.report(x, reason);
         }
@@ -809,6 +862,7 @@ impl MessageTable {
             sent: false,
             partially_received: false,
             slot_received: false,
+            given_up: false,
             expired_reported: false,
         });
         Some(q.frame)
@@ -1017,11 +1071,10 @@ impl MessageTable {
         let by = cand.map(|c| self.queue[c].id);
         let r = self.rewrite(i, cand, true, how);
         self.stats.ir_sent += 1;
-        if !own {
+        if own {
+            self.give_up_own(i, ExpiryReason::Replaced { by });
+        } else {
             self.carried_copy_lost(id, ExpiryReason::Replaced { by });
-        } else if !self.slots[i].expired_reported && !self.copy_delivered.contains(&id) {
-            self.slots[i].expired_reported = true;
-            self.report(id, ExpiryReason::Replaced { by });
         }
         Some(r)
     }
@@ -1080,13 +1133,7 @@ impl MessageTable {
             let s = &mut self.slots[k];
             let occ = std::mem::replace(&mut s.occupant, Occupant::Padding);
             match occ {
-                Occupant::Own => {
-                    let id = s.id;
-                    if !s.expired_reported && !self.copy_delivered.contains(&id) {
-                        self.slots[k].expired_reported = true;
-                        self.report(id, ExpiryReason::Skipped);
-                    }
-                }
+                Occupant::Own => self.give_up_own(k, ExpiryReason::Skipped),
                 Occupant::Other(x) => self.carried_copy_lost(x, ExpiryReason::Skipped),
                 Occupant::Padding => {}
             }
@@ -1152,7 +1199,6 @@ impl MessageTable {
                 && !live(s.deadline, arrival)
                 && !self.protected(s.id, arrival)
             {
-                let id = s.id;
                 let cand = self.choose(s.len as usize, arrival);
                 let by = cand.map(|c| self.queue[c].id);
                 // Never sent before: whatever arrives in the slot is the copy.
@@ -1160,14 +1206,11 @@ impl MessageTable {
                 let s = &mut self.slots[i];
                 s.first_occupant = s.occupant;
                 self.stats.replaced_at_first_tx += 1;
-                // As on retransmission: a copy of the message acknowledged
-                // while it waited stands for it (a D-SACK of the copy's
-                // slot reports it then); reporting it here as well would
-                // report it twice.
-                if !self.copy_delivered.contains(&id) {
-                    s.expired_reported = true;
-                    self.report(id, ExpiryReason::ExpiredBeforeSend { by });
-                }
+                // As on retransmission: a copy of the message, in flight
+                // or acknowledged while it waited, settles it (a D-SACK of
+                // the copy's slot reports it then); reporting it here as
+                // well would report it twice.
+                self.give_up_own(i, ExpiryReason::ExpiredBeforeSend { by });
             }
             i += 1;
         }
