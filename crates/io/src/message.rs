@@ -43,9 +43,12 @@ pub struct SendMessage {
     /// Which waiting message is sent first: higher first, then the oldest
     /// (the scale of `hollywood_transport::OutMessage::priority`, 0 by
     /// default). The engine gives sequence numbers to the most urgent
-    /// message in its message queue (`hollywood_tcp::MessageMeta::priority`);
-    /// a kernel sender picks from its own small queue in front of the
-    /// socket (see [`crate::kernel`]). Never on the wire.
+    /// message in its message queue (`hollywood_tcp::MessageMeta::priority`;
+    /// what waits in front of that queue for room enters it in order). A
+    /// kernel sender writes one message at a time and ignores it: order
+    /// messages before them (the TAPS layer's send queue does, with
+    /// `TCP_NOTSENT_LOWAT` keeping the socket's unsent bytes few). Never on
+    /// the wire.
     pub priority: i8,
 }
 

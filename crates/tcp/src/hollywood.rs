@@ -21,6 +21,37 @@
 //! sub-stream. This is an extension of thesis §4.2, which only acts at
 //! retransmission time; it has no wire-visible effect at all.
 //!
+//! # Priorities: which queued message gets the next slot
+//!
+//! Each message has a [`MessageMeta::priority`] (higher is more urgent, the
+//! scale of the QUIC stream priority, 0 by default). When the engine is
+//! about to transmit new data, the next slot goes to the queued message of
+//! the highest priority, the oldest among equals — so a congested
+//! connection sends a keyframe queued behind a hundred P-frames first.
+//! What must go before it still does:
+//!
+//! * on an ordered sub-stream (`replaceable = false`) the oldest queued
+//!   ordered message of that sub-stream goes first (the receiver releases
+//!   an ordered sub-stream in chain order; an urgent message later on the
+//!   chain lifts the ones before it);
+//! * a message whose dependency (thesis §4.2) is still queued brings it
+//!   first (a P-frame is useless ahead of its I-frame);
+//! * the liveness test applies to the chosen message as it does to the
+//!   head: an expired one is dropped ([`ExpiryReason::NotSent`]) and the
+//!   choice is made again. Expired messages behind the head that are not
+//!   chosen are dropped when they reach the head (or are chosen), as
+//!   before.
+//!
+//! A message's id is its place in the order of queueing, not on the wire:
+//! slots are then out of id order, which the receiver's duplicate filter
+//! allows (it works by stream position, docs/PROTOCOL.md §5), and the
+//! table finds a slot by id through a map of slot starts. Replacement
+//! candidates for an inconsistent retransmission are chosen by priority
+//! too, then closest to expiry. With one priority on the connection the
+//! head is always chosen: the byte stream, the slots and every report are
+//! exactly those of a connection without priorities. The priority never
+//! goes on the wire and standard TCP (no message table) is untouched.
+//!
 //! # What a retransmission carries
 //!
 //! When standard TCP would retransmit a range (RACK / duplicate ACKs / SACK
@@ -123,9 +154,14 @@
 //!
 //! # Cost
 //!
-//! Lookups are binary searches over slots kept in sequence order (and ids
-//! in the same order); an ACK or SACK touches only the slots it newly
-//! covers (the engine reports newly SACKed segments, not repeated blocks).
+//! Lookups are binary searches over slots kept in sequence order (a
+//! slot's start found by its id in a hash map) and over the queue (in id
+//! order); an ACK or SACK touches only the slots it newly covers (the
+//! engine reports newly SACKed segments, not repeated blocks). Choosing by
+//! priority costs nothing while the head has the highest queued priority,
+//! else a scan of the queue up to the chosen message and a removal from
+//! the middle of the queue (both bounded by the send buffer: the queue
+//! holds at most its capacity in frames).
 //! Memory: per message its metadata; frames only while queued, and the
 //! original bytes of slots that were rewritten on retransmission.
 
