@@ -1226,3 +1226,75 @@ fn slots_out_of_id_order_are_still_found_and_accounted() {
     assert!(t.is_empty());
     assert!(events(&mut t).is_empty());
 }
+
+proptest! {
+    /// Whatever the priorities, every queued message gets exactly one
+    /// slot; ordered messages of a sub-stream get theirs in order; a
+    /// dependency gets its slot before its dependent; each slot goes to a
+    /// message of the highest priority waiting or to one that must go
+    /// before such a message; with one priority the order is the order of
+    /// queueing.
+    #[test]
+    fn slots_follow_priorities_within_the_ordering_rules(
+        msgs in proptest::collection::vec((-2i8..3, any::<bool>(), 0u16..3, proptest::option::of(0usize..8)), 1..60),
+        one_priority in any::<bool>(),
+    ) {
+        let mut t = MessageTable::new();
+        let mut latest: BTreeMap<u16, u32> = BTreeMap::new();
+        let mut metas = Vec::new();
+        for (i, &(p, ordered, sub, dep)) in msgs.iter().enumerate() {
+            let id = i as u32;
+            // A dependency on an earlier message, non-decreasing per sub-stream.
+            let depends_on = dep
+                .and_then(|back| id.checked_sub(1 + back as u32))
+                .filter(|d| latest.get(&sub).is_none_or(|l| d >= l));
+            if let Some(d) = depends_on {
+                latest.insert(sub, d);
+            }
+            let m = MessageMeta {
+                id,
+                lifetime: None,
+                depends_on,
+                replaceable: !ordered,
+                substream: sub,
+                priority: if one_priority { 1 } else { p },
+            };
+            prop_assert!(t.check(&m, 5).is_ok());
+            t.enqueue(at(0), vec![1 + id as u8; 5], m);
+            metas.push(m);
+        }
+        let mut order: Vec<u32> = Vec::new();
+        let mut seq = 0u32;
+        while let Some(len) = t.head_len(at(0), Duration::ZERO) {
+            let waiting: Vec<u32> = (0..metas.len() as u32).filter(|i| !order.contains(i)).collect();
+            let top = waiting.iter().map(|&i| metas[i as usize].priority).max().unwrap();
+            let f = t.take_head(SeqNumber(seq)).unwrap();
+            let id = u32::from(f[0]) - 1;
+            let m = metas[id as usize];
+            // Either of the top priority, or what one of the top priority
+            // (transitively) has to wait for: an earlier message.
+            prop_assert!(
+                m.priority == top || waiting.iter().any(|&w| w > id && metas[w as usize].priority == top),
+                "{id} (priority {}) went while {top} waited", m.priority
+            );
+            order.push(id);
+            seq += len as u32;
+        }
+        prop_assert_eq!(order.len(), metas.len());
+        let pos = |id: u32| order.iter().position(|&x| x == id).unwrap();
+        for m in &metas {
+            if let Some(d) = m.depends_on {
+                prop_assert!(pos(d) < pos(m.id), "{} before its dependency {}", m.id, d);
+            }
+            if !m.replaceable {
+                for e in metas.iter().filter(|e| e.id < m.id && !e.replaceable && e.substream == m.substream) {
+                    prop_assert!(pos(e.id) < pos(m.id), "ordered {} before {}", m.id, e.id);
+                }
+            }
+        }
+        if one_priority {
+            prop_assert_eq!(order, (0..metas.len() as u32).collect::<Vec<_>>());
+        }
+        prop_assert!(events(&mut t).is_empty());
+    }
+}
