@@ -138,6 +138,7 @@ impl World {
             depends_on,
             replaceable: !ordered,
             substream,
+            priority: 0,
         };
         let r = self.tx.send_message(self.now, &self.buf, meta);
         if trace() {

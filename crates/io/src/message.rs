@@ -40,6 +40,16 @@ pub struct SendMessage {
     /// The id of the one earlier message this one depends on. Dependencies
     /// must be non-decreasing over a stream (thesis §4.2).
     pub depends_on: Option<u32>,
+    /// Which waiting message is sent first: higher first, then the oldest
+    /// (the scale of `hollywood_transport::OutMessage::priority`, 0 by
+    /// default). The engine gives sequence numbers to the most urgent
+    /// message in its message queue (`hollywood_tcp::MessageMeta::priority`;
+    /// what waits in front of that queue for room enters it in order). A
+    /// kernel sender writes one message at a time and ignores it: order
+    /// messages before them (the TAPS layer's send queue does, with
+    /// `TCP_NOTSENT_LOWAT` keeping the socket's unsent bytes few). Never on
+    /// the wire.
+    pub priority: i8,
 }
 
 impl SendMessage {
@@ -76,6 +86,13 @@ impl SendMessage {
     #[must_use]
     pub fn depends_on(mut self, id: u32) -> SendMessage {
         self.depends_on = Some(id);
+        self
+    }
+
+    /// The same message with priority `priority` (higher is sent first).
+    #[must_use]
+    pub fn priority(mut self, priority: i8) -> SendMessage {
+        self.priority = priority;
         self
     }
 }

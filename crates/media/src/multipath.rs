@@ -396,6 +396,7 @@ impl MultipathScenario {
             linger: Duration::from_secs(1),
             group: 0,
             schedule: None,
+            priorities: Vec::new(),
         });
         let recv_app = MessageReceiver::new(self.count, self.size, self.seed);
         Ok(MultipathEnds {

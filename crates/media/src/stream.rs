@@ -53,6 +53,9 @@ pub struct SenderConfig {
     /// generated `schedule[i].at` after the first, with its frame, group
     /// and dependency (`count` must equal its length).
     pub schedule: Option<Schedule>,
+    /// Message *i* gets priority `priorities[i % len]`
+    /// (`OutMessage::priority`, higher is sent first); empty: all 0.
+    pub priorities: Vec<i8>,
 }
 
 /// When one message of a timetable is generated and what it belongs to.
@@ -231,6 +234,9 @@ impl MessageSender {
             let planned = self.cfg.schedule.as_ref().and_then(|s| s.get(id as usize));
             let mut m = OutMessage::new(id, payload_of(self.cfg.seed, id, self.cfg.size, planned));
             m.lifetime = self.lifetime_of(id);
+            if !self.cfg.priorities.is_empty() {
+                m.priority = self.cfg.priorities[id as usize % self.cfg.priorities.len()];
+            }
             let start = *self.started.get_or_insert(at);
             match &self.cfg.schedule {
                 Some(s) => {

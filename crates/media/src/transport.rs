@@ -151,6 +151,7 @@ pub fn apps(sc: &crate::MessagesScenario) -> (MessageSender, MessageReceiver) {
         linger: sc.rtt * 4 + Duration::from_secs(1),
         group: sc.group,
         schedule: sc.schedule.clone(),
+        priorities: sc.priorities.clone(),
     });
     let receiver =
         MessageReceiver::new(sc.count, sc.size, sc.seed).with_schedule(sc.schedule.clone());

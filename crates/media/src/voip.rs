@@ -243,6 +243,7 @@ impl VoipScenario {
             cross: Vec::new(),
             impair: Default::default(),
             fec: None,
+            priorities: Vec::new(),
         };
         let m = sc.run().map_err(VoipError::Simulation)?;
         let records = schedule(

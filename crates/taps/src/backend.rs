@@ -22,7 +22,8 @@ pub(crate) struct SendOut {
     pub lifetime: Option<Duration>,
     /// The protocol's id of the dependency.
     pub depends_on: Option<u32>,
-    /// Transport priority, higher first (QUIC only).
+    /// Transport priority, higher first (QUIC streams, the TCP Hollywood
+    /// engine's message queue, the kernel sender's queue).
     pub priority: i8,
 }
 
@@ -34,6 +35,7 @@ impl SendOut {
             ordered: self.ordered,
             lifetime: self.lifetime,
             depends_on: self.depends_on,
+            priority: self.priority,
         }
     }
 }

@@ -824,7 +824,76 @@ fn prune(pending: &mut VecDeque<Queued>, ids: &mut IdMap, events: &Events) {
     });
 }
 
-/// Hands queued messages to the protocol in order. While the protocol
+/// The waiting item to hand to the protocol next: the message of the
+/// highest priority (`msgPriority`, RFC 9622 §9.1.3.2: the lowest number),
+/// then the oldest — or what must go before it: the message it depends on,
+/// if that still waits (its protocol id is only known once it is handed
+/// over), and on an ordered sub-stream the oldest waiting ordered message
+/// of that sub-stream. Nothing passes a `Close` or the final message
+/// (`final` closes the connection after it), and an item that is not a
+/// message at the front goes first. With one priority: the front (FIFO).
+///
+/// This is the application-side queue that keeps the choice where the
+/// protocol cannot reorder bytes it holds: a kernel TCP socket keeps at
+/// most [`KERNEL_NOTSENT_LOWAT`](crate::preconnection::KERNEL_NOTSENT_LOWAT)
+/// unsent bytes (`TCP_NOTSENT_LOWAT`), so while the path is congested
+/// messages wait here, where the most urgent is taken first. Cost: a scan
+/// of the waiting items, which [`SEND_QUEUE_BYTES`] bounds.
+fn next_pending(pending: &VecDeque<Queued>) -> usize {
+    let prio = |q: &Queued| match q {
+        Queued::Message { out, .. } => Some(out.priority),
+        _ => None,
+    };
+    // The items that may be reordered: up to the first Close or final
+    // message (which itself is a candidate only as the front).
+    let window = pending
+        .iter()
+        .position(|q| match q {
+            Queued::Close(_) => true,
+            Queued::Message { final_message, .. } => *final_message,
+            Queued::RaiseCredit => false,
+        })
+        .unwrap_or(pending.len());
+    let Some(top) = pending.iter().take(window).filter_map(prio).max() else {
+        return 0;
+    };
+    if pending.front().and_then(prio).is_none_or(|p| p == top) {
+        return 0;
+    }
+    let Some(mut i) = pending
+        .iter()
+        .take(window)
+        .position(|q| prio(q) == Some(top))
+    else {
+        return 0;
+    };
+    loop {
+        let Queued::Message {
+            out, depends_on, ..
+        } = &pending[i]
+        else {
+            return i;
+        };
+        let before = |pred: &dyn Fn(&Queued) -> bool| pending.range(..i).position(pred);
+        let target = depends_on
+            .and_then(|d| before(&|q| matches!(q, Queued::Message { msg, .. } if *msg == d)));
+        let chain = out
+            .ordered
+            .then(|| {
+                before(&|q| {
+                    matches!(q, Queued::Message { out: o, .. } if o.ordered && o.substream == out.substream)
+                })
+            })
+            .flatten();
+        match target.or(chain) {
+            Some(j) => i = j,
+            None => return i,
+        }
+    }
+}
+
+/// Hands queued messages to the protocol, the most urgent first (see
+/// [`next_pending`]; in order while all have one priority). While the protocol
 /// holds one back (a full path, a peer that does not read), the ones
 /// behind it keep expiring at their deadlines, so a sender of live media
 /// never blocks on messages that are already too late.
@@ -836,7 +905,17 @@ async fn send_task<S: ProtocolSend>(mut s: S, mut q: mpsc::Receiver<Queued>, eve
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let item = match pending.pop_front() {
+        // Everything waiting is a candidate, not only what arrived while
+        // the protocol held the last message back.
+        while q_open {
+            match q.try_recv() {
+                Ok(item) => pending.push_back(item),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => q_open = false,
+            }
+        }
+        let next = next_pending(&pending);
+        let item = match pending.remove(next) {
             Some(item) => item,
             None if !q_open => break,
             None => {
@@ -1011,6 +1090,77 @@ async fn recv_task<R: ProtocolRecv>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A waiting message: reference `msg`, transport priority `priority`
+    /// (higher first), on ordered sub-stream 1 if `ordered`.
+    fn waiting(msg: u64, priority: i8, ordered: bool, depends_on: Option<u64>) -> Queued {
+        let sem = Arc::new(Semaphore::new(1));
+        Queued::Message {
+            msg: MessageRef(msg),
+            out: SendOut {
+                payload: Vec::new(),
+                substream: u16::from(ordered),
+                ordered,
+                lifetime: None,
+                depends_on: None,
+                priority,
+            },
+            lifetime: None,
+            wire_lifetime: true,
+            depends_on: depends_on.map(MessageRef),
+            queued_at: Instant::now(),
+            final_message: false,
+            _permit: sem.try_acquire_owned().expect("one permit"),
+        }
+    }
+
+    /// The references in the order `next_pending` hands them over.
+    fn handover(mut pending: VecDeque<Queued>) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some(q) = pending.remove(next_pending(&pending)) {
+            match q {
+                Queued::Message { msg, .. } => out.push(msg.0),
+                _ => out.push(u64::MAX),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn waiting_messages_go_by_priority_then_age() {
+        // One priority: in order.
+        let q = (0..5).map(|i| waiting(i, 0, false, None)).collect();
+        assert_eq!(handover(q), [0, 1, 2, 3, 4]);
+        // Keyframes (99) before the rest (96), oldest first in each.
+        let q = [96, 99, 96, 96, 99]
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| waiting(i as u64, p, false, None))
+            .collect();
+        assert_eq!(handover(q), [1, 4, 0, 2, 3]);
+    }
+
+    #[test]
+    fn waiting_messages_keep_chains_dependencies_and_close() {
+        // An urgent ordered message waits for the ordered ones before it;
+        // an urgent dependent brings its target first.
+        let q = VecDeque::from([
+            waiting(0, 0, true, None),
+            waiting(1, 5, false, None),
+            waiting(2, 9, true, None),
+            waiting(3, 1, false, None),
+            waiting(4, 7, false, Some(3)),
+        ]);
+        assert_eq!(handover(q), [0, 2, 3, 4, 1]);
+        // Nothing passes a Close.
+        let (tx, _rx) = oneshot::channel();
+        let q = VecDeque::from([
+            waiting(0, 0, false, None),
+            Queued::Close(tx),
+            waiting(1, 9, false, None),
+        ]);
+        assert_eq!(handover(q), [0, u64::MAX, 1]);
+    }
 
     #[test]
     fn id_map_finds_dependencies_and_reports_in_its_window() {

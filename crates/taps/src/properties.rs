@@ -262,8 +262,13 @@ pub struct MessageContext {
     /// limit.
     pub lifetime: Option<Duration>,
     /// `msgPriority`: a lower number is a higher priority (RFC 9622
-    /// §9.1.3.2; default 100). Used by QUIC's stream scheduler; the TCP
-    /// candidates send in order of `send`.
+    /// §9.1.3.2; default 100). Messages waiting in the connection's send
+    /// queue are handed to the protocol most urgent first (then in order of
+    /// `send`); QUIC schedules streams by it, TCP Hollywood's engine gives
+    /// the next sequence numbers to the most urgent message in its message
+    /// queue, and kernel TCP keeps little unsent (`TCP_NOTSENT_LOWAT`) so
+    /// the choice stays in the send queue. Ordered messages of a sub-stream
+    /// and a message's dependency keep going first.
     pub priority: Option<u32>,
     /// `msgOrdered`: deliver after the previous ordered message of the
     /// sub-stream. `None` takes the connection's `preserveOrder`

@@ -21,6 +21,37 @@
 //! sub-stream. This is an extension of thesis §4.2, which only acts at
 //! retransmission time; it has no wire-visible effect at all.
 //!
+//! # Priorities: which queued message gets the next slot
+//!
+//! Each message has a [`MessageMeta::priority`] (higher is more urgent, the
+//! scale of the QUIC stream priority, 0 by default). When the engine is
+//! about to transmit new data, the next slot goes to the queued message of
+//! the highest priority, the oldest among equals — so a congested
+//! connection sends a keyframe queued behind a hundred P-frames first.
+//! What must go before it still does:
+//!
+//! * on an ordered sub-stream (`replaceable = false`) the oldest queued
+//!   ordered message of that sub-stream goes first (the receiver releases
+//!   an ordered sub-stream in chain order; an urgent message later on the
+//!   chain lifts the ones before it);
+//! * a message whose dependency (thesis §4.2) is still queued brings it
+//!   first (a P-frame is useless ahead of its I-frame);
+//! * the liveness test applies to the chosen message as it does to the
+//!   head: an expired one is dropped ([`ExpiryReason::NotSent`]) and the
+//!   choice is made again. Expired messages behind the head that are not
+//!   chosen are dropped when they reach the head (or are chosen), as
+//!   before.
+//!
+//! A message's id is its place in the order of queueing, not on the wire:
+//! slots are then out of id order, which the receiver's duplicate filter
+//! allows (it works by stream position, docs/PROTOCOL.md §5), and the
+//! table finds a slot by id through a map of slot starts. Replacement
+//! candidates for an inconsistent retransmission are chosen by priority
+//! too, then closest to expiry. With one priority on the connection the
+//! head is always chosen: the byte stream, the slots and every report are
+//! exactly those of a connection without priorities. The priority never
+//! goes on the wire and standard TCP (no message table) is untouched.
+//!
 //! # What a retransmission carries
 //!
 //! When standard TCP would retransmit a range (RACK / duplicate ACKs / SACK
@@ -135,9 +166,14 @@
 //!
 //! # Cost
 //!
-//! Lookups are binary searches over slots kept in sequence order (and ids
-//! in the same order); an ACK or SACK touches only the slots it newly
-//! covers (the engine reports newly SACKed segments, not repeated blocks).
+//! Lookups are binary searches over slots kept in sequence order (a
+//! slot's start found by its id in a hash map) and over the queue (in id
+//! order); an ACK or SACK touches only the slots it newly covers (the
+//! engine reports newly SACKed segments, not repeated blocks). Choosing by
+//! priority costs nothing while the head has the highest queued priority,
+//! else a scan of the queue up to the chosen message and a removal from
+//! the middle of the queue (both bounded by the send buffer: the queue
+//! holds at most its capacity in frames).
 //! Memory: per message its metadata; frames only while queued, and the
 //! original bytes of slots that were rewritten on retransmission.
 
@@ -168,6 +204,13 @@ pub struct MessageMeta {
     /// The sub-stream the message travels on (thesis §4.2); scopes the
     /// dependency rule.
     pub substream: u16,
+    /// Which queued message gets sequence numbers first: the highest
+    /// `priority`, then the oldest (see *Priorities* in the module doc).
+    /// The same scale as `hollywood_transport::OutMessage::priority` (the
+    /// QUIC stream priority): higher is sent first, 0 by default. A
+    /// connection whose messages all have one priority sends them in the
+    /// order they were queued. Never on the wire.
+    pub priority: i8,
 }
 
 /// Why the sender gave up on a message (it will not be sent or resent).
@@ -415,6 +458,9 @@ struct Queued {
     frame: Vec<u8>,
     deadline: u64,
     replaceable: bool,
+    priority: i8,
+    substream: u16,
+    depends_on: Option<u32>,
     /// A copy already travels in another message's slot (it still gets a
     /// slot of its own when its turn comes, unless it expires first).
     carried: bool,
@@ -468,9 +514,19 @@ pub struct MessageTable {
     /// Messages waiting for sequence numbers, in id order.
     queue: VecDeque<Queued>,
     queued_bytes: usize,
-    /// Messages with a slot, in sequence (and id) order, until the slot is
-    /// cumulatively acknowledged.
+    /// Queued messages per priority (the highest key is the most urgent
+    /// queued priority).
+    priorities: BTreeMap<i8, u32>,
+    /// The message [`MessageTable::head_len_paced`] chose to get sequence
+    /// numbers next.
+    next: Option<u32>,
+    /// Messages with a slot, in sequence order, until the slot is
+    /// cumulatively acknowledged (in id order too unless priorities sent a
+    /// later message first).
     slots: VecDeque<Slot>,
+    /// Where each slot starts, by its message's id (slots are not in id
+    /// order once priorities reorder the queue).
+    slot_seq: std::collections::HashMap<u32, SeqNumber>,
     /// Messages travelling in another message's slot.
     carried: BTreeMap<u32, Carried>,
     /// Messages whose carried copy was acknowledged while they still have
@@ -646,11 +702,15 @@ impl MessageTable {
         }
         self.last_id = Some(meta.id);
         self.queued_bytes += frame.len();
+        *self.priorities.entry(meta.priority).or_insert(0) += 1;
         self.queue.push_back(Queued {
             id: meta.id,
             frame,
             deadline,
             replaceable: meta.replaceable,
+            priority: meta.priority,
+            substream: meta.substream,
+            depends_on: meta.depends_on,
             carried: false,
             placed: false,
         });
@@ -674,9 +734,14 @@ impl MessageTable {
         self.index_of_id(&self.queue, id, |q| q.id)
     }
 
-    /// Index of the slot whose own message is `id` (slots are in id order).
+    /// Index of the slot whose own message is `id`.
     fn slot_index_of_id(&self, id: u32) -> Option<usize> {
-        self.index_of_id(&self.slots, id, |s| s.id)
+        let seq = *self.slot_seq.get(&id)?;
+        let i = self.slot_from(seq);
+        self.slots
+            .get(i)
+            .filter(|s| s.seq == seq && s.id == id)
+            .map(|_| i)
     }
 
     /// Index of the entry of `list` (in id order, ids wrapping from the
@@ -736,16 +801,84 @@ impl MessageTable {
             if live(q.deadline, ends) || !q.replaceable || self.protected(q.id, ends) {
                 return;
             }
-            let q = self.queue.pop_front().expect("front exists");
-            self.queued_bytes -= q.frame.len();
-            if q.carried {
-                // Its copy in another message's slot stands for it now.
-                self.copy_delivered.remove(&q.id);
+            self.drop_queued(0);
+        }
+    }
+
+    /// Whether queued message `i` would be dropped by the liveness test
+    /// (see [`purge_queue_paced`](Self::purge_queue_paced)).
+    fn droppable(&self, i: usize, arrival: Instant, room: usize, ns_per_byte: f64) -> bool {
+        let q = &self.queue[i];
+        let later = q.frame.len().saturating_sub(room) as f64 * ns_per_byte;
+        let ends = arrival + Duration::from_nanos(later as u64);
+        !(live(q.deadline, ends) || !q.replaceable || self.protected(q.id, ends))
+    }
+
+    /// Take queued message `i` out of the queue.
+    fn remove_queued(&mut self, i: usize) -> Queued {
+        let q = if i == 0 {
+            self.queue.pop_front()
+        } else {
+            self.queue.remove(i)
+        }
+        .expect("index in the queue");
+        self.queued_bytes -= q.frame.len();
+        if let Some(n) = self.priorities.get_mut(&q.priority) {
+            *n -= 1;
+            if *n == 0 {
+                self.priorities.remove(&q.priority);
+            }
+        }
+        q
+    }
+
+    /// Drop queued message `i` as expired (never sent): reported
+    /// [`ExpiryReason::NotSent`] unless a copy in another message's slot
+    /// stands for it.
+    fn drop_queued(&mut self, i: usize) {
+        let q = self.remove_queued(i);
+        if q.carried {
+            // Its copy in another message's slot stands for it now.
+            self.copy_delivered.remove(&q.id);
+            return;
+        }
+        self.dependents.remove(&q.id);
+        self.stats.not_sent += 1;
+        self.report(q.id, ExpiryReason::NotSent);
+    }
+
+    /// The queued message to get sequence numbers next: the oldest of the
+    /// highest priority queued — or what has to go before it: the message
+    /// it depends on, if still queued, and on an ordered sub-stream (not
+    /// replaceable) the oldest queued ordered message of that sub-stream.
+    /// With one priority queued, the head (the order of queueing).
+    fn pick(&self) -> Option<usize> {
+        let front = self.queue.front()?;
+        let top = *self.priorities.keys().next_back()?;
+        if front.priority == top {
+            return Some(0);
+        }
+        let mut i = self.queue.iter().position(|q| {
+            self.step();
+            q.priority == top
+        })?;
+        loop {
+            let q = &self.queue[i];
+            if let Some(j) = q.depends_on.and_then(|d| self.queue_index(d)) {
+                i = j;
                 continue;
             }
-            self.dependents.remove(&q.id);
-            self.stats.not_sent += 1;
-            self.report(q.id, ExpiryReason::NotSent);
+            if !q.replaceable {
+                let sub = q.substream;
+                if let Some(j) = self.queue.range(..i).position(|e| {
+                    self.step();
+                    !e.replaceable && e.substream == sub
+                }) {
+                    i = j;
+                    continue;
+                }
+            }
+            return Some(i);
         }
     }
 
@@ -830,23 +963,43 @@ impl MessageTable {
         room: usize,
         ns_per_byte: f64,
     ) -> Option<usize> {
-        self.purge_queue_paced(now + owd, room, ns_per_byte);
-        self.queue.front().map(|q| q.frame.len())
+        let arrival = now + owd;
+        self.purge_queue_paced(arrival, room, ns_per_byte);
+        loop {
+            let i = self.pick()?;
+            // The head passed the liveness test just now; a message chosen
+            // from further back by its priority takes it here.
+            if i == 0 || !self.droppable(i, arrival, room, ns_per_byte) {
+                let q = &self.queue[i];
+                self.next = Some(q.id);
+                return Some(q.frame.len());
+            }
+            self.drop_queued(i);
+        }
     }
 
-    /// The framed length of the message at the head of the queue, expired
-    /// or not.
+    /// The framed length of the message that would get sequence numbers
+    /// next (by priority, then age), expired or not.
     pub fn head_len_peek(&self) -> Option<usize> {
-        self.queue.front().map(|q| q.frame.len())
+        self.pick().map(|i| self.queue[i].frame.len())
     }
 
-    /// Give the head of the queue its slot at `seq`; returns its framed
-    /// bytes for the send buffer. Call after [`head_len`](Self::head_len)
-    /// returned `Some`.
+    /// Give the message [`head_len`](Self::head_len) chose (by priority,
+    /// then age; the head of the queue if it chose none) its slot at
+    /// `seq`; returns its framed bytes for the send buffer. Call after
+    /// [`head_len`](Self::head_len) returned `Some`.
     pub fn take_head(&mut self, seq: SeqNumber) -> Option<Vec<u8>> {
-        let q = self.queue.pop_front()?;
-        self.queued_bytes -= q.frame.len();
+        let i = self
+            .next
+            .take()
+            .and_then(|id| self.queue_index(id))
+            .unwrap_or(0);
+        if self.queue.is_empty() {
+            return None;
+        }
+        let q = self.remove_queued(i);
         debug_assert!(self.slots.back().is_none_or(|s| s.end() == seq));
+        self.slot_seq.insert(q.id, seq);
         self.sent
             .push_back((q.id, seq, q.frame.len() as u32, !q.placed));
         self.slots.push_back(Slot {
@@ -868,22 +1021,23 @@ impl MessageTable {
         Some(q.frame)
     }
 
-    /// The live queued message closest to expiry that fits `slot_len`
-    /// (thesis §4.2: "live messages that are closest to expiry given
-    /// highest priority"), among the first [`CANDIDATE_SCAN`].
+    /// The live queued message of the highest priority, then closest to
+    /// expiry, that fits `slot_len` (thesis §4.2: "live messages that are
+    /// closest to expiry given highest priority"), among the first
+    /// [`CANDIDATE_SCAN`].
     fn choose(&self, slot_len: usize, arrival: Instant) -> Option<usize> {
-        let mut best: Option<(usize, u64)> = None;
+        let mut best: Option<(usize, i8, u64)> = None;
         for (i, q) in self.queue.iter().take(CANDIDATE_SCAN).enumerate() {
             self.step();
             if q.carried || !q.replaceable || q.frame.len() > slot_len || !live(q.deadline, arrival)
             {
                 continue;
             }
-            if best.is_none_or(|(_, d)| q.deadline < d) {
-                best = Some((i, q.deadline));
+            if best.is_none_or(|(_, p, d)| q.priority > p || (q.priority == p && q.deadline < d)) {
+                best = Some((i, q.priority, q.deadline));
             }
         }
-        best.map(|(i, _)| i)
+        best.map(|(i, _, _)| i)
     }
 
     /// Put queued message `cand` (or padding) into slot `idx`; returns the
@@ -1279,6 +1433,7 @@ impl MessageTable {
                 break;
             }
             let s = self.slots.pop_front().expect("front exists");
+            self.slot_seq.remove(&s.id);
             self.dependents.remove(&s.id);
             self.copy_delivered.remove(&s.id);
             let carried = Self::occupant_id(s.occupant);
@@ -1371,7 +1526,10 @@ impl MessageTable {
             }
         }
         self.queued_bytes = 0;
+        self.priorities.clear();
+        self.next = None;
         self.slots.clear();
+        self.slot_seq.clear();
         self.carried.clear();
         self.copy_delivered.clear();
         self.dependents.clear();

@@ -74,8 +74,10 @@ pub struct OutMessage {
     pub depends_on: Option<u32>,
     /// Sub-stream (thesis §4.3).
     pub substream: u16,
-    /// Higher is sent first where the transport schedules (QUIC streams);
-    /// 0 = default.
+    /// Higher is sent first where the transport schedules: QUIC streams,
+    /// and the TCP Hollywood engine's message queue (which queued message
+    /// gets sequence numbers next, `hollywood_tcp::MessageMeta::priority`);
+    /// 0 = default. Never on the wire.
     pub priority: i8,
     /// The group (GOP) the message belongs to; used by the per-group QUIC
     /// mapping. `None` = a group of its own.

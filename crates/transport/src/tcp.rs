@@ -372,6 +372,7 @@ impl TcpTransport {
                 depends_on: None,
                 replaceable: false,
                 substream: HANDSHAKE_SUBSTREAM,
+                priority: 0,
             };
             let Some(c) = self.conn.and_then(|h| self.ep.connection_mut(h)) else {
                 return;
@@ -817,6 +818,7 @@ impl MessageTransport for TcpTransport {
             depends_on: msg.depends_on,
             replaceable: true,
             substream: msg.substream,
+            priority: msg.priority,
         };
         // A sender without the message queue writes the frame at the end
         // of its byte stream; in secure mode its placement is recorded too

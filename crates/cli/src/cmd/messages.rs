@@ -49,6 +49,14 @@ pub struct MessagesArgs {
     /// first message of each group is depended on by the others. 0 = none.
     #[arg(long, default_value_t = 0)]
     group: u32,
+    /// Priority classes, comma-separated, given to the messages in turn
+    /// (message i gets class i mod n): 0 is the most urgent, as in the
+    /// relay's media header (0 keyframes, 3 the least). Where the
+    /// transport schedules (the TCP Hollywood message queue, QUIC
+    /// streams) the most urgent waiting message goes first. Empty: one
+    /// class, sent in order.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8))]
+    classes: Vec<u8>,
     /// none | resegment | cache | resegment-cache
     #[arg(long, default_value = "none", value_parser = parse_middlebox)]
     middlebox: MiddleboxKind,
@@ -559,6 +567,7 @@ fn run_in(a: MessagesArgs, place: Place<'_>, srt: Option<&SrtArgs>) -> Result<()
                 ..Config::default()
             },
             group: a.group,
+            priorities: a.classes.iter().map(|&c| -(c.min(127) as i8)).collect(),
             secure,
             impair: hollywood_media::scenario::Impairments {
                 forge: a.forge,

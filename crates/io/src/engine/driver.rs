@@ -546,6 +546,7 @@ impl Driver {
                     depends_on,
                     replaceable,
                     substream,
+                    priority,
                     queued,
                 } => {
                     // The lifetime runs from `send_message`; time spent in
@@ -558,6 +559,7 @@ impl Driver {
                         depends_on: *depends_on,
                         replaceable: *replaceable,
                         substream: *substream,
+                        priority: *priority,
                     };
                     match conn.send_message(now, frame, meta) {
                         Ok(()) => Ok(frame.len()),

@@ -136,6 +136,7 @@ impl StreamSender {
             depends_on: m.depends_on,
             replaceable: !m.ordered,
             substream: m.substream,
+            priority: m.priority,
             queued: called,
         });
         Ok(id)
@@ -158,6 +159,7 @@ impl StreamSender {
             depends_on: None,
             replaceable: false,
             substream: HANDSHAKE_SUBSTREAM,
+            priority: 0,
             queued: tokio::time::Instant::now(),
         });
         Ok(())

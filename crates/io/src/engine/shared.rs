@@ -47,6 +47,7 @@ pub(super) enum TxItem {
         depends_on: Option<u32>,
         replaceable: bool,
         substream: u16,
+        priority: i8,
         /// When `send_message` was called (the lifetime runs from here).
         queued: tokio::time::Instant,
     },

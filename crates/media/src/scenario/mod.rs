@@ -107,6 +107,10 @@ pub struct MessagesScenario {
     /// Hollywood senders with the message queue (the oracle reads their
     /// placements; a byte-stream sender's offsets assume no repair).
     pub fec: Option<hollywood_fec::FecConfig>,
+    /// Message *i* gets priority `priorities[i % len]` (higher is sent
+    /// first where the transport schedules: QUIC streams, the TCP
+    /// Hollywood message queue); empty: all the same.
+    pub priorities: Vec<i8>,
 }
 
 impl Default for MessagesScenario {
@@ -135,6 +139,7 @@ impl Default for MessagesScenario {
             cross: Vec::new(),
             impair: Impairments::default(),
             fec: None,
+            priorities: Vec::new(),
         }
     }
 }

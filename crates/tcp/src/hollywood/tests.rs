@@ -18,6 +18,7 @@ fn meta(id: u32, lifetime: Option<u64>, dep: Option<u32>) -> MessageMeta {
         depends_on: dep,
         replaceable: true,
         substream: 0,
+        priority: 0,
     }
 }
 fn frame(id: u32, len: usize) -> Vec<u8> {
@@ -627,6 +628,9 @@ enum Op {
     Ack { n: usize },
     /// Time passes.
     Wait { ms: u64 },
+    /// Messages queued from now on have priority `p` (0 before the first):
+    /// the queue then gives out slots out of id order.
+    Priority { p: i8 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -640,6 +644,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0usize..4, proptest::bool::weighted(0.3)).prop_map(|(j, lost)| Op::Dsack { j, lost }),
         2 => (0usize..4).prop_map(|n| Op::Ack { n }),
         3 => (0u64..200).prop_map(|ms| Op::Wait { ms }),
+        1 => (-1i8..2).prop_map(|p| Op::Priority { p }),
     ]
 }
 
@@ -677,12 +682,17 @@ fn check_accounting(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut dsacks: Vec<u32> = Vec::new();
     let mut delivered = BTreeSet::new();
     let mut guessed = false;
+    let mut priority = 0i8;
     let id_of = |bytes: &[u8]| (bytes[0] != 0).then(|| u32::from(bytes[0]) - 1);
     let owd = ms(10);
     for o in ops {
         match o {
+            Op::Priority { p } => priority = p,
             Op::Queue { len, life, dep } => {
-                let m = meta(next_id, life, (dep && next_id > 0).then(|| next_id - 1));
+                let m = MessageMeta {
+                    priority,
+                    ..meta(next_id, life, (dep && next_id > 0).then(|| next_id - 1))
+                };
                 if t.check(&m, len).is_ok() {
                     t.enqueue(at(now), frame(next_id, len), m);
                     queued.insert(next_id);
@@ -1231,4 +1241,224 @@ fn a_queued_message_is_judged_by_the_arrival_of_its_last_byte() {
     assert_eq!(ev[0].id, 1);
     // The small one: 0 bytes beyond the first segment, live at 20 ms.
     assert_eq!(t.head_len_paced(at(0), ms(20), 1_500, 1_000.0), Some(1_000));
+}
+
+/// Give slots to everything queued (nothing expires at `now`), one after
+/// the other from sequence number 0; the ids in the order they got slots.
+fn drain_order(t: &mut MessageTable, now: u64) -> Vec<u32> {
+    let mut seq = 0u32;
+    let mut order = Vec::new();
+    while let Some(len) = t.head_len(at(now), Duration::ZERO) {
+        let f = t.take_head(SeqNumber(seq)).unwrap();
+        assert_eq!(f.len(), len);
+        order.push(u32::from(f[0]) - 1);
+        seq += len as u32;
+    }
+    order
+}
+
+fn prio(id: u32, p: i8) -> MessageMeta {
+    MessageMeta {
+        priority: p,
+        ..meta(id, Some(1_000), None)
+    }
+}
+
+#[test]
+fn the_most_urgent_queued_message_gets_the_next_slot() {
+    // A congested connection: P-frames (priority 0) and audio-less data
+    // (-1) wait; an I-frame (priority 1) queued last goes first, then the
+    // rest by priority, oldest first within one priority.
+    let mut t = MessageTable::new();
+    for (id, p) in [(0, 0), (1, -1), (2, 0), (3, -1), (4, 1), (5, 0), (6, 1)] {
+        t.enqueue(at(0), frame(id, 10), prio(id, p));
+    }
+    assert_eq!(t.head_len_peek(), Some(10));
+    assert_eq!(drain_order(&mut t, 0), [4, 6, 0, 2, 5, 1, 3]);
+    assert!(events(&mut t).is_empty());
+}
+
+#[test]
+fn one_priority_is_the_order_of_queueing() {
+    for p in [-128, 0, 5, 127] {
+        let mut t = MessageTable::new();
+        for id in 0..20 {
+            t.enqueue(at(0), frame(id, 1 + id as usize), prio(id, p));
+        }
+        assert_eq!(drain_order(&mut t, 0), (0..20).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn an_ordered_substream_keeps_its_order_whatever_the_priorities() {
+    // Ordered (not replaceable) messages on sub-stream 1 with rising
+    // priority: the urgent one waits for its predecessors on the chain,
+    // which go first because of it; the unordered message on sub-stream 0
+    // comes after the chain.
+    let mut t = MessageTable::new();
+    let ordered = |id: u32, p: i8| MessageMeta {
+        replaceable: false,
+        substream: 1,
+        lifetime: None,
+        ..prio(id, p)
+    };
+    t.enqueue(at(0), frame(0, 10), ordered(0, -1));
+    t.enqueue(at(0), frame(1, 10), prio(1, 0));
+    t.enqueue(at(0), frame(2, 10), ordered(2, 0));
+    t.enqueue(at(0), frame(3, 10), ordered(3, 1));
+    assert_eq!(drain_order(&mut t, 0), [0, 2, 3, 1]);
+}
+
+#[test]
+fn a_dependency_goes_before_its_more_urgent_dependent() {
+    let mut t = MessageTable::new();
+    t.enqueue(at(0), frame(0, 10), prio(0, -1));
+    t.enqueue(at(0), frame(1, 10), prio(1, 0));
+    let dependent = MessageMeta {
+        depends_on: Some(0),
+        ..prio(2, 1)
+    };
+    t.enqueue(at(0), frame(2, 10), dependent);
+    assert_eq!(drain_order(&mut t, 0), [0, 2, 1]);
+}
+
+#[test]
+fn an_expired_urgent_message_is_reported_not_sent() {
+    // The liveness test applies to a message chosen by its priority from
+    // behind the head as it does to the head (thesis §4.2, before
+    // sequence numbers).
+    let mut t = MessageTable::new();
+    t.enqueue(at(0), frame(0, 10), prio(0, 0));
+    t.enqueue(
+        at(0),
+        frame(1, 10),
+        MessageMeta {
+            lifetime: Some(ms(5)),
+            ..prio(1, 1)
+        },
+    );
+    t.enqueue(at(0), frame(2, 10), prio(2, 1));
+    assert_eq!(drain_order(&mut t, 10), [2, 0]);
+    assert_eq!(
+        events(&mut t),
+        [ExpiredMessage {
+            id: 1,
+            reason: ExpiryReason::NotSent
+        }]
+    );
+    assert_eq!(t.stats().not_sent, 1);
+}
+
+#[test]
+fn slots_out_of_id_order_are_still_found_and_accounted() {
+    // Priorities give slots out of id order: an expired slot is still
+    // replaced (reported once, by id), and ACKs clear everything.
+    let mut t = MessageTable::new();
+    t.enqueue(
+        at(0),
+        frame(0, 10),
+        MessageMeta {
+            lifetime: Some(ms(20)),
+            ..prio(0, 0)
+        },
+    );
+    t.enqueue(
+        at(0),
+        frame(1, 10),
+        MessageMeta {
+            lifetime: Some(ms(20)),
+            ..prio(1, 1)
+        },
+    );
+    assert_eq!(drain_order(&mut t, 0), [1, 0]);
+    for s in [0u32, 10] {
+        assert!(t
+            .on_first_transmit(at(0), Duration::ZERO, SeqNumber(s), 10)
+            .is_empty());
+    }
+    // Message 1 (slot 0..10) has expired by its retransmission.
+    let rw = t.on_retransmit(at(30), ms(1), SeqNumber(0), 10, Resend::EVIDENT);
+    assert_eq!(rw.len(), 1);
+    assert_eq!(
+        events(&mut t),
+        [ExpiredMessage {
+            id: 1,
+            reason: ExpiryReason::Replaced { by: None }
+        }]
+    );
+    t.on_ack(SeqNumber(20), None);
+    assert!(t.is_empty());
+    assert!(events(&mut t).is_empty());
+}
+
+proptest! {
+    /// Whatever the priorities, every queued message gets exactly one
+    /// slot; ordered messages of a sub-stream get theirs in order; a
+    /// dependency gets its slot before its dependent; each slot goes to a
+    /// message of the highest priority waiting or to one that must go
+    /// before such a message; with one priority the order is the order of
+    /// queueing.
+    #[test]
+    fn slots_follow_priorities_within_the_ordering_rules(
+        msgs in proptest::collection::vec((-2i8..3, any::<bool>(), 0u16..3, proptest::option::of(0usize..8)), 1..60),
+        one_priority in any::<bool>(),
+    ) {
+        let mut t = MessageTable::new();
+        let mut latest: BTreeMap<u16, u32> = BTreeMap::new();
+        let mut metas = Vec::new();
+        for (i, &(p, ordered, sub, dep)) in msgs.iter().enumerate() {
+            let id = i as u32;
+            // A dependency on an earlier message, non-decreasing per sub-stream.
+            let depends_on = dep
+                .and_then(|back| id.checked_sub(1 + back as u32))
+                .filter(|d| latest.get(&sub).is_none_or(|l| d >= l));
+            if let Some(d) = depends_on {
+                latest.insert(sub, d);
+            }
+            let m = MessageMeta {
+                id,
+                lifetime: None,
+                depends_on,
+                replaceable: !ordered,
+                substream: sub,
+                priority: if one_priority { 1 } else { p },
+            };
+            prop_assert!(t.check(&m, 5).is_ok());
+            t.enqueue(at(0), vec![1 + id as u8; 5], m);
+            metas.push(m);
+        }
+        let mut order: Vec<u32> = Vec::new();
+        let mut seq = 0u32;
+        while let Some(len) = t.head_len(at(0), Duration::ZERO) {
+            let waiting: Vec<u32> = (0..metas.len() as u32).filter(|i| !order.contains(i)).collect();
+            let top = waiting.iter().map(|&i| metas[i as usize].priority).max().unwrap();
+            let f = t.take_head(SeqNumber(seq)).unwrap();
+            let id = u32::from(f[0]) - 1;
+            let m = metas[id as usize];
+            // Either of the top priority, or what one of the top priority
+            // (transitively) has to wait for: an earlier message.
+            prop_assert!(
+                m.priority == top || waiting.iter().any(|&w| w > id && metas[w as usize].priority == top),
+                "{id} (priority {}) went while {top} waited", m.priority
+            );
+            order.push(id);
+            seq += len as u32;
+        }
+        prop_assert_eq!(order.len(), metas.len());
+        let pos = |id: u32| order.iter().position(|&x| x == id).unwrap();
+        for m in &metas {
+            if let Some(d) = m.depends_on {
+                prop_assert!(pos(d) < pos(m.id), "{} before its dependency {}", m.id, d);
+            }
+            if !m.replaceable {
+                for e in metas.iter().filter(|e| e.id < m.id && !e.replaceable && e.substream == m.substream) {
+                    prop_assert!(pos(e.id) < pos(m.id), "ordered {} before {}", m.id, e.id);
+                }
+            }
+        }
+        if one_priority {
+            prop_assert_eq!(order, (0..metas.len() as u32).collect::<Vec<_>>());
+        }
+        prop_assert!(events(&mut t).is_empty());
+    }
 }

@@ -30,6 +30,7 @@ fn meta(id: u32, lifetime_ms: u64, depends_on: Option<u32>) -> MessageMeta {
         depends_on,
         replaceable: true,
         substream: 0,
+        priority: 0,
     }
 }
 

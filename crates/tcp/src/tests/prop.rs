@@ -203,7 +203,7 @@ mod hostile {
             cc in 0usize..3,
             pacing in any::<bool>(),
             always in any::<bool>(),
-            msgs in proptest::collection::vec((1usize..1600, proptest::option::of(0u64..400), any::<bool>(), 0u16..3), 0..60),
+            msgs in proptest::collection::vec((1usize..1600, proptest::option::of(0u64..400), any::<bool>(), 0u16..3, -2i8..3), 0..60),
         ) {
             let cfg = Config {
                 timestamps: ts,
@@ -221,7 +221,7 @@ mod hostile {
             let (mut a, _b) = pair(&cfg);
             let mut now = Instant::ZERO;
             let mut latest: std::collections::BTreeMap<u16, u32> = Default::default();
-            for (id, &(len, life, dep, sub)) in msgs.iter().enumerate() {
+            for (id, &(len, life, dep, sub, priority)) in msgs.iter().enumerate() {
                 let id = id as u32;
                 let depends_on = (dep && id > 0)
                     .then(|| id - 1)
@@ -235,6 +235,7 @@ mod hostile {
                     depends_on,
                     replaceable: true,
                     substream: sub,
+                    priority,
                 };
                 let _ = a.send_message(now, &vec![0x11; len], meta);
             }
