@@ -294,36 +294,107 @@ pub fn split_tcp_gso_with(
     tcp_checksums: bool,
     mut emit: impl FnMut(&[u8]),
 ) -> Result<usize, OffloadError> {
-    let l = tcp_layout(pkt).ok_or(OffloadError::UnsupportedPacket)?;
-    if gso_size == 0 {
-        return Err(OffloadError::UnsupportedPacket);
-    }
-    let hl = l.headers();
-    let payload = &pkt[hl..];
-    let seq0 = be32(pkt, l.ip + 4);
-    let id0 = be16(pkt, 4);
-    let flags0 = pkt[l.ip + 13];
-    let n = payload.len().div_ceil(gso_size).max(1);
-    for i in 0..n {
-        let chunk =
-            &payload[(i * gso_size).min(payload.len())..((i + 1) * gso_size).min(payload.len())];
+    let cut = Cut::of(pkt, gso_size, tcp_checksums)?;
+    for i in 0..cut.n {
+        let (from, to) = cut.chunk(i, pkt.len());
         scratch.clear();
-        scratch.extend_from_slice(&pkt[..hl]);
-        scratch.extend_from_slice(chunk);
-        let seg = scratch.as_mut_slice();
-        let tcp_len = l.tcp + chunk.len();
+        scratch.extend_from_slice(&pkt[..cut.hl]);
+        scratch.extend_from_slice(&pkt[from..to]);
+        cut.fix(scratch, i);
+        emit(scratch);
+    }
+    Ok(cut.n)
+}
+
+/// [`split_tcp_gso_with`] without copying the payload: segment `i`'s
+/// header is written just before its payload, over the last bytes of
+/// segment `i - 1`'s payload, which `emit` has consumed by then. `pkt`
+/// is overwritten. Needs `gso_size` at least the headers' length (else it
+/// falls back to the copying split, using `scratch`).
+pub fn split_tcp_gso_in_place(
+    pkt: &mut [u8],
+    gso_size: usize,
+    scratch: &mut Vec<u8>,
+    tcp_checksums: bool,
+    mut emit: impl FnMut(&[u8]),
+) -> Result<usize, OffloadError> {
+    let cut = Cut::of(pkt, gso_size, tcp_checksums)?;
+    if gso_size < cut.hl {
+        return split_tcp_gso_with(pkt, gso_size, scratch, tcp_checksums, emit);
+    }
+    scratch.clear();
+    scratch.extend_from_slice(&pkt[..cut.hl]);
+    let len = pkt.len();
+    for i in 0..cut.n {
+        let (from, to) = cut.chunk(i, len);
+        let start = from - cut.hl;
+        // Segment 0's header is the super-packet's own.
+        if i > 0 {
+            pkt[start..from].copy_from_slice(scratch);
+        }
+        let seg = &mut pkt[start..to];
+        cut.fix(seg, i);
+        emit(seg);
+    }
+    Ok(cut.n)
+}
+
+/// How a TCP super-packet is cut (`tcp_gso_segment`'s rules).
+struct Cut {
+    l: TcpLayout,
+    hl: usize,
+    gso: usize,
+    n: usize,
+    seq0: u32,
+    id0: u16,
+    flags0: u8,
+    tcp_checksums: bool,
+}
+
+impl Cut {
+    fn of(pkt: &[u8], gso: usize, tcp_checksums: bool) -> Result<Cut, OffloadError> {
+        let l = tcp_layout(pkt).ok_or(OffloadError::UnsupportedPacket)?;
+        if gso == 0 {
+            return Err(OffloadError::UnsupportedPacket);
+        }
+        let hl = l.headers();
+        Ok(Cut {
+            l,
+            hl,
+            gso,
+            n: (pkt.len() - hl).div_ceil(gso).max(1),
+            seq0: be32(pkt, l.ip + 4),
+            id0: be16(pkt, 4),
+            flags0: pkt[l.ip + 13],
+            tcp_checksums,
+        })
+    }
+
+    /// Segment `i`'s payload as a range of a `len`-byte super-packet.
+    fn chunk(&self, i: usize, len: usize) -> (usize, usize) {
+        let from = (self.hl + i * self.gso).min(len);
+        (from, (from + self.gso).min(len))
+    }
+
+    /// Make `seg` (the super-packet's headers + segment `i`'s payload)
+    /// segment `i`: lengths, IPv4 ID and header checksum, sequence
+    /// number, flags, TCP checksum.
+    fn fix(&self, seg: &mut [u8], i: usize) {
+        let l = self.l;
+        let tcp_len = seg.len() - l.ip;
         if l.v6 {
             seg[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
         } else {
-            seg[2..4].copy_from_slice(&((l.ip + tcp_len) as u16).to_be_bytes());
-            seg[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+            let total = seg.len() as u16;
+            seg[2..4].copy_from_slice(&total.to_be_bytes());
+            seg[4..6].copy_from_slice(&self.id0.wrapping_add(i as u16).to_be_bytes());
             fill_ipv4_checksum(seg, l.ip);
         }
         let t = l.ip;
-        let seq = seq0.wrapping_add((i * gso_size) as u32);
+        let seq = self.seq0.wrapping_add((i * self.gso) as u32);
         seg[t + 4..t + 8].copy_from_slice(&seq.to_be_bytes());
-        let mut flags = flags0;
-        if i + 1 < n {
+        let mut flags = self.flags0;
+        if i + 1 < self.n {
             flags &= !(TCP_FIN | TCP_PSH);
         }
         if i > 0 {
@@ -331,13 +402,11 @@ pub fn split_tcp_gso_with(
         }
         seg[t + 13] = flags;
         seg[t + 16..t + 18].fill(0);
-        if tcp_checksums {
+        if self.tcp_checksums {
             let sum = checksum::combine(pseudo_sum(seg, l.v6, tcp_len), checksum::data(&seg[t..]));
             seg[t + 16..t + 18].copy_from_slice(&checksum::finish(sum).to_be_bytes());
         }
-        emit(seg);
     }
-    Ok(n)
 }
 
 /// Turn one packet read from an offloading TUN device (header `hdr`,
@@ -382,7 +451,7 @@ pub fn rx_packet_with(
             if version != Some(if k == GSO_TCPV4 { 4 } else { 6 }) {
                 return Err(OffloadError::UnsupportedPacket);
             }
-            split_tcp_gso_with(pkt, usize::from(hdr.gso_size), scratch, checksums, emit)
+            split_tcp_gso_in_place(pkt, usize::from(hdr.gso_size), scratch, checksums, emit)
         }
         k => Err(OffloadError::UnsupportedGso(k)),
     }
