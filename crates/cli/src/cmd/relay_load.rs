@@ -225,7 +225,8 @@ pub fn run(a: RelayLoadArgs) -> Result<(), String> {
     let v = rt.block_on(async {
         let engine = match &a.host {
             Some(name) => {
-                let (e, made) = super::transmit::attach_engine(name, Vec::new())?;
+                let (e, made) =
+                    super::transmit::attach_engine(name, Vec::new(), Default::default())?;
                 own = made;
                 Some(e)
             }
