@@ -32,7 +32,10 @@ pub struct RelayChainArgs {
     /// Messages from one group start to the next (5 ms apart).
     #[arg(long, default_value_t = 100)]
     gop: u64,
-    /// Candidates, comma-separated, one run each (quic, kernel).
+    /// Candidates, comma-separated, one run each: quic, kernel (the
+    /// message layer on kernel TCP), hollywood (TCP Hollywood on each
+    /// host's engine; every relay's host-mode instance leaves by both of
+    /// its interfaces).
     #[arg(long, value_delimiter = ',', default_value = "quic,kernel")]
     transports: Vec<String>,
     /// Emulator seed.
