@@ -120,6 +120,8 @@ pub struct ChainResult {
     pub on_time_pct: f64,
     /// Delivered past the deadline (must be 0).
     pub late_delivered: u64,
+    /// How far past the deadline the latest of those was (ms).
+    pub late_by_max_ms: Option<f64>,
     /// The late joiner: when it joined (s after the start).
     pub late_joiner_joined_s: f64,
     /// From its acceptance to its first group start (ms).
@@ -482,6 +484,9 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
         on_time,
         on_time_pct: pct(on_time, expected),
         late_delivered: late0 + late1,
+        late_by_max_ms: (0..2)
+            .filter_map(|k| pl["players"][k]["late_by_max_ms"].as_f64())
+            .reduce(f64::max),
         late_joiner_joined_s: ljoined,
         late_joiner_first_group_ms: lfirst,
         late_joiner_bound_ms: (spec.gop as f64 * 5.0) + rtt.as_secs_f64() * 1e3,

@@ -112,7 +112,10 @@ pub fn run(a: RelayChainArgs) -> Result<(), String> {
             r.on_time,
             r.expected,
             r.on_time_pct,
-            r.late_delivered,
+            match r.late_by_max_ms {
+                Some(by) => format!("{} (+{by:.1} ms)", r.late_delivered),
+                None => r.late_delivered.to_string(),
+            },
             r.late_joiner_first_group_ms
                 .map_or("never".to_string(), |m| format!("{m:.1}")),
             r.late_joiner_bound_ms,

@@ -88,6 +88,10 @@ struct Player {
     on_time: u64,
     /// Delivered after it (must stay 0: the relay protocol drops them).
     late_delivered: u64,
+    /// How far past --deadline the latest of those was (ms): against the
+    /// relay protocol's own check, made on clock-offset estimates of every
+    /// hop (each wrong by up to half its exchange's asymmetry).
+    late_by_max_ms: Option<f64>,
     /// Dropped by the player's session as past their deadline.
     dropped_late: u64,
     /// From accepted to the first group start delivered (ms).
@@ -202,6 +206,8 @@ async fn play_one(
                     pl.on_time += 1;
                 } else {
                     pl.late_delivered += 1;
+                    let by = (now - sent - bound) as f64 / 1e3;
+                    pl.late_by_max_ms = Some(pl.late_by_max_ms.map_or(by, |m| m.max(by)));
                 }
             }
             Ok(None) => break,
