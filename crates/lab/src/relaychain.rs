@@ -122,6 +122,10 @@ pub struct ChainResult {
     pub late_delivered: u64,
     /// How far past the deadline the latest of those was (ms).
     pub late_by_max_ms: Option<f64>,
+    /// Messages older than a player's first (a group start), delivered
+    /// after it because the last relay took them in after it (out of
+    /// order); not counted on time. Both players.
+    pub before_first: u64,
     /// The late joiner: when it joined (s after the start).
     pub late_joiner_joined_s: f64,
     /// From its acceptance to its first group start (ms).
@@ -484,6 +488,7 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
         on_time,
         on_time_pct: pct(on_time, expected),
         late_delivered: late0 + late1,
+        before_first: u(&pl["players"][0]["before_first"]) + u(&pl["players"][1]["before_first"]),
         late_by_max_ms: (0..2)
             .filter_map(|k| pl["players"][k]["late_by_max_ms"].as_f64())
             .reduce(f64::max),

@@ -94,6 +94,11 @@ struct Player {
     late_by_max_ms: Option<f64>,
     /// Dropped by the player's session as past their deadline.
     dropped_late: u64,
+    /// Delivered in time but older than the first message (a message the
+    /// relay took in after the group start this player began at, out of
+    /// order): not counted in `on_time`, whose share is of the messages
+    /// from the first on.
+    before_first: u64,
     /// From accepted to the first group start delivered (ms).
     first_group_ms: Option<f64>,
     /// A failure, if any.
@@ -203,7 +208,11 @@ async fn play_one(
                 }
                 pl.last_seq = Some(pl.last_seq.map_or(seq, |l| l.max(seq)));
                 if now - sent <= bound {
-                    pl.on_time += 1;
+                    if pl.first_seq.is_some_and(|f| seq < f) {
+                        pl.before_first += 1;
+                    } else {
+                        pl.on_time += 1;
+                    }
                 } else {
                     pl.late_delivered += 1;
                     let by = (now - sent - bound) as f64 / 1e3;
