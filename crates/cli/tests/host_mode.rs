@@ -400,6 +400,67 @@ fn host_up_status_down_leave_nothing_behind() {
     assert!(net.ok(&["host", "clear"]).contains("nothing to clear"));
 }
 
+/// A multi-homed host (issue 32: a relay calls upstream by one interface
+/// and serves downstream by another): `--egress A,B` and `--egress routed`
+/// put both interfaces in one set in every rule, the TUN takes the
+/// smaller MTU, `status` lists them, `down` leaves nothing; an unknown
+/// interface fails before anything is made.
+#[test]
+fn host_up_with_several_egress_interfaces_matches_them_all() {
+    let Some((net, _guard)) = net("me") else {
+        return;
+    };
+    let before = net.ip_forward();
+    let lan = NetNs::create(&format!("hwhm-{}-me-lan", std::process::id())).expect("namespace");
+    let _veth = VethPair::create(&net.ns, "hwhm-e2", &lan, "hwhm-l2").expect("veth");
+    net.ns.set_mtu("hwhm-e2", 1300).unwrap();
+    net.ns
+        .add_addr("hwhm-e2", IpAddr::V4(Ipv4Addr::new(198, 51, 100, 2)), 24)
+        .unwrap();
+
+    let out = net.ok(&["host", "up", "--name", "mh", "--egress", "hwhm-eg,hwhm-e2"]);
+    assert!(out.contains("(MTU 1300)"), "{out}");
+    assert!(out.contains("masquerade out of hwhm-eg,hwhm-e2"), "{out}");
+    let table = net.exec(&["nft", "list", "table", "inet", "hollywood-mh"]);
+    // nft lists a set's elements in its own order.
+    let both = |l: &&str| l.contains("\"hwhm-eg\"") && l.contains("\"hwhm-e2\"");
+    let rule = |what: &str| table.lines().filter(both).any(|l| l.contains(what));
+    assert!(rule("ip saddr 10.203.0.2 meta l4proto tcp"), "{table}");
+    assert!(rule("oifname != {"), "{table}");
+    assert!(rule("tcp dport 61001-65535 ct state invalid"), "{table}");
+    assert!(
+        !table
+            .lines()
+            .any(|l| l.contains("name \"hwhm-") && !both(&l)),
+        "{table}"
+    );
+    let v: Value = serde_json::from_str(&net.ok(&["host", "status", "--json"])).unwrap();
+    assert_eq!(v["instances"][0]["egress"], "hwhm-eg,hwhm-e2", "{v}");
+    net.ok(&["host", "down", "--name", "mh"]);
+    net.assert_clean(&before);
+
+    // `routed`: every interface a route leaves by (the default route's
+    // veth and the second one's connected /24), in the routes' order.
+    let out = net.ok(&["host", "up", "--egress", "routed"]);
+    assert!(out.contains("masquerade out of hwhm-eg,hwhm-e2"), "{out}");
+    net.ok(&["host", "down"]);
+    net.assert_clean(&before);
+
+    // An interface that is not there: nothing is made.
+    let o = net.hollywood(&["host", "up", "--egress", "hwhm-eg,hwhm-none"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("hwhm-none"),
+        "{}",
+        text(&o)
+    );
+    net.assert_clean(&before);
+    // Nor with a name that is not an interface's.
+    let o = net.hollywood(&["host", "up", "--egress", "a\"b"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    net.assert_clean(&before);
+}
+
 #[test]
 fn host_clear_removes_instances_and_what_lost_its_state_file() {
     let Some((net, _guard)) = net("cl") else {

@@ -221,3 +221,73 @@ fn a_chain_of_three_relays_keeps_one_deadline() {
     assert_eq!(hops.len(), 3);
     assert!(hops[2]["published"].as_u64().unwrap() > 900, "{r}");
 }
+
+/// The same chain on TCP Hollywood on each host's engine (issue 32): each
+/// relay's host-mode instance leaves by both of its interfaces (it calls
+/// upstream by one and serves downstream by the other), the relays call
+/// upstream over their engines, the players play over theirs. The far
+/// player has ≥ 99 % on time and nothing is delivered past its deadline,
+/// anywhere.
+#[test]
+fn a_chain_of_three_relays_on_the_engine_keeps_one_deadline() {
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip("needs root (network namespaces, TUN devices, nftables)");
+        return;
+    }
+    if !hollywood_test_support::have_tool("nft", "--version") {
+        hollywood_test_support::skip("needs the nft tool (package nftables)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hw-relay-chain-engine-{}", std::process::id()));
+    let out = hollywood(&[
+        "lab",
+        "relay-chain",
+        "--duration",
+        "6s",
+        "--transports",
+        "hollywood",
+        "--out",
+        &dir.to_string_lossy(),
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["transport"], "hollywood", "{r}");
+    assert_eq!(r["relays"], 3);
+    assert!(r["expected"].as_u64().unwrap() > 900, "{r}");
+    assert!(r["on_time_pct"].as_f64().unwrap() >= 99.0, "{r}");
+    // No message older than its deadline delivered: not to the players,
+    // and no relay forwarded one it got late (it counts them apart).
+    assert_eq!(r["late_delivered"], 0, "{r}");
+    let hops = r["hops"].as_array().unwrap();
+    assert_eq!(hops.len(), 3);
+    for h in hops {
+        assert_eq!(h["published_late"], 0, "{r}");
+    }
+    assert!(hops[2]["published"].as_u64().unwrap() > 900, "{r}");
+    let first = r["late_joiner_first_group_ms"]
+        .as_f64()
+        .expect("the late joiner never started");
+    assert!(first <= r["late_joiner_bound_ms"].as_f64().unwrap(), "{r}");
+    // The players played over their engine, and every relay made its own
+    // host-mode instance (and took it down).
+    let players = std::fs::read_to_string(dir.join("hollywood/players.log")).unwrap();
+    assert!(players.contains("\"protocol\":\"hollywood\""), "{players}");
+    for i in 1..=3 {
+        let log = std::fs::read_to_string(dir.join(format!("hollywood/relay{i}.log"))).unwrap();
+        assert!(
+            log.contains("relay: hollywood on 10.203."),
+            "relay {i}: {log}"
+        );
+        assert!(log.contains("taken down"), "relay {i}: {log}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,6 +19,16 @@
 //! deadline of the publisher's send time (one clock: the hosts are
 //! namespaces of one machine); the relay protocol itself never delivers
 //! past the deadline, which the player checks (`late_delivered`).
+//!
+//! With transport `hollywood` every relay and the players run TCP
+//! Hollywood on the engine: each relay makes its own host-mode instance
+//! (`relay --host`) whose egress is every interface of its host
+//! (`--host-egress to-prev,to-next`: it calls upstream by one and serves
+//! downstream by the other), and calls the relay before it over the engine
+//! (`--upstream-transport hollywood`); the players attach their own
+//! instance in the last host. The publisher, in relay 1's host, sends on
+//! kernel TCP to relay 1's address, which host mode forwards to relay 1's
+//! engine (there is no emulated hop between them).
 
 use crate::internet::Proc;
 use crate::netem::{Netem, NetemConfig};
@@ -56,11 +66,10 @@ pub struct ChainSpec {
     pub duration: Duration,
     /// Messages between group starts (5 ms apart).
     pub gop: u64,
-    /// The candidate every relay serves: `quic` or `kernel` (the message
-    /// layer on kernel TCP). Not yet TCP Hollywood on an engine: a host-mode
-    /// instance sends only by its host's default-route interface
-    /// (`hostmode::nft`), and a relay in the middle of a chain calls
-    /// upstream by one interface and serves downstream by another.
+    /// The candidate every relay serves and calls upstream by: `quic`,
+    /// `kernel` (the message layer on kernel TCP) or `hollywood` (TCP
+    /// Hollywood on each host's engine, host mode with every interface of
+    /// the host as egress).
     pub transport: String,
     /// The emulators' seed.
     pub seed: u64,
@@ -90,6 +99,9 @@ pub struct Hop {
 pub struct ChainResult {
     /// The candidate.
     pub transport: String,
+    /// The publisher's candidate to relay 1 (in the same host: `kernel`
+    /// for `hollywood`, whose engine relay 1 holds).
+    pub publisher_transport: String,
     /// Relays.
     pub relays: usize,
     /// Round trip of one hop (ms).
@@ -108,6 +120,12 @@ pub struct ChainResult {
     pub on_time_pct: f64,
     /// Delivered past the deadline (must be 0).
     pub late_delivered: u64,
+    /// How far past the deadline the latest of those was (ms).
+    pub late_by_max_ms: Option<f64>,
+    /// Messages older than a player's first (a group start), delivered
+    /// after it because the last relay took them in after it (out of
+    /// order); not counted on time. Both players.
+    pub before_first: u64,
     /// The late joiner: when it joined (s after the start).
     pub late_joiner_joined_s: f64,
     /// From its acceptance to its first group start (ms).
@@ -178,8 +196,9 @@ fn build(spec: &ChainSpec) -> Result<Chain, Error> {
         left.add_route(&format!("10.90.{l2}.0/24"), Some(addr(l1, false)), None)?;
         right.add_route(&format!("10.90.{l1}.0/24"), Some(addr(l2, true)), None)?;
         // Default routes toward the publisher (h0: toward the players):
-        // an engine's caller (host mode) leaves by the default route, and
-        // every host but h0 calls upstream.
+        // every host but h0 calls upstream, and the players' host-mode
+        // instance leaves by the default route's interface (a relay's by
+        // both of its interfaces, `--host-egress`).
         right.add_route("default", Some(addr(l2, true)), None)?;
         if i == 1 {
             left.add_route("default", Some(addr(l1, false)), None)?;
@@ -208,6 +227,17 @@ fn build(spec: &ChainSpec) -> Result<Chain, Error> {
         hosts,
         _emus: emus,
     })
+}
+
+fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ok()
 }
 
 fn last_json(log: &Path) -> Result<serde_json::Value, Error> {
@@ -239,14 +269,11 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
     if !hollywood_io::is_root() {
         return Err("the relay chain needs root (network namespaces)".into());
     }
-    if !matches!(spec.transport.as_str(), "quic" | "kernel") {
-        return Err(format!(
-            "transport {}: quic or kernel (TCP Hollywood on an engine needs a host-mode \
-             instance that sends by two interfaces, which host mode does not do yet)",
-            spec.transport
-        )
-        .into());
-    }
+    let engine = match spec.transport.as_str() {
+        "quic" | "kernel" => false,
+        "hollywood" => true,
+        t => return Err(format!("transport {t}: quic, kernel or hollywood").into()),
+    };
     if !(1..=6).contains(&spec.relays) {
         return Err("--relays: 1 to 6".into());
     }
@@ -258,6 +285,21 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
     let port = PORT.to_string();
     let total = spec.duration + Duration::from_secs(8);
     let secs = |d: Duration| format!("{}ms", d.as_millis());
+    // With the engine: host mode's state and lock per host (not the
+    // machine's run directory, which other users of host mode share).
+    let run_dirs: Vec<PathBuf> = (0..=spec.relays)
+        .map(|i| spec.out_dir.join(format!("run-h{i}")))
+        .collect();
+    for d in &run_dirs {
+        std::fs::create_dir_all(d)?;
+    }
+    let env = |i: usize| -> Vec<(&str, &Path)> {
+        if engine {
+            vec![("HOLLYWOOD_RUN_DIR", run_dirs[i].as_path())]
+        } else {
+            Vec::new()
+        }
+    };
     // Relays, first to last: relay i in h(i-1), listening on its address
     // toward the next hop (relay 1 also takes the publisher locally).
     let mut relays = Terminating(Vec::new());
@@ -283,14 +325,30 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
                 "hollywood://{}:{port}",
                 addr(2 * (i - 1) - 1, true)
             ));
+            argv.push("--upstream-transport".into());
+            argv.push(spec.transport.clone());
+        }
+        if engine {
+            // Its own host-mode instance, leaving by both of its
+            // interfaces (relay 1's host has only the one toward the next).
+            let egress = if i == 1 { "to-next" } else { "to-prev,to-next" };
+            argv.extend(["--host".into(), "--host-egress".into(), egress.into()]);
         }
         let a: Vec<&str> = argv.iter().map(String::as_str).collect();
-        relays.0.push(Proc::spawn(
-            &ns(i - 1),
-            &[],
-            &a,
-            &log(&format!("relay{i}")),
-        )?);
+        let relay_log = log(&format!("relay{i}"));
+        relays
+            .0
+            .push(Proc::spawn(&ns(i - 1), &env(i - 1), &a, &relay_log)?);
+        // It listens (it says so on stderr) before the next one calls it.
+        let listening = wait_until(Duration::from_secs(20), || {
+            std::fs::read_to_string(&relay_log).is_ok_and(|l| {
+                l.lines()
+                    .any(|l| l.starts_with("relay: ") && l.contains(" on "))
+            })
+        });
+        if !listening {
+            return Err(format!("relay {i} never listened (see {})", relay_log.display()).into());
+        }
         progress(&format!("relay {i} up in {}", ns(i - 1)));
     }
     std::thread::sleep(Duration::from_millis(800));
@@ -298,6 +356,7 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
     let last = format!("{}:{port}", addr(2 * spec.relays - 1, true));
     let deadline = secs(spec.deadline);
     let gop = spec.gop.to_string();
+    let pub_transport = if engine { "kernel" } else { &spec.transport };
     let publisher = Proc::spawn(
         &ns(0),
         &[],
@@ -315,7 +374,7 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
             "--duration",
             &secs(spec.duration),
             "--transport",
-            &spec.transport,
+            pub_transport,
         ],
         &log("publisher"),
     )?;
@@ -324,7 +383,7 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
     let gap = spec.duration / 2;
     let play_for = secs(spec.duration + Duration::from_secs(3));
     let gap = secs(gap);
-    let argv = [
+    let mut argv = vec![
         bin.as_str(),
         "tools",
         "relay-load",
@@ -341,7 +400,10 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
         "--transport",
         &spec.transport,
     ];
-    let mut players = Proc::spawn(&ns(spec.relays), &[], &argv, &log("players"))?;
+    if engine {
+        argv.push("--host");
+    }
+    let mut players = Proc::spawn(&ns(spec.relays), &env(spec.relays), &argv, &log("players"))?;
     progress("publishing");
     let mut publisher = publisher;
     let pub_exit = publisher.wait_for(spec.duration + Duration::from_secs(15));
@@ -416,6 +478,7 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
     let rtt = spec.hop_delay * 2;
     Ok(ChainResult {
         transport: spec.transport.clone(),
+        publisher_transport: pub_transport.to_owned(),
         relays: spec.relays,
         hop_rtt_ms: rtt.as_secs_f64() * 1e3,
         hop_loss_pct: spec.hop_loss * 100.0,
@@ -425,6 +488,10 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
         on_time,
         on_time_pct: pct(on_time, expected),
         late_delivered: late0 + late1,
+        before_first: u(&pl["players"][0]["before_first"]) + u(&pl["players"][1]["before_first"]),
+        late_by_max_ms: (0..2)
+            .filter_map(|k| pl["players"][k]["late_by_max_ms"].as_f64())
+            .reduce(f64::max),
         late_joiner_joined_s: ljoined,
         late_joiner_first_group_ms: lfirst,
         late_joiner_bound_ms: (spec.gop as f64 * 5.0) + rtt.as_secs_f64() * 1e3,

@@ -1,7 +1,7 @@
 //! `hollywood host up|down|status|clear`: the standing form of host mode
 //! (`hollywood_io::hostmode`): a persistent TUN device `hwh<i>` for the
 //! engine at `10.203.i.2`, IPv4 forwarding, masquerade out of the default
-//! route's interface and DNAT of `--listen` ports to the engine, set up
+//! route's interface (or `--egress` interfaces) and DNAT of `--listen` ports to the engine, set up
 //! and torn down as one thing. Needs CAP_NET_ADMIN and the `nft` tool.
 
 use clap::{Args, Subcommand};
@@ -33,6 +33,13 @@ pub struct UpArgs {
     /// processes (`transmit --host`, a service) attach without root.
     #[arg(long, value_parser = parse_user)]
     pub user: Option<u32>,
+    /// The interfaces the engine's connections may leave by,
+    /// comma-separated, or `routed` (every interface an IPv4 route leaves
+    /// by): a multi-homed host, e.g. a relay that calls upstream by one
+    /// interface and serves downstream by another. Default: the IPv4
+    /// default route's interface.
+    #[arg(long, value_parser = hostmode::EgressChoice::parse, value_name = "IFACES|routed")]
+    pub egress: Option<hostmode::EgressChoice>,
 }
 
 /// A user name or uid → uid (names through `id -u`, so NSS users work).
@@ -94,6 +101,7 @@ pub fn run(c: HostCommand) -> Result<(), String> {
                 listen: a.listen,
                 in_process: false,
                 owner: a.user,
+                egress: a.egress.unwrap_or_default(),
             })
             .map_err(err)?;
             let listen = if st.listen.is_empty() {

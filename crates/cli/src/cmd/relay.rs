@@ -11,6 +11,7 @@
 
 use crate::units::parse_duration;
 use clap::Args;
+use hollywood_io::hostmode;
 use hollywood_taps::pubsub::{self, Policy, Relay, RelayReport, ServerConfig, Upstream};
 use hollywood_taps::{
     LocalEndpoint, Preconnection, Protocol, RemoteEndpoint, SecurityParameters, TransportProperties,
@@ -70,6 +71,17 @@ pub struct RelayArgs {
     /// with none up, an in-process one forwarding the listening port.
     #[arg(long, num_args = 0..=1, default_missing_value = "", value_name = "NAME")]
     host: Option<String>,
+    /// With --host and no instance up: the interfaces the in-process
+    /// instance's connections may leave by, comma-separated, or `routed`
+    /// (every interface an IPv4 route leaves by), as `host up --egress`;
+    /// for a relay that calls upstream by one interface and serves
+    /// downstream by another. Default: the default route's interface.
+    #[arg(long, requires = "host", value_parser = hostmode::EgressChoice::parse, value_name = "IFACES|routed")]
+    host_egress: Option<hostmode::EgressChoice>,
+    /// Candidates to call the upstream relay by, comma-separated (quic,
+    /// hollywood, kernel); default: every candidate, raced.
+    #[arg(long, value_delimiter = ',', requires = "upstream")]
+    upstream_transport: Vec<String>,
     /// Make the sockets in this network namespace (`ip netns`; root).
     #[arg(long)]
     netns: Option<String>,
@@ -188,6 +200,15 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
             if let Some(ns) = &a.netns {
                 p = p.with_namespace(ns.clone());
             }
+            let mut up = Vec::new();
+            for t in &a.upstream_transport {
+                up.push(Protocol::parse(t).ok_or_else(|| {
+                    format!("--upstream-transport {t}: quic, hollywood or kernel")
+                })?);
+            }
+            if !up.is_empty() {
+                p = p.with_protocols(&up);
+            }
             Some(Upstream {
                 preconnection: p,
                 token: a.upstream_token.clone(),
@@ -218,7 +239,9 @@ pub fn run(mut a: RelayArgs) -> Result<(), String> {
         let mut int =
             signal(SignalKind::interrupt()).map_err(|e| format!("SIGINT handler: {e}"))?;
         if let Some(name) = &a.host {
-            let (e, made) = super::transmit::attach_engine(name, vec![a.listen.port()])?;
+            let egress = a.host_egress.clone().unwrap_or_default();
+            let (e, made) =
+                super::transmit::attach_engine(name, vec![a.listen.port()], egress)?;
             own = made;
             // The upstream relay is reached over the same engine.
             if let Some(u) = upstream.as_mut() {

@@ -32,7 +32,10 @@ pub struct RelayChainArgs {
     /// Messages from one group start to the next (5 ms apart).
     #[arg(long, default_value_t = 100)]
     gop: u64,
-    /// Candidates, comma-separated, one run each (quic, kernel).
+    /// Candidates, comma-separated, one run each: quic, kernel (the
+    /// message layer on kernel TCP), hollywood (TCP Hollywood on each
+    /// host's engine; every relay's host-mode instance leaves by both of
+    /// its interfaces).
     #[arg(long, value_delimiter = ',', default_value = "quic,kernel")]
     transports: Vec<String>,
     /// Emulator seed.
@@ -109,7 +112,10 @@ pub fn run(a: RelayChainArgs) -> Result<(), String> {
             r.on_time,
             r.expected,
             r.on_time_pct,
-            r.late_delivered,
+            match r.late_by_max_ms {
+                Some(by) => format!("{} (+{by:.1} ms)", r.late_delivered),
+                None => r.late_delivered.to_string(),
+            },
             r.late_joiner_first_group_ms
                 .map_or("never".to_string(), |m| format!("{m:.1}")),
             r.late_joiner_bound_ms,

@@ -88,8 +88,17 @@ struct Player {
     on_time: u64,
     /// Delivered after it (must stay 0: the relay protocol drops them).
     late_delivered: u64,
+    /// How far past --deadline the latest of those was (ms): against the
+    /// relay protocol's own check, made on clock-offset estimates of every
+    /// hop (each wrong by up to half its exchange's asymmetry).
+    late_by_max_ms: Option<f64>,
     /// Dropped by the player's session as past their deadline.
     dropped_late: u64,
+    /// Delivered in time but older than the first message (a message the
+    /// relay took in after the group start this player began at, out of
+    /// order): not counted in `on_time`, whose share is of the messages
+    /// from the first on.
+    before_first: u64,
     /// From accepted to the first group start delivered (ms).
     first_group_ms: Option<f64>,
     /// A failure, if any.
@@ -199,9 +208,15 @@ async fn play_one(
                 }
                 pl.last_seq = Some(pl.last_seq.map_or(seq, |l| l.max(seq)));
                 if now - sent <= bound {
-                    pl.on_time += 1;
+                    if pl.first_seq.is_some_and(|f| seq < f) {
+                        pl.before_first += 1;
+                    } else {
+                        pl.on_time += 1;
+                    }
                 } else {
                     pl.late_delivered += 1;
+                    let by = (now - sent - bound) as f64 / 1e3;
+                    pl.late_by_max_ms = Some(pl.late_by_max_ms.map_or(by, |m| m.max(by)));
                 }
             }
             Ok(None) => break,
@@ -225,7 +240,8 @@ pub fn run(a: RelayLoadArgs) -> Result<(), String> {
     let v = rt.block_on(async {
         let engine = match &a.host {
             Some(name) => {
-                let (e, made) = super::transmit::attach_engine(name, Vec::new())?;
+                let (e, made) =
+                    super::transmit::attach_engine(name, Vec::new(), Default::default())?;
                 own = made;
                 Some(e)
             }

@@ -254,7 +254,7 @@ pub fn run(a: TransmitArgs) -> Result<(), String> {
                     Mode::Listener => vec![port],
                     Mode::Caller => Vec::new(),
                 };
-                let (e, made) = attach_engine(name, listen)?;
+                let (e, made) = attach_engine(name, listen, Default::default())?;
                 own = made;
                 pre = pre.with_engine(e);
                 true
@@ -393,11 +393,12 @@ pub(crate) fn every(ms: u64, f: impl Fn() + Send + 'static) -> tokio::task::Join
 
 /// `--host NAME` (empty: the first free instance): the engine of a
 /// standing host-mode instance, or, with none up, of an instance this
-/// process makes (forwarding `listen`) and takes down when the returned
-/// guard drops. Inside a tokio runtime.
+/// process makes (forwarding `listen`, leaving by `egress`) and takes
+/// down when the returned guard drops. Inside a tokio runtime.
 pub(crate) fn attach_engine(
     name: &str,
     listen: Vec<u16>,
+    egress: hostmode::EgressChoice,
 ) -> Result<(Engine, Option<OwnInstance>), String> {
     // The engine's TCP: TCP Hollywood (inconsistent retransmissions,
     // out-of-order delivery; thesis ch. 4) with BBR, as the lab's
@@ -416,6 +417,7 @@ pub(crate) fn attach_engine(
             listen,
             in_process: true,
             owner: None,
+            egress,
         })
         .map_err(|e| e.to_string())?;
         eprintln!(

@@ -98,10 +98,44 @@ pub fn egress() -> Result<Egress> {
             "no IPv4 default route: host mode masquerades out of the default route's interface; add one (ip route add default via GATEWAY)".into(),
         ));
     };
-    let link = run_command("ip", &["-j", "link", "show", "dev", &dev])?;
-    let mtu = parse_link_mtu(&link)?
-        .ok_or_else(|| Error::HostMode(format!("`ip -j link show dev {dev}` reports no MTU")))?;
+    let mtu = link_mtu(&dev)?;
     Ok(Egress { dev, gateway, mtu })
+}
+
+/// An interface's MTU (`ip -j link show dev X`), or an error naming it.
+pub fn link_mtu(dev: &str) -> Result<u32> {
+    let link = run_command("ip", &["-j", "link", "show", "dev", dev])?;
+    parse_link_mtu(&link)?
+        .ok_or_else(|| Error::HostMode(format!("`ip -j link show dev {dev}` reports no MTU")))
+}
+
+/// The interfaces of the main table's IPv4 routes in `ip -4 -j route show`
+/// output, in order of first appearance, without `lo` and host mode's own
+/// TUN devices (`hwh<i>`): where the engine's connections may leave on a
+/// multi-homed host.
+pub fn parse_route_devs(json: &str) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for r in parse(json, "ip -4 -j route show")? {
+        let Some(dev) = r["dev"].as_str() else {
+            continue;
+        };
+        if dev != "lo" && !super::alloc::is_tun_name(dev) && !out.iter().any(|d| d == dev) {
+            out.push(dev.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Every interface an IPv4 route of the main table leaves by (see
+/// [`parse_route_devs`]), or an error when there is none.
+pub fn routed_devs() -> Result<Vec<String>> {
+    let devs = parse_route_devs(&run_command("ip", &["-4", "-j", "route", "show"])?)?;
+    if devs.is_empty() {
+        return Err(Error::HostMode(
+            "no IPv4 route leaves by any interface: nothing to masquerade out of".into(),
+        ));
+    }
+    Ok(devs)
 }
 
 /// Whether `ip -6 -j addr show dev X scope global` output lists an address.
@@ -213,6 +247,22 @@ mod tests {
         assert!(parse_has_global_v6(with).unwrap());
         assert!(!parse_has_global_v6("[]").unwrap());
         assert!(!parse_has_global_v6(r#"[{"ifname":"eth0","addr_info":[]}]"#).unwrap());
+    }
+
+    #[test]
+    fn route_interfaces_are_listed_once_without_lo_and_our_tuns() {
+        let json = r#"[{"dst":"default","gateway":"10.90.2.1","dev":"to-prev","flags":[]},
+                       {"dst":"10.90.1.0/24","gateway":"10.90.2.1","dev":"to-prev","flags":[]},
+                       {"dst":"10.90.2.0/24","dev":"to-prev","protocol":"kernel","scope":"link","prefsrc":"10.90.2.1"},
+                       {"dst":"10.90.3.0/24","dev":"to-next","protocol":"kernel","scope":"link","prefsrc":"10.90.3.2"},
+                       {"dst":"10.203.0.0/30","dev":"hwh0","protocol":"kernel","scope":"link"},
+                       {"dst":"127.0.0.0/8","dev":"lo"},
+                       {"dst":"blackhole","type":"blackhole"}]"#;
+        assert_eq!(
+            parse_route_devs(json).unwrap(),
+            vec!["to-prev".to_owned(), "to-next".to_owned()]
+        );
+        assert!(parse_route_devs("[]").unwrap().is_empty());
     }
 
     #[test]

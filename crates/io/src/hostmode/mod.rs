@@ -3,7 +3,8 @@
 //! phantun/fake-tcp model, docs/HOST-MODE-DESIGN.md): a TUN device with a
 //! private point-to-point /30 (`10.203.i.1` kernel, `10.203.i.2` engine),
 //! the kernel forwarding for it and NATting it — masquerade out of the
-//! default route's interface (client), DNAT of listening ports to the
+//! default route's interface, or of a set of interfaces on a
+//! multi-homed host ([`EgressChoice`]) (client), DNAT of listening ports to the
 //! engine (server) — so the kernel's own TCP never owns, and never
 //! resets, the engine's connections.
 //!
@@ -89,6 +90,74 @@ pub struct UpOptions {
     /// attach to it without CAP_NET_ADMIN (`host up --user`); default:
     /// this process's user, so only it and CAP_NET_ADMIN may attach.
     pub owner: Option<u32>,
+    /// The interfaces the engine's connections may leave by (masquerade,
+    /// forwarding); default: the IPv4 default route's.
+    pub egress: EgressChoice,
+}
+
+/// Which interfaces an instance's connections may leave by: those its
+/// masquerade and forward rules match (`oifname`), the replies its input
+/// guard watches (`iifname`), and whose IPv6 sysctls it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum EgressChoice {
+    /// The IPv4 default route's interface (a host with one way out).
+    #[default]
+    DefaultRoute,
+    /// These interfaces (`host up --egress A,B`): a multi-homed host, as
+    /// a relay in a chain that calls upstream by one interface and serves
+    /// downstream by another.
+    Interfaces(Vec<String>),
+    /// Every interface an IPv4 route of the main table leaves by
+    /// (`--egress routed`), read when the instance comes up.
+    Routed,
+}
+
+impl EgressChoice {
+    /// `routed`, or interface names separated by commas.
+    pub fn parse(s: &str) -> std::result::Result<EgressChoice, String> {
+        if s == "routed" {
+            return Ok(EgressChoice::Routed);
+        }
+        let mut devs: Vec<String> = Vec::new();
+        for d in s.split(',').map(str::trim) {
+            // Linux's IFNAMSIZ (16 with the NUL); the name goes into the
+            // ruleset between quotes.
+            let ok = !d.is_empty()
+                && d.len() <= 15
+                && d.chars()
+                    .all(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\'' | ',' | '/' | '\\'));
+            if !ok {
+                return Err(format!(
+                    "--egress {s}: {d:?} is not an interface name (`routed`, or names separated by commas)"
+                ));
+            }
+            if !devs.iter().any(|x| x == d) {
+                devs.push(d.to_owned());
+            }
+        }
+        Ok(EgressChoice::Interfaces(devs))
+    }
+
+    /// The interfaces and the smallest of their MTUs (the TUN device's:
+    /// a segment the engine sends must fit whichever way it leaves).
+    fn resolve(&self) -> Result<(Vec<String>, u32)> {
+        let devs = match self {
+            EgressChoice::DefaultRoute => {
+                let e = iproute::egress()?;
+                return Ok((vec![e.dev], e.mtu));
+            }
+            EgressChoice::Interfaces(d) if d.is_empty() => {
+                return Err(Error::HostMode("--egress: no interface given".into()))
+            }
+            EgressChoice::Interfaces(d) => d.clone(),
+            EgressChoice::Routed => iproute::routed_devs()?,
+        };
+        let mut mtu = u32::MAX;
+        for d in &devs {
+            mtu = mtu.min(iproute::link_mtu(d)?);
+        }
+        Ok((devs, mtu))
+    }
 }
 
 /// Bring up a standing instance: persistent TUN device, forwarding,
@@ -117,7 +186,7 @@ pub fn up(opts: &UpOptions) -> Result<State> {
             )));
         }
     }
-    let egress = iproute::egress()?;
+    let (egress, mtu) = opts.egress.resolve()?;
     let mut used: Vec<u8> = mine.iter().map(|s| s.index).collect();
     for (link, _) in iproute::links()? {
         if alloc::is_tun_name(&link) {
@@ -140,15 +209,24 @@ pub fn up(opts: &UpOptions) -> Result<State> {
     // A forwarding drop we do not handle fails here, before anything is made.
     let holes = firewall::probe(&tun, &name)?;
     let masq = nft::masq_ports(&sysctl::read("net.ipv4.ip_local_port_range")?);
-    // IPv6 when the IPv6 default route leaves by the same interface and it
-    // has a global address.
-    let v6 =
-        (iproute::egress_v6()?.as_deref() == Some(egress.dev.as_str())).then(alloc::host_global_id);
+    // IPv6 when the IPv6 default route leaves by an egress interface and
+    // that has a global address.
+    let v6 = iproute::egress_v6()?
+        .is_some_and(|d| egress.contains(&d))
+        .then(alloc::host_global_id);
     let mut sysctls = vec![IP_FORWARD.to_owned()];
     if v6.is_some() {
         let force = sysctl::proc_path("net.ipv6.conf.all.force_forwarding").exists();
-        let accept_ra = sysctl::read(&sysctl::conf_key("ipv6", &egress.dev, "accept_ra"))?;
-        sysctls.extend(sysctl::v6_plan(force, &egress.dev, &accept_ra));
+        let mut ra = Vec::new();
+        for d in &egress {
+            ra.push(sysctl::read(&sysctl::conf_key("ipv6", d, "accept_ra"))?);
+        }
+        let plan: Vec<(&str, &str)> = egress
+            .iter()
+            .map(String::as_str)
+            .zip(ra.iter().map(String::as_str))
+            .collect();
+        sysctls.extend(sysctl::v6_plan_for(force, &plan));
     }
     let mut st = State {
         version: state::VERSION,
@@ -164,8 +242,8 @@ pub fn up(opts: &UpOptions) -> Result<State> {
         index,
         tun: tun.clone(),
         persistent: true,
-        egress: egress.dev.clone(),
-        mtu: egress.mtu,
+        egress: egress.join(","),
+        mtu,
         kernel_v4: format!("{}/{}", alloc::kernel_v4(index), alloc::PREFIX_V4),
         engine_v4: alloc::engine_v4(index).to_string(),
         kernel_v6: v6.map(|g| format!("{}/{}", alloc::kernel_v6(g, index), alloc::PREFIX_V6)),
@@ -185,7 +263,7 @@ pub fn up(opts: &UpOptions) -> Result<State> {
     let rules = nft::Ruleset {
         name: name.clone(),
         tun: tun.clone(),
-        egress: egress.dev,
+        egress,
         engine_v4: alloc::engine_v4(index),
         engine_v6: v6.map(|g| alloc::engine_v6(g, index)),
         listen: opts.listen.clone(),
@@ -582,6 +660,25 @@ pub fn status() -> Result<Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn egress_choices_parse() {
+        assert_eq!(EgressChoice::parse("routed"), Ok(EgressChoice::Routed));
+        assert_eq!(
+            EgressChoice::parse("to-prev,to-next,to-prev"),
+            Ok(EgressChoice::Interfaces(vec![
+                "to-prev".into(),
+                "to-next".into()
+            ]))
+        );
+        assert_eq!(
+            EgressChoice::parse("eth0"),
+            Ok(EgressChoice::Interfaces(vec!["eth0".into()]))
+        );
+        for bad in ["", "a,,b", "a\"b", "sixteen-chars-xx", "a b"] {
+            assert!(EgressChoice::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn cap_net_admin_is_read_from_the_effective_set() {

@@ -31,8 +31,10 @@ pub struct Ruleset {
     pub name: String,
     /// The instance's TUN device.
     pub tun: String,
-    /// The egress interface (of the default route).
-    pub egress: String,
+    /// The egress interfaces: the default route's, or several for a
+    /// multi-homed host (a relay that calls upstream by one interface and
+    /// serves downstream by another). Never empty.
+    pub egress: Vec<String>,
     /// The engine's IPv4 address behind the TUN device.
     pub engine_v4: Ipv4Addr,
     /// The engine's IPv6 address, when IPv6 is set up (else IPv6 from the
@@ -52,14 +54,14 @@ impl Ruleset {
     /// The whole `nft -f` batch: replace the table with this instance's.
     ///
     /// - `postrouting`: masquerade the engine's TCP out of the egress
-    ///   (the client side, always present);
+    ///   interfaces (the client side, always present);
     /// - `prerouting`/`output` (with `listen` ports): DNAT of connections
     ///   to a local address's listening port to the engine (`output`: from
     ///   this host itself to its own non-loopback addresses);
     /// - `forward`: drop conntrack-INVALID packets to and from the TUN
     ///   (they are not NATed and would leave with the private source),
     ///   anything from the TUN that is not from the engine's address, or
-    ///   or IPv6 when it is not set up, or not leaving by the egress;
+    ///   or IPv6 when it is not set up, or not leaving by an egress;
     ///   accept the rest from the TUN, and toward it only replies and
     ///   DNATed connections;
     /// - `input`: a packet for a listening port that was not DNATed, or a
@@ -68,7 +70,7 @@ impl Ruleset {
     pub fn text(&self) -> String {
         let t = table_name(&self.name);
         let tun = &self.tun;
-        let eg = &self.egress;
+        let eg = self.egress_match();
         let eng = self.engine_v4;
         let server = !self.listen.is_empty();
         let mut s = String::new();
@@ -118,11 +120,11 @@ impl Ruleset {
         line("  chain postrouting {");
         line("    type nat hook postrouting priority srcnat; policy accept;");
         line(&format!(
-            "    iifname \"{tun}\" oifname \"{eg}\" ip saddr {eng} meta l4proto tcp counter {masq}"
+            "    iifname \"{tun}\" oifname {eg} ip saddr {eng} meta l4proto tcp counter {masq}"
         ));
         if let Some(e6) = self.engine_v6 {
             line(&format!(
-                "    iifname \"{tun}\" oifname \"{eg}\" ip6 saddr {e6} meta l4proto tcp counter {masq}"
+                "    iifname \"{tun}\" oifname {eg} ip6 saddr {e6} meta l4proto tcp counter {masq}"
             ));
         }
         line("  }");
@@ -146,7 +148,7 @@ impl Ruleset {
             "    iifname \"{tun}\" ip saddr != {eng} counter drop"
         ));
         line(&format!(
-            "    iifname \"{tun}\" oifname != \"{eg}\" counter drop"
+            "    iifname \"{tun}\" oifname != {eg} counter drop"
         ));
         line(&format!("    iifname \"{tun}\" counter accept"));
         line(&format!(
@@ -164,15 +166,28 @@ impl Ruleset {
         }
         if let Some((lo, hi)) = self.masq_ports {
             line(&format!(
-                "    iifname \"{eg}\" tcp dport {lo}-{hi} ct state invalid counter drop"
+                "    iifname {eg} tcp dport {lo}-{hi} ct state invalid counter drop"
             ));
             line(&format!(
-                "    iifname \"{eg}\" tcp dport {lo}-{hi} ct state new tcp flags & (syn | ack) != syn counter drop"
+                "    iifname {eg} tcp dport {lo}-{hi} ct state new tcp flags & (syn | ack) != syn counter drop"
             ));
         }
         line("  }");
         line("}");
         s
+    }
+
+    /// The egress interfaces as the right side of an `iifname`/`oifname`
+    /// match: one quoted name, or an anonymous set of several
+    /// (`{ "a", "b" }`; `!=` negates set membership).
+    fn egress_match(&self) -> String {
+        match self.egress.as_slice() {
+            [one] => format!("\"{one}\""),
+            many => {
+                let q: Vec<String> = many.iter().map(|e| format!("\"{e}\"")).collect();
+                format!("{{ {} }}", q.join(", "))
+            }
+        }
     }
 }
 
@@ -391,7 +406,7 @@ mod tests {
         Ruleset {
             name: "h0".into(),
             tun: "hwh0".into(),
-            egress: "eth0".into(),
+            egress: vec!["eth0".into()],
             engine_v4: Ipv4Addr::new(10, 203, 0, 2),
             engine_v6: None,
             listen: vec![],
@@ -461,7 +476,14 @@ mod tests {
             engine_v6: Some("fd12:3456:789a:0::2".parse().unwrap()),
             ..r
         };
-        for r in [client(), server(), v6(client()), v6(server())] {
+        for r in [
+            client(),
+            server(),
+            v6(client()),
+            v6(server()),
+            multi_homed(),
+            v6(multi_homed()),
+        ] {
             check(&r.text()).unwrap_or_else(|e| panic!("{e}\n{}", r.text()));
         }
         // The check is real: a broken rule is refused.
@@ -484,6 +506,63 @@ mod tests {
         assert!(server()
             .text()
             .contains("meta nfproto != ipv4 counter drop"));
+    }
+
+    fn multi_homed() -> Ruleset {
+        Ruleset {
+            egress: vec!["to-prev".into(), "to-next".into()],
+            ..server()
+        }
+    }
+
+    #[test]
+    fn several_egress_interfaces_are_one_set_in_every_rule() {
+        let t = multi_homed().text();
+        let set = "{ \"to-prev\", \"to-next\" }";
+        assert!(t.contains(&format!(
+            "iifname \"hwh0\" oifname {set} ip saddr 10.203.0.2 meta l4proto tcp counter masquerade to :61001-65535"
+        )), "{t}");
+        assert!(
+            t.contains(&format!("iifname \"hwh0\" oifname != {set} counter drop")),
+            "{t}"
+        );
+        assert!(
+            t.contains(&format!(
+                "iifname {set} tcp dport 61001-65535 ct state invalid counter drop"
+            )),
+            "{t}"
+        );
+        assert!(t.contains(&format!(
+            "iifname {set} tcp dport 61001-65535 ct state new tcp flags & (syn | ack) != syn counter drop"
+        )), "{t}");
+        // No rule names one interface alone, and DNAT does not depend on
+        // the interface a caller comes in by.
+        assert!(!t.contains("oifname \"to-"), "{t}");
+        assert!(!t.contains("iifname \"to-"), "{t}");
+        assert!(t.contains("iifname != \"hwh0\" fib daddr type local tcp dport @ports counter dnat ip to 10.203.0.2"));
+        let v6 = Ruleset {
+            engine_v6: Some("fd12:3456:789a::2".parse().unwrap()),
+            ..multi_homed()
+        }
+        .text();
+        assert!(v6.contains(&format!(
+            "iifname \"hwh0\" oifname {set} ip6 saddr fd12:3456:789a::2 meta l4proto tcp counter masquerade"
+        )), "{v6}");
+    }
+
+    #[test]
+    fn one_egress_interface_keeps_the_plain_match() {
+        let t = server().text();
+        assert!(t.contains("iifname \"hwh0\" oifname != \"eth0\" counter drop"));
+        assert!(!t.contains('{') || !t.contains("oifname {"));
+        // Three interfaces: one set of three.
+        let r = Ruleset {
+            egress: vec!["a".into(), "b".into(), "c".into()],
+            ..client()
+        };
+        assert!(r
+            .text()
+            .contains("oifname != { \"a\", \"b\", \"c\" } counter drop"));
     }
 
     #[test]

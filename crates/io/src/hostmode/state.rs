@@ -48,9 +48,11 @@ pub struct State {
     pub tun: String,
     /// Whether the TUN device is persistent (outlives its creator).
     pub persistent: bool,
-    /// Egress interface (of the IPv4 default route).
+    /// Egress interface (of the IPv4 default route), or several separated
+    /// by commas (`host up --egress A,B`).
     pub egress: String,
-    /// MTU of the TUN device (the egress interface's).
+    /// MTU of the TUN device (the egress interface's; the smallest of
+    /// several).
     pub mtu: u32,
     /// Kernel side of the TUN device, `a.b.c.d/30`.
     pub kernel_v4: String,

@@ -128,13 +128,24 @@ pub fn wanted(key: &str) -> &'static str {
 /// otherwise `accept_ra` = 2 on the egress first when it accepts RAs
 /// (`egress_accept_ra` = "1"), then the global `conf.all.forwarding`.
 pub fn v6_plan(force_forwarding: bool, egress: &str, egress_accept_ra: &str) -> Vec<String> {
+    v6_plan_for(force_forwarding, &[(egress, egress_accept_ra)])
+}
+
+/// [`v6_plan`] for several egress interfaces, `(name, its accept_ra)`:
+/// each interface's own keys, and the global `conf.all.forwarding` once,
+/// last (after every `accept_ra` = 2, so no interface stops taking RAs).
+pub fn v6_plan_for(force_forwarding: bool, egress: &[(&str, &str)]) -> Vec<String> {
     if force_forwarding {
-        return vec![conf_key("ipv6", egress, "force_forwarding")];
+        return egress
+            .iter()
+            .map(|(dev, _)| conf_key("ipv6", dev, "force_forwarding"))
+            .collect();
     }
-    let mut keys = Vec::new();
-    if egress_accept_ra == "1" {
-        keys.push(conf_key("ipv6", egress, "accept_ra"));
-    }
+    let mut keys: Vec<String> = egress
+        .iter()
+        .filter(|(_, ra)| *ra == "1")
+        .map(|(dev, _)| conf_key("ipv6", dev, "accept_ra"))
+        .collect();
     keys.push("net.ipv6.conf.all.forwarding".to_owned());
     keys
 }
@@ -248,5 +259,32 @@ mod tests {
         );
         assert_eq!(wanted("net.ipv6.conf.eth0.accept_ra"), "2");
         assert_eq!(wanted("net.ipv6.conf.all.forwarding"), "1");
+    }
+
+    #[test]
+    fn several_egress_interfaces_each_keep_router_advertisements() {
+        let two = [("eth0", "1"), ("wlan0", "1")];
+        assert_eq!(
+            v6_plan_for(true, &two),
+            vec![
+                "net.ipv6.conf.eth0.force_forwarding",
+                "net.ipv6.conf.wlan0.force_forwarding"
+            ]
+        );
+        assert_eq!(
+            v6_plan_for(false, &two),
+            vec![
+                "net.ipv6.conf.eth0.accept_ra",
+                "net.ipv6.conf.wlan0.accept_ra",
+                "net.ipv6.conf.all.forwarding"
+            ]
+        );
+        assert_eq!(
+            v6_plan_for(false, &[("eth0", "0"), ("wlan0", "1")]),
+            vec![
+                "net.ipv6.conf.wlan0.accept_ra",
+                "net.ipv6.conf.all.forwarding"
+            ]
+        );
     }
 }

@@ -65,6 +65,8 @@ pub struct SubQueue {
     items: BTreeMap<(u8, u64), Arc<Item>>,
     bytes: usize,
     synced: bool,
+    /// The group start it began at: (origin, seq).
+    start: (i64, u64),
     stats: SubStats,
 }
 
@@ -77,6 +79,7 @@ impl SubQueue {
             items: BTreeMap::new(),
             bytes: 0,
             synced: false,
+            start: (0, 0),
             stats: SubStats::default(),
         }
     }
@@ -118,6 +121,15 @@ impl SubQueue {
                 return;
             }
             self.synced = true;
+            self.start = (it.header.origin_us, it.header.seq);
+        } else if (it.header.origin_us, it.header.seq) < self.start {
+            // Older than the group start it began at, taken in after it
+            // (out of order: a repair upstream): before its first group
+            // start all the same. By origin first, so a new publisher of
+            // the stream, whose numbers start again at 0, is not passed
+            // over.
+            self.stats.before_group += 1;
+            return;
         }
         if !live {
             self.stats.expired += 1;
@@ -280,6 +292,22 @@ mod tests {
         assert_eq!(q.pop(0).unwrap().0.header.seq, 1);
         assert_eq!(q.pop(0).unwrap().0.header.seq, 2);
         assert!(q.pop(0).is_none());
+    }
+
+    #[test]
+    fn an_older_message_taken_in_after_the_start_is_passed_over() {
+        let mut q = SubQueue::new(None);
+        q.push(item(5, 0, FLAG_GROUP_START | FLAG_KEY, 50, 1000), 0);
+        // 4 was repaired upstream and arrives after 5.
+        q.push(item(4, 2, 0, 40, 1000), 0);
+        q.push(item(6, 2, 0, 60, 1000), 0);
+        // A new publisher of the stream: its numbers start again.
+        q.push(item(0, 2, 0, 70, 1000), 0);
+        assert_eq!(q.stats().before_group, 1);
+        let mut seqs: Vec<u64> =
+            std::iter::from_fn(|| q.pop(0).map(|(i, _)| i.header.seq)).collect();
+        seqs.sort_unstable();
+        assert_eq!(seqs, vec![0, 5, 6]);
     }
 
     #[test]
