@@ -21,6 +21,31 @@ fn hollywood(args: &[&str]) -> Command {
     c
 }
 
+/// `hollywood lab relay-chain --duration 6s --transports T --out DIR
+/// --json`, which must succeed: its JSON.
+fn relay_chain_6s(transports: &str, dir: &std::path::Path) -> serde_json::Value {
+    let out = hollywood(&[
+        "lab",
+        "relay-chain",
+        "--duration",
+        "6s",
+        "--transports",
+        transports,
+        "--out",
+        &dir.to_string_lossy(),
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
 fn term(c: &Child) {
     let _ = Command::new("kill")
         .args(["-TERM", &c.id().to_string()])
@@ -185,28 +210,8 @@ fn a_chain_of_three_relays_keeps_one_deadline() {
         hollywood_test_support::skip("needs root (network namespaces)");
         return;
     }
-    let out = hollywood(&[
-        "lab",
-        "relay-chain",
-        "--duration",
-        "6s",
-        "--transports",
-        "quic",
-        "--out",
-        &std::env::temp_dir()
-            .join(format!("hw-relay-chain-{}", std::process::id()))
-            .to_string_lossy(),
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let dir = std::env::temp_dir().join(format!("hw-relay-chain-{}", std::process::id()));
+    let v = relay_chain_6s("quic", &dir);
     let r = &v["results"][0];
     assert_eq!(r["relays"], 3);
     assert!(r["expected"].as_u64().unwrap() > 900, "{r}");
@@ -239,26 +244,7 @@ fn a_chain_of_three_relays_on_the_engine_keeps_one_deadline() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("hw-relay-chain-engine-{}", std::process::id()));
-    let out = hollywood(&[
-        "lab",
-        "relay-chain",
-        "--duration",
-        "6s",
-        "--transports",
-        "hollywood",
-        "--out",
-        &dir.to_string_lossy(),
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let v = relay_chain_6s("hollywood", &dir);
     let r = &v["results"][0];
     assert_eq!(r["transport"], "hollywood", "{r}");
     assert_eq!(r["relays"], 3);

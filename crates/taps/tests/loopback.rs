@@ -33,6 +33,24 @@ fn client(addr: SocketAddr) -> Preconnection {
         .with_remote(RemoteEndpoint::from_addr(addr))
 }
 
+/// A connected pair over kernel TCP with media properties and no
+/// security: (caller, the listener's side).
+async fn kernel_tcp_pair() -> (Connection, Connection) {
+    let (mut l, addr) = server(
+        TransportProperties::media(),
+        SecurityParameters::Disabled,
+        &[Protocol::KernelTcp],
+    )
+    .await;
+    let held = tokio::spawn(async move { l.accept().await });
+    let c = client(addr)
+        .with_protocols(&[Protocol::KernelTcp])
+        .initiate()
+        .await
+        .unwrap();
+    (c, held.await.unwrap().unwrap())
+}
+
 /// A listener that echoes every connection (see [`echo`]).
 async fn echo_server(
     props: TransportProperties,
@@ -386,19 +404,7 @@ async fn quic_without_preserve_order_refuses_ordered_messages() {
 async fn messages_that_wait_past_their_lifetime_expire_and_their_dependents_too() {
     // A receiver that never reads: the kernel path fills, messages queue in
     // front of it and outlive their lifetimes.
-    let (mut l, addr) = server(
-        TransportProperties::media(),
-        SecurityParameters::Disabled,
-        &[Protocol::KernelTcp],
-    )
-    .await;
-    let held = tokio::spawn(async move { l.accept().await });
-    let mut c = client(addr)
-        .with_protocols(&[Protocol::KernelTcp])
-        .initiate()
-        .await
-        .unwrap();
-    let mut server_side = held.await.unwrap().unwrap();
+    let (mut c, mut server_side) = kernel_tcp_pair().await;
     let payload = vec![7u8; 60_000];
     let mut last = None;
     let mut refs = Vec::new();
@@ -697,19 +703,7 @@ async fn a_congested_kernel_tcp_receiver_gets_the_urgent_messages_first() {
     // (`msgPriority` 4) are sent until `send` waits. Then 10 urgent ones
     // (priority 0) are sent and the receiver starts reading: the urgent
     // ones overtake every less urgent one still in the queue.
-    let (mut l, addr) = server(
-        TransportProperties::media(),
-        SecurityParameters::Disabled,
-        &[Protocol::KernelTcp],
-    )
-    .await;
-    let held = tokio::spawn(async move { l.accept().await });
-    let mut c = client(addr)
-        .with_protocols(&[Protocol::KernelTcp])
-        .initiate()
-        .await
-        .unwrap();
-    let mut server_side = held.await.unwrap().unwrap();
+    let (mut c, mut server_side) = kernel_tcp_pair().await;
     let message = |i: u32| {
         let mut m = vec![0u8; 20_000];
         m[..4].copy_from_slice(&i.to_le_bytes());
