@@ -116,48 +116,75 @@ impl OffloadModes {
     }
 }
 
-/// Whether the engine's TUN host writes from a thread of its own
-/// ([`TunHost::set_tx_thread`]).
+/// A switch of the engine's TUN host, for a run: the writer thread
+/// ([`TunHost::set_tx_thread`]) or taking received super-packets whole
+/// ([`TunHost::set_rx_whole`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxThreadModes {
-    /// The host's default (on with offloads on a machine with more than
-    /// one CPU).
+pub enum Switch {
+    /// The host's default (writer thread: on with offloads on a machine
+    /// with more than one CPU; whole super-packets: on).
     Default,
-    /// Writes in the engine's own task.
+    /// Off.
     Off,
-    /// A writer thread.
+    /// On.
     On,
     /// Both, off first (before/after in one run).
     Both,
 }
 
-impl TxThreadModes {
+impl Switch {
     fn list(self) -> &'static [Option<bool>] {
         match self {
-            TxThreadModes::Default => &[None],
-            TxThreadModes::Off => &[Some(false)],
-            TxThreadModes::On => &[Some(true)],
-            TxThreadModes::Both => &[Some(false), Some(true)],
+            Switch::Default => &[None],
+            Switch::Off => &[Some(false)],
+            Switch::On => &[Some(true)],
+            Switch::Both => &[Some(false), Some(true)],
         }
     }
 }
 
-/// Every engine configuration of a run: offload setting × writer thread.
-fn engine_setups(opts: &BenchOptions) -> Vec<(bool, Option<bool>)> {
+/// One engine configuration of a run.
+#[derive(Debug, Clone, Copy)]
+struct EngineSetup {
+    offload: bool,
+    /// Writer thread; `None`: the host's default.
+    tx: Option<bool>,
+    /// Whole super-packets; `None`: the host's default.
+    rx_whole: Option<bool>,
+}
+
+/// Every engine configuration of a run: offload setting × writer thread ×
+/// whole super-packets (the last only with offloads, where it means
+/// something).
+fn engine_setups(opts: &BenchOptions) -> Vec<EngineSetup> {
     let mut v = Vec::new();
-    for &o in opts.offload.list() {
-        for &t in opts.tx_thread.list() {
-            v.push((o, t));
+    for &offload in opts.offload.list() {
+        for &tx in opts.tx_thread.list() {
+            let rx: &[Option<bool>] = if offload {
+                opts.rx_whole.list()
+            } else {
+                &[None]
+            };
+            for &rx_whole in rx {
+                v.push(EngineSetup {
+                    offload,
+                    tx,
+                    rx_whole,
+                });
+            }
         }
     }
     v
 }
 
-/// A TUN host for the engine with the run's writer-thread setting.
-fn engine_host(net: &Net, offload: bool, tx: Option<bool>, config: Config) -> Result<TunHost> {
-    let mut host = TunHost::new(net.tun(offload)?, config)?;
-    if let Some(on) = tx {
+/// A TUN host for the engine with the run's settings.
+fn engine_host(net: &Net, setup: EngineSetup, config: Config) -> Result<TunHost> {
+    let mut host = TunHost::new(net.tun(setup.offload)?, config)?;
+    if let Some(on) = setup.tx {
         host.set_tx_thread(on)?;
+    }
+    if let Some(on) = setup.rx_whole {
+        host.set_rx_whole(on);
     }
     Ok(host)
 }
@@ -174,7 +201,9 @@ pub struct BenchOptions {
     /// Engine offload settings.
     pub offload: OffloadModes,
     /// Engine writer-thread settings.
-    pub tx_thread: TxThreadModes,
+    pub tx_thread: Switch,
+    /// Engine settings for taking received super-packets whole.
+    pub rx_whole: Switch,
 }
 
 impl Default for BenchOptions {
@@ -184,7 +213,8 @@ impl Default for BenchOptions {
             seconds: 5,
             round_trips: 20_000,
             offload: OffloadModes::Both,
-            tx_thread: TxThreadModes::Default,
+            tx_thread: Switch::Default,
+            rx_whole: Switch::Default,
         }
     }
 }
@@ -250,6 +280,10 @@ pub struct EngineThroughput {
     pub tx_thread: bool,
     /// Frames the host handed to its writer thread (of `frames_out`).
     pub frames_handed_over: u64,
+    /// Received super-packets went to the engine whole (offloads only).
+    pub rx_whole: bool,
+    /// Received super-packets the engine took whole (of `frames_in`).
+    pub frames_whole: u64,
     /// Receiver's rate, Gbit/s: bytes over the time from first byte to EOF.
     pub gbps: f64,
     /// Bytes received (all checked against the sender's pattern).
@@ -327,6 +361,8 @@ pub struct EngineEcho {
     pub offload: bool,
     /// The host had a writer thread.
     pub tx_thread: bool,
+    /// Received super-packets went to the engine whole (offloads only).
+    pub rx_whole: bool,
     /// Round-trip statistics.
     pub latency: Latency,
     /// Engine p50 / kernel p50 of this run.
@@ -486,12 +522,12 @@ fn throughput(
     let kernel_reverse = iperf3(net, opts.seconds, true)?;
     let mut engine_to_kernel = Vec::new();
     let mut kernel_to_engine = Vec::new();
-    for (i, (offload, tx)) in engine_setups(opts).into_iter().enumerate() {
+    for (i, setup) in engine_setups(opts).into_iter().enumerate() {
         let port = 5300 + 2 * i as u16;
-        let mut r = runtime.block_on(engine_send(net, offload, tx, duration, port))?;
+        let mut r = runtime.block_on(engine_send(net, setup, duration, port))?;
         r.ratio_vs_kernel = r.gbps / kernel.gbps;
         engine_to_kernel.push(r);
-        let mut r = runtime.block_on(engine_receive(net, offload, tx, duration, port + 1))?;
+        let mut r = runtime.block_on(engine_receive(net, setup, duration, port + 1))?;
         r.ratio_vs_kernel = r.gbps / kernel_reverse.gbps;
         kernel_to_engine.push(r);
     }
@@ -675,6 +711,8 @@ fn engine_result(host: &TunHost, r: &Received, rtx: u64) -> EngineThroughput {
         offload: host.tun().offload(),
         tx_thread: host.tx_thread(),
         frames_handed_over: stats.frames_handed_over,
+        rx_whole: host.tun().offload() && host.rx_whole(),
+        frames_whole: stats.frames_whole,
         gbps: r.gbps(),
         bytes: r.bytes,
         seconds: r.seconds(),
@@ -692,14 +730,13 @@ fn engine_result(host: &TunHost, r: &Received, rtx: u64) -> EngineThroughput {
 /// Engine in A sends the pattern for `duration` to a kernel sink in B.
 async fn engine_send(
     net: &Net,
-    offload: bool,
-    tx: Option<bool>,
+    setup: EngineSetup,
     duration: Duration,
     port: u16,
 ) -> Result<EngineThroughput> {
     let sink_addr = SocketAddr::new(B.into(), port);
     let sink = kernel_sink(&net.b, sink_addr)?;
-    let mut host = engine_host(net, offload, tx, Config::default())?;
+    let mut host = engine_host(net, setup, Config::default())?;
     let handle = host.connect(SocketAddr::new(ENGINE.into(), 0), sink_addr)?;
     let pat = pattern();
     let mut sent: u64 = 0;
@@ -760,13 +797,12 @@ async fn engine_send(
 /// `duration`; the engine checks and counts.
 async fn engine_receive(
     net: &Net,
-    offload: bool,
-    tx: Option<bool>,
+    setup: EngineSetup,
     duration: Duration,
     port: u16,
 ) -> Result<EngineThroughput> {
     let engine_addr = SocketAddr::new(ENGINE.into(), port);
-    let mut host = engine_host(net, offload, tx, Config::default())?;
+    let mut host = engine_host(net, setup, Config::default())?;
     host.listen(engine_addr)?;
     let sender = net.b.spawn("hwb-sender", move || -> io::Result<u64> {
         let mut s = TcpStream::connect_timeout(&engine_addr, SOCKET_TIMEOUT)?;
@@ -926,12 +962,14 @@ fn echo(net: &Net, runtime: &tokio::runtime::Runtime, opts: &BenchOptions) -> Re
         )));
     }
     let mut engine = Vec::new();
-    for (i, (offload, tx)) in engine_setups(opts).into_iter().enumerate() {
+    for (i, setup) in engine_setups(opts).into_iter().enumerate() {
         let addr = SocketAddr::new(B.into(), 5401 + i as u16);
-        let (latency, tx_thread) = runtime.block_on(engine_echo(net, offload, tx, addr, total))?;
+        let (latency, tx_thread, rx_whole) =
+            runtime.block_on(engine_echo(net, setup, addr, total))?;
         engine.push(EngineEcho {
-            offload,
+            offload: setup.offload,
             tx_thread,
+            rx_whole,
             ratio_p50: latency.p50_us / kernel.p50_us,
             ratio_p99: latency.p99_us / kernel.p99_us,
             latency,
@@ -948,17 +986,16 @@ fn echo(net: &Net, runtime: &tokio::runtime::Runtime, opts: &BenchOptions) -> Re
 /// outstanding; the first [`ECHO_WARMUP`] are not timed.
 async fn engine_echo(
     net: &Net,
-    offload: bool,
-    tx: Option<bool>,
+    setup: EngineSetup,
     addr: SocketAddr,
     total: usize,
-) -> Result<(Latency, bool)> {
+) -> Result<(Latency, bool, bool)> {
     let server = echo_server(&net.b, addr)?;
     let config = Config {
         nagle: false,
         ..Config::default()
     };
-    let mut host = engine_host(net, offload, tx, config)?;
+    let mut host = engine_host(net, setup, config)?;
     let handle = host.connect(SocketAddr::new(ENGINE.into(), 0), addr)?;
     let mut rtts = Vec::with_capacity(total);
     let mut i = 0usize;
@@ -1038,7 +1075,11 @@ async fn engine_echo(
             rtts.len()
         )));
     }
-    Ok((Latency::from_ns(rtts), host.tx_thread()))
+    Ok((
+        Latency::from_ns(rtts),
+        host.tx_thread(),
+        setup.offload && host.rx_whole(),
+    ))
 }
 
 // ---------------------------------------------------------------------
@@ -1056,11 +1097,15 @@ impl BenchReport {
             "machine: {} ({} CPUs), Linux {}, veth/TUN MTU {}",
             m.cpu, m.cpus, m.kernel, m.mtu
         );
-        let off = |o: bool, t: bool| match (o, t) {
-            (true, true) => "offload on , writer thread",
-            (true, false) => "offload on ",
-            (false, true) => "offload off, writer thread",
-            (false, false) => "offload off",
+        let off = |o: bool, t: bool, w: bool| {
+            let mut l = String::from(if o { "offload on " } else { "offload off" });
+            if t {
+                l.push_str(", writer thread");
+            }
+            if o && !w {
+                l.push_str(", rx split");
+            }
+            l
         };
         if let Some(t) = &self.throughput {
             let _ = writeln!(s, "throughput ({} s per run, same veth):", self.seconds);
@@ -1082,7 +1127,7 @@ impl BenchReport {
                     let _ = writeln!(
                         s,
                         "  {name} ({})  {:7.2} Gb/s  = {:.3} × kernel  ({} segments, {} TUN writes, {} TUN reads, {} retransmitted)",
-                        off(r.offload, r.tx_thread),
+                        off(r.offload, r.tx_thread, r.rx_whole),
                         r.gbps,
                         r.ratio_vs_kernel,
                         if name.starts_with("engine") { r.packets_out } else { r.packets_in },
@@ -1114,7 +1159,10 @@ impl BenchReport {
             for r in &e.engine {
                 line(
                     &mut s,
-                    &format!("engine ↔ kernel ({})", off(r.offload, r.tx_thread)),
+                    &format!(
+                        "engine ↔ kernel ({})",
+                        off(r.offload, r.tx_thread, r.rx_whole)
+                    ),
                     &r.latency,
                     Some((r.ratio_p50, r.ratio_p99)),
                 );

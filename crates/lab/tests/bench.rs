@@ -1,13 +1,14 @@
 //! `hollywood_lab::bench` end to end (root only): a short run of both
 //! benchmarks with TUN offloads off and on, each with the host writing
-//! frames itself and from its writer thread. Checks that the report is
+//! frames itself and from its writer thread, with offloads each with
+//! received super-packets split and whole. Checks that the report is
 //! complete and well-formed, that every transfer moved bytes (each byte is
 //! verified against the sender's pattern by the benchmark itself, and the
 //! byte counts of both ends must agree, or the run fails) and that the
 //! namespaces are gone afterwards. No timing assertions: the numbers
 //! depend on the machine.
 
-use hollywood_lab::bench::{self, BenchOptions, OffloadModes, TxThreadModes, Which};
+use hollywood_lab::bench::{self, BenchOptions, OffloadModes, Switch, Which};
 
 fn namespaces_of_this_process() -> Vec<String> {
     let out = std::process::Command::new("ip")
@@ -46,7 +47,8 @@ fn bench_runs_briefly_and_reports_everything() {
         seconds: 1,
         round_trips: 500,
         offload: OffloadModes::Both,
-        tx_thread: TxThreadModes::Both,
+        tx_thread: Switch::Both,
+        rx_whole: Switch::Both,
     };
     let result = bench::run(&opts);
     assert!(
@@ -70,12 +72,30 @@ fn bench_runs_briefly_and_reports_everything() {
             .iter()
             .map(|r| r["offload"].as_bool().unwrap())
             .collect();
-        assert_eq!(modes, vec![false, false, true, true], "{dir}");
-        let tx: Vec<bool> = runs
-            .iter()
-            .map(|r| r["tx_thread"].as_bool().unwrap())
-            .collect();
-        assert_eq!(tx, vec![false, true, false, true], "{dir}");
+        assert_eq!(modes, vec![false, false, true, true, true, true], "{dir}");
+        let flag =
+            |k: &str| -> Vec<bool> { runs.iter().map(|r| r[k].as_bool().unwrap()).collect() };
+        assert_eq!(
+            flag("tx_thread"),
+            vec![false, true, false, false, true, true],
+            "{dir}"
+        );
+        // Whole super-packets only mean something with offloads.
+        assert_eq!(
+            flag("rx_whole"),
+            vec![false, false, false, true, false, true],
+            "{dir}"
+        );
+        for r in runs {
+            let whole = r["frames_whole"].as_u64().unwrap();
+            if !r["rx_whole"].as_bool().unwrap() {
+                assert_eq!(whole, 0, "{dir}: {r}");
+            } else if dir == "kernel_to_engine" {
+                // The kernel sends super-packets: the engine takes them
+                // whole.
+                assert!(whole > 0, "{dir}: {r}");
+            }
+        }
         for r in runs {
             assert!(r["bytes"].as_u64().unwrap() > 100_000, "{dir}: {r}");
             let gbps = r["gbps"].as_f64().unwrap();
@@ -128,7 +148,7 @@ fn bench_runs_briefly_and_reports_everything() {
     };
     check_latency(&e["kernel"]);
     let engine = e["engine"].as_array().unwrap();
-    assert_eq!(engine.len(), 4);
+    assert_eq!(engine.len(), 6);
     for r in engine {
         check_latency(&r["latency"]);
         let ratio = r["ratio_p50"].as_f64().unwrap();

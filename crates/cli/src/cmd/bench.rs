@@ -6,7 +6,7 @@
 
 use crate::units::{parse_duration, parse_fraction};
 use clap::{Args, ValueEnum};
-use hollywood_lab::bench::{self, BenchOptions, OffloadModes, TxThreadModes, Which};
+use hollywood_lab::bench::{self, BenchOptions, OffloadModes, Switch, Which};
 use hollywood_lab::relaybench::{self, RelayBenchSpec};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,18 +36,30 @@ pub enum BenchOffload {
     Both,
 }
 
-/// Whether the engine's TUN host writes from a thread of its own.
+/// A switch of the engine's TUN host (writer thread, whole received
+/// super-packets).
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum BenchTxThread {
-    /// The host's default: on with offloads on a machine with more than
-    /// one CPU.
+pub enum BenchSwitch {
+    /// The host's default (writer thread: on with offloads on a machine
+    /// with more than one CPU; whole super-packets: on).
     Default,
-    /// Writes in the engine's own task.
+    /// Off.
     Off,
-    /// A writer thread.
+    /// On.
     On,
     /// Both (before/after in one run).
     Both,
+}
+
+impl From<BenchSwitch> for Switch {
+    fn from(s: BenchSwitch) -> Switch {
+        match s {
+            BenchSwitch::Default => Switch::Default,
+            BenchSwitch::Off => Switch::Off,
+            BenchSwitch::On => Switch::On,
+            BenchSwitch::Both => Switch::Both,
+        }
+    }
 }
 
 /// Arguments of `hollywood bench`.
@@ -68,7 +80,12 @@ pub struct BenchArgs {
     /// Write the engine's TUN frames from a thread of their own (default:
     /// the host's choice), or run both.
     #[arg(long, value_enum, default_value = "default")]
-    tx_thread: BenchTxThread,
+    tx_thread: BenchSwitch,
+    /// Give received TCP super-packets to the engine whole, as Linux's GRO
+    /// does (default: on), or cut into segments; or run both. Offloads
+    /// only.
+    #[arg(long, value_enum, default_value = "default")]
+    rx_whole: BenchSwitch,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     json: bool,
@@ -174,12 +191,8 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
             BenchOffload::On => OffloadModes::On,
             BenchOffload::Both => OffloadModes::Both,
         },
-        tx_thread: match a.tx_thread {
-            BenchTxThread::Default => TxThreadModes::Default,
-            BenchTxThread::Off => TxThreadModes::Off,
-            BenchTxThread::On => TxThreadModes::On,
-            BenchTxThread::Both => TxThreadModes::Both,
-        },
+        tx_thread: a.tx_thread.into(),
+        rx_whole: a.rx_whole.into(),
     };
     let report = bench::run(&opts).map_err(|e| e.to_string())?;
     if a.json {

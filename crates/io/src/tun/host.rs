@@ -26,7 +26,9 @@
 
 use crate::error::{Error, Result};
 use crate::tun::device::{split_frame_vouched, TunDevice, MAX_FRAME};
-use crate::tun::offload::{Coalescer, Push, MAX_SUPER_PACKET, VNET_HDR_LEN};
+use crate::tun::offload::{
+    whole_tcp_gso, Coalescer, Push, VnetHdr, MAX_SUPER_PACKET, VNET_HDR_LEN,
+};
 use crate::tun::writer::{self, TxThread};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
 use hollywood_wire::pcap;
@@ -85,6 +87,10 @@ pub struct HostStats {
     /// Frames handed to the writer thread ([`TunHost::set_tx_thread`]);
     /// the rest of `frames_out` the host wrote itself.
     pub frames_handed_over: u64,
+    /// Received super-packets given to the engine whole, as one segment
+    /// ([`TunHost::set_rx_whole`]); each counts its segments in
+    /// `packets_in`.
+    pub frames_whole: u64,
 }
 
 /// Random packet loss injected by the host in both directions, from a
@@ -175,6 +181,9 @@ pub struct TunHost {
     tx: Option<TxThread>,
     /// A written super-packet buffer, for the coalescer's next batch.
     spare_frame: Option<Vec<u8>>,
+    /// Received super-packets go to the engine whole
+    /// ([`TunHost::set_rx_whole`]).
+    rx_whole: bool,
 }
 
 /// `config` with its MSS lowered, if needed, so that a full segment fits
@@ -260,6 +269,7 @@ impl TunHost {
             coalescer,
             tx: None,
             spare_frame: None,
+            rx_whole: true,
         };
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         if host.tun.offload() && cores > 1 {
@@ -291,6 +301,22 @@ impl TunHost {
             .map_err(|e| Error::io(ctx(), e))?;
         self.tx = Some(t);
         Ok(())
+    }
+
+    /// Give received TCP super-packets to the engine whole, as one large
+    /// segment, as Linux's GRO gives them to its TCP (on, the default), or
+    /// cut into the segments they stand for (off). Only with offloads;
+    /// while a capture or the loss injector is on, super-packets are cut
+    /// regardless, so the capture shows and the injector drops the
+    /// segments as they were on the wire (docs/LAB.md, "Receiving
+    /// super-packets whole").
+    pub fn set_rx_whole(&mut self, on: bool) {
+        self.rx_whole = on;
+    }
+
+    /// Whether received super-packets go to the engine whole.
+    pub fn rx_whole(&self) -> bool {
+        self.rx_whole
     }
 
     /// Whether frames are written by a thread of their own.
@@ -409,7 +435,14 @@ impl TunHost {
     fn deliver(&mut self, now: Instant, len: usize) -> Result<()> {
         self.stats.frames_in += 1;
         let mut frame = std::mem::take(&mut self.buf);
-        let result = if self.coalescer.is_some() {
+        let result = if let Some(n) = self.whole(&frame[..len]) {
+            let packet = &frame[VNET_HDR_LEN..len];
+            self.endpoint.handle_packet_vouched(now, packet);
+            self.stats.frames_whole += 1;
+            self.stats.packets_in += n as u64;
+            self.stats.bytes_in += packet.len() as u64;
+            Ok(())
+        } else if self.coalescer.is_some() {
             let mut scratch = std::mem::take(&mut self.scratch);
             let mut out = Ok(());
             // Checksums the kernel vouches for are neither computed nor
@@ -432,6 +465,20 @@ impl TunHost {
         };
         self.buf = frame;
         result
+    }
+
+    /// The number of segments `frame` stands for if it goes to the engine
+    /// whole ([`TunHost::set_rx_whole`], [`whole_tcp_gso`]).
+    fn whole(&self, frame: &[u8]) -> Option<usize> {
+        if !self.rx_whole
+            || self.coalescer.is_none()
+            || self.capture.is_some()
+            || self.loss.is_some()
+        {
+            return None;
+        }
+        let hdr = VnetHdr::decode(frame)?;
+        whole_tcp_gso(&hdr, &frame[VNET_HDR_LEN..])
     }
 
     /// Hand one ordinary packet to the engine (unless the injector drops

@@ -457,6 +457,36 @@ pub fn rx_packet_with(
     }
 }
 
+/// A TCP super-packet read from an offloading TUN device that the engine
+/// may take whole, as one segment (what Linux's GRO hands its TCP: one skb
+/// for many segments, `tcp_gro_receive`): `Some(n)`, the number of
+/// segments it stands for, when `hdr` is a TCP GSO header of `pkt`'s IP
+/// version (the kernel vouches for the packet, [`VnetHdr::vouches`]) and
+/// `pkt` is a well-formed unfragmented TCP packet whose IP length field
+/// covers it exactly; `None` for anything else, to be split with
+/// [`rx_packet_with`].
+///
+/// The kernel only builds such a packet from consecutive segments with the
+/// same headers (or takes it from a local TCP socket), so the engine sees
+/// the same bytes, sequence numbers and flags as from the split: PSH and
+/// FIN belong to the last segment, CWR to the first, and one segment
+/// carries them the same way. ACK policy is byte-counted (an ACK at least
+/// every second full-sized segment's worth, RFC 5681 §4.2), so one large
+/// segment is acknowledged as promptly as its parts.
+pub fn whole_tcp_gso(hdr: &VnetHdr, pkt: &[u8]) -> Option<usize> {
+    let version = match hdr.gso_kind() {
+        GSO_TCPV4 => 4,
+        GSO_TCPV6 => 6,
+        _ => return None,
+    };
+    if pkt.first().map(|b| b >> 4) != Some(version) || hdr.gso_size == 0 {
+        return None;
+    }
+    let l = tcp_layout(pkt)?;
+    let gso = usize::from(hdr.gso_size);
+    Some((pkt.len() - l.headers()).div_ceil(gso).max(1))
+}
+
 /// The open batch of a [`Coalescer`].
 #[derive(Debug, Clone, Copy)]
 struct Batch {
@@ -1000,6 +1030,48 @@ mod tests {
         );
         assert_eq!(run(&h, &p4), Ok(10));
         assert_eq!(n, 10);
+    }
+
+    #[test]
+    fn a_whole_super_packet_stands_for_the_segments_it_splits_into() {
+        for v6 in [false, true] {
+            let a = vec![3u8; 1000];
+            let segs = vec![
+                seg(v6, 1000, TcpFlags::ACK, &a, Some(5)),
+                seg(v6, 2000, TcpFlags::ACK, &a, Some(5)),
+                seg(v6, 3000, TcpFlags::ACK | TcpFlags::PSH, &a[..10], Some(5)),
+            ];
+            let frames = coalesce(&segs);
+            let (h, p) = &frames[0];
+            assert_eq!(whole_tcp_gso(h, p), Some(3), "v6={v6}");
+            assert_eq!(split_all(&frames).len(), 3);
+            // The engine reads it as one segment: the first one's sequence
+            // number, the last one's PSH, every byte.
+            let s = hollywood_wire::parse_tcp_ip_unverified(p).unwrap();
+            assert_eq!(s.tcp.seq, SeqNumber(1000));
+            assert_eq!(s.tcp.flags, TcpFlags::ACK | TcpFlags::PSH);
+            assert_eq!(s.payload.len(), 2010);
+            // Not whole: no GSO, the other IP version, no segment size, a
+            // length field that does not cover the packet.
+            let none = VnetHdr {
+                gso_type: GSO_NONE,
+                ..*h
+            };
+            assert_eq!(whole_tcp_gso(&none, p), None);
+            let other = VnetHdr {
+                gso_type: if v6 { GSO_TCPV4 } else { GSO_TCPV6 },
+                ..*h
+            };
+            assert_eq!(whole_tcp_gso(&other, p), None);
+            let zero = VnetHdr { gso_size: 0, ..*h };
+            assert_eq!(whole_tcp_gso(&zero, p), None);
+            assert_eq!(whole_tcp_gso(h, &p[..p.len() - 1]), None);
+            let udp = VnetHdr {
+                gso_type: GSO_UDP_L4,
+                ..*h
+            };
+            assert_eq!(whole_tcp_gso(&udp, p), None);
+        }
     }
 
     #[test]

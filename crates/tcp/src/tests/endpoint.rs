@@ -667,3 +667,96 @@ fn a_vouched_packet_skips_the_checksum_check_and_nothing_else() {
     assert!(vouched.poll_transmit(now).is_none());
     assert_eq!(vouched.stats().malformed_dropped, 1);
 }
+
+/// One segment built from consecutive segments, as Linux's GRO merges them
+/// (the first one's header; PSH and FIN of the last).
+fn merged(segs: &[Vec<u8>]) -> Vec<u8> {
+    let first = hollywood_wire::parse_tcp_ip(&segs[0]).unwrap();
+    let last = hollywood_wire::parse_tcp_ip(segs.last().unwrap()).unwrap();
+    let mut tcp = first.tcp;
+    tcp.flags = TcpFlags(tcp.flags.0 | (last.tcp.flags.0 & (TcpFlags::PSH.0 | TcpFlags::FIN.0)));
+    let mut payload = Vec::new();
+    for s in segs {
+        let p = hollywood_wire::parse_tcp_ip(s).unwrap();
+        assert_eq!(p.tcp.seq, first.tcp.seq + payload.len(), "consecutive");
+        payload.extend_from_slice(p.payload);
+    }
+    hollywood_wire::build_tcp_ip(first.src, first.dst, &tcp, &payload)
+}
+
+/// Host mode gives the engine a TUN super-packet whole, as one segment
+/// larger than the MSS (`TunHost::set_rx_whole`, like GRO): the receiver
+/// must take it exactly as the segments it stands for — same bytes to the
+/// application (in order, and segment by segment with out-of-order
+/// delivery, thesis §4.3), the same ACK, window and SACK state.
+#[test]
+fn a_merged_segment_is_received_like_the_segments_it_stands_for() {
+    for ooo in [false, true] {
+        let run = |merge: bool| {
+            let mut c = Config::default();
+            c.hollywood.out_of_order_delivery = ooo;
+            let mut p = Pair::new(c.clone(), c, 9);
+            let (ha, hb) = p.connect();
+            let data = Pair::data(9_000, 4);
+            assert_eq!(p.ca(ha).send(&data).unwrap(), data.len());
+            let now = p.now;
+            let mut segs = Vec::new();
+            while let Some(s) = p.a.poll_transmit(now) {
+                segs.push(s);
+            }
+            assert!(segs.len() >= 6, "{} segments", segs.len());
+            let sent: usize = segs
+                .iter()
+                .map(|s| hollywood_wire::parse_tcp_ip(s).unwrap().payload.len())
+                .sum();
+            // The first segment is lost: the rest arrive merged (out of
+            // order, SACKed), then the first one fills the hole.
+            let rest = if merge {
+                vec![merged(&segs[1..])]
+            } else {
+                segs[1..].to_vec()
+            };
+            let mut acks = Vec::new();
+            for input in [rest, vec![segs[0].clone()]] {
+                for s in &input {
+                    p.b.handle_packet(now, s);
+                }
+                while let Some(s) = p.b.poll_transmit(now) {
+                    let r = hollywood_wire::parse_tcp_ip(&s).unwrap().tcp;
+                    acks.push((r.ack, r.window, r.options.sacks().to_vec()));
+                }
+            }
+            let mut got = Vec::new();
+            let mut bytes = vec![0u8; sent];
+            let mut n = 0;
+            if ooo {
+                // Out-of-order delivery: every segment as it arrived, by
+                // sequence number (the first one after the rest here).
+                let first = hollywood_wire::parse_tcp_ip(&segs[0]).unwrap().tcp.seq;
+                while let Some(s) = p.cb(hb).recv_segment() {
+                    let at = s.seq - first;
+                    bytes[at..at + s.payload.len()].copy_from_slice(&s.payload);
+                    n += s.payload.len();
+                    got.push((s.seq, s.payload.len()));
+                }
+            } else {
+                n = p.cb(hb).recv(&mut bytes).unwrap();
+            }
+            assert_eq!(n, sent, "merge={merge} ooo={ooo}");
+            assert!(bytes == data[..n], "merge={merge} ooo={ooo}: bytes differ");
+            (got, acks.last().cloned(), acks.len())
+        };
+        let (split, whole) = (run(false), run(true));
+        // Same final ACK and window; each input answered at once
+        // (out-of-order data, then the hole filled).
+        assert_eq!(split.1, whole.1, "ooo={ooo}");
+        assert_eq!(whole.2, 2, "ooo={ooo}");
+        assert!(split.2 >= 2, "ooo={ooo}");
+        if ooo {
+            // The same bytes, in one piece instead of several.
+            let total = |v: &[(SeqNumber, usize)]| v.iter().map(|s| s.1).sum::<usize>();
+            assert_eq!(total(&split.0), total(&whole.0));
+            assert_eq!(whole.0.len(), 2, "the merged segment and the first");
+        }
+    }
+}
