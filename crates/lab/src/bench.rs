@@ -486,6 +486,9 @@ fn pattern() -> Vec<u8> {
 }
 
 /// Check `got` against the pattern at stream offset `offset`.
+/// The most the engine receiver takes per read: the kernel sink's buffer.
+const READ_MAX: usize = 256 * 1024;
+
 fn check_pattern(pat: &[u8], offset: u64, got: &[u8]) -> std::result::Result<(), String> {
     let mut pos = (offset % PATTERN_LEN as u64) as usize;
     let mut rest = got;
@@ -637,7 +640,7 @@ fn kernel_sink(ns: &NetNs, addr: SocketAddr) -> Result<NsThread<io::Result<Recei
         let (mut s, _) = accept_with_timeout(&listener?)?;
         s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
         let pat = pattern();
-        let mut buf = vec![0u8; 256 * 1024];
+        let mut buf = vec![0u8; READ_MAX];
         let mut r = Received::default();
         loop {
             let n = s.read(&mut buf)?;
@@ -824,7 +827,6 @@ async fn engine_receive(
         Ok(sent)
     })?;
     let pat = pattern();
-    let mut buf = vec![0u8; 256 * 1024];
     let mut handle: Option<ConnHandle> = None;
     let mut r = Received::default();
     let mut eof = false;
@@ -843,15 +845,26 @@ async fn engine_receive(
             }
             if let Some(conn) = handle.and_then(|h| step.endpoint().connection_mut(h)) {
                 rtx = conn.stats().retransmitted_segments;
+                // The bytes are checked where the engine holds them
+                // (`recv_with`, as an application that parses what it
+                // reads); the kernel sink copies them out of its socket.
                 while !eof {
-                    match conn.recv(&mut buf) {
+                    let mut bad = Ok(());
+                    let mut at = r.bytes;
+                    let got = conn.recv_with(READ_MAX, |piece| {
+                        if bad.is_ok() {
+                            bad = check_pattern(&pat, at, piece);
+                        }
+                        at += piece.len() as u64;
+                    });
+                    match got {
                         Ok(0) => {
                             eof = true;
                             conn.close();
                         }
                         Ok(n) => {
                             let now = Instant::now();
-                            if let Err(e) = check_pattern(&pat, r.bytes, &buf[..n]) {
+                            if let Err(e) = bad {
                                 return ControlFlow::Break(Err(format!("engine receiver: {e}")));
                             }
                             r.first.get_or_insert(now);

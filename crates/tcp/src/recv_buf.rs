@@ -376,15 +376,27 @@ impl RecvBuffer {
 
     /// Copy up to `buf.len()` in-order bytes out; returns the count.
     pub(crate) fn read(&mut self, buf: &mut [u8]) -> usize {
-        let n = buf.len().min(self.ready);
+        let mut at = 0;
+        self.read_with(buf.len(), |piece| {
+            buf[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        })
+    }
+
+    /// Consume up to `max` in-order bytes in place: `f` sees them in stream
+    /// order as one or two slices of the ring (two where they wrap);
+    /// returns the count. No copy: a reader that parses or forwards the
+    /// bytes takes them from here.
+    pub(crate) fn read_with(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
+        let n = max.min(self.ready);
         if n == 0 {
             return 0;
         }
         let size = self.size;
         let first = n.min(size - self.read_pos);
-        buf[..first].copy_from_slice(&self.ring[self.read_pos..self.read_pos + first]);
+        f(&self.ring[self.read_pos..self.read_pos + first]);
         if n > first {
-            buf[first..n].copy_from_slice(&self.ring[..n - first]);
+            f(&self.ring[..n - first]);
         }
         self.read_pos = (self.read_pos + n) % size;
         self.read_off += n as u64;
@@ -465,6 +477,28 @@ mod tests {
         assert!(all[310..5010].iter().all(|&x| x == 5));
         assert!(all[5010..].iter().all(|&x| x == 3));
         assert_eq!(b.allocated(), 0);
+    }
+
+    #[test]
+    fn reading_in_place_sees_a_wrapped_ring_as_two_slices_in_order() {
+        let mut b = RecvBuffer::new(1 << 20);
+        b.insert(0, &[1u8; 4000]);
+        assert_eq!(b.read_with(3990, |_| {}), 3990);
+        // 10 bytes left before the ring's end (4096 bytes); 200 more: 96
+        // fill it, 104 wrap to its start.
+        let more: Vec<u8> = (0..200u8).collect();
+        b.insert(4000, &more);
+        let mut pieces = Vec::new();
+        assert_eq!(b.read_with(150, |p| pieces.push(p.to_vec())), 150);
+        assert_eq!(pieces.len(), 2, "wrapped: two slices");
+        assert_eq!(pieces[0][..10], [1u8; 10]);
+        assert_eq!(pieces[0][10..], more[..96]);
+        assert_eq!(pieces[1], more[96..140].to_vec());
+        let mut rest = Vec::new();
+        assert_eq!(b.read_with(usize::MAX, |p| rest.extend_from_slice(p)), 60);
+        assert_eq!(rest, more[140..].to_vec());
+        assert_eq!(b.read_with(10, |_| panic!("nothing ready")), 0);
+        assert_eq!(b.allocated(), 0, "released when drained, as `read`");
     }
 
     #[test]

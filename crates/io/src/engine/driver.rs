@@ -623,26 +623,25 @@ impl Driver {
                 if shared.ooo {
                     while conn.recv_segment().is_some() {}
                 } else {
-                    while matches!(conn.recv(scratch), Ok(n) if n > 0) {}
+                    while matches!(conn.recv_with(usize::MAX, |_| {}), Ok(n) if n > 0) {}
                 }
             }
             Mode::Unset => {}
             Mode::Bytes => loop {
-                let room = limit.saturating_sub(st.rx_bytes.len()).min(scratch.len());
+                let room = limit.saturating_sub(st.rx_bytes.len());
                 if room == 0 {
                     st.rx_stalled = true;
                     break;
                 }
-                match conn.recv(&mut scratch[..room]) {
+                // Straight from the engine's receive buffer to the queue.
+                let rx = &mut st.rx_bytes;
+                match conn.recv_with(room, |piece| rx.extend(piece)) {
                     Ok(0) => {
                         st.eof = true;
                         wake_rx = true;
                         break;
                     }
-                    Ok(n) => {
-                        st.rx_bytes.extend(&scratch[..n]);
-                        wake_rx = true;
-                    }
+                    Ok(_) => wake_rx = true,
                     Err(_) => break,
                 }
             },
@@ -680,16 +679,16 @@ impl Driver {
                             st.rx_stalled = true;
                             break;
                         }
-                        match conn.recv(scratch) {
+                        // Straight from the engine's receive buffer to the
+                        // deframer, a buffer's worth at a time.
+                        let max = scratch.len();
+                        match conn.recv_with(max, |piece| d.push_stream(piece, now_ns)) {
                             Ok(0) => {
                                 st.eof = true;
                                 wake_rx = true;
                                 break;
                             }
-                            Ok(n) => {
-                                d.push_stream(&scratch[..n], now_ns);
-                                wake_rx |= pull_messages(d, st, epoch);
-                            }
+                            Ok(_) => wake_rx |= pull_messages(d, st, epoch),
                             Err(_) => break,
                         }
                     }

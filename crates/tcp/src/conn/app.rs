@@ -48,6 +48,30 @@ impl Connection {
         if buf.is_empty() {
             return Ok(0);
         }
+        self.nothing_ready()
+    }
+
+    /// Like [`Connection::recv`] without the copy: consumes up to `max`
+    /// in-order bytes in place, handing them to `f` in stream order as one
+    /// or two slices of the receive buffer. Same results as `recv` with a
+    /// `max`-byte buffer: the count, `Ok(0)` (with `max > 0`) at end of
+    /// stream, `Err(WouldBlock)` with no data yet.
+    pub fn recv_with(&mut self, max: usize, f: impl FnMut(&[u8])) -> Result<usize, Error> {
+        if self.rcv_buf.ready() > 0 && max > 0 {
+            let n = self.rcv_buf.read_with(max, f);
+            self.readable_queued = false;
+            self.check_window_update();
+            return Ok(n);
+        }
+        if max == 0 {
+            return Ok(0);
+        }
+        self.nothing_ready()
+    }
+
+    /// What a read finds with no in-order byte ready: end of stream,
+    /// the connection's error, or nothing yet.
+    fn nothing_ready(&self) -> Result<usize, Error> {
         if self.fin_rcvd {
             return Ok(0);
         }
