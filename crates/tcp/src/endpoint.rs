@@ -51,6 +51,7 @@
 use crate::config::Config;
 use crate::conn::{Connection, ConnectionStats, Event, State};
 use crate::isn::IsnGenerator;
+use crate::send_buf::StoragePool;
 use crate::time::Instant;
 use crate::Error;
 use hollywood_wire::{SeqNumber, TcpFlags, TcpOptions, TcpRepr, Timestamp};
@@ -238,6 +239,8 @@ pub struct Endpoint {
     /// Packet buffers handed back by the driver ([`Endpoint::recycle`]),
     /// at most `SPARE_PACKETS`: the next data packets are built in them.
     spare: Vec<Vec<u8>>,
+    /// Emptied send storages, for the next connection that writes.
+    storage: StoragePool,
     stats: EndpointStats,
     /// Counters of the last [`FINAL_STATS_KEPT`] announced connections
     /// removed, oldest first ([`Endpoint::final_stats`]).
@@ -259,7 +262,7 @@ impl Endpoint {
     /// `seed` keys the ISN generator (RFC 6528) and the ephemeral port choice.
     pub fn new(config: Config, seed: u64) -> Endpoint {
         Endpoint {
-            config,
+            config: config.clone(),
             isn: IsnGenerator::new(seed),
             ports: ChaCha8Rng::seed_from_u64(seed ^ 0x005e_ed0f_9057_5eed),
             next_handle: 0,
@@ -276,6 +279,10 @@ impl Endpoint {
             rr: 0,
             scratch: Vec::new(),
             spare: Vec::new(),
+            // With a memory limit, a sixteenth of it at most.
+            storage: StoragePool::new(config.memory_limit.map_or(StoragePool::MAX_BYTES, |l| {
+                (l / 16).min(StoragePool::MAX_BYTES)
+            })),
             stats: EndpointStats::default(),
             final_stats: VecDeque::new(),
             memory_used: 0,
@@ -290,7 +297,8 @@ impl Endpoint {
         self.conns
             .values()
             .map(|e| e.conn.memory() + ENTRY_OVERHEAD)
-            .sum()
+            .sum::<usize>()
+            + self.storage.bytes()
     }
 
     /// With `Config::memory_limit`: recount the memory if the last count
@@ -321,6 +329,8 @@ impl Endpoint {
             if pressure {
                 self.stats.memory_pressure_entered += 1;
             }
+            // Under pressure emptied send storage is freed, not kept.
+            self.storage.set_off(pressure);
             for (&h, e) in self.conns.iter_mut() {
                 e.conn.set_memory_pressure(pressure);
                 self.sendable.insert(h);
@@ -472,6 +482,7 @@ impl Endpoint {
         if self.memory_pressure {
             conn.set_memory_pressure(true);
         }
+        conn.set_storage_pool(self.storage.clone());
         self.by_tuple.insert((conn.local(), conn.remote()), h);
         if let Some(l) = backlog_of.and_then(|k| self.listeners.get_mut(&k)) {
             l.half_open += 1;

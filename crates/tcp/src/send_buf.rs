@@ -12,11 +12,93 @@
 //!
 //! Memory: at most `capacity` bytes of data plus one `u64` per live record.
 //! The storage grows with what is queued and is given back as it is
-//! acknowledged: released when empty, halved when at most an eighth is in
-//! use (an idle connection holds no send storage).
+//! acknowledged: when empty it goes to the endpoint's [`StoragePool`] (kept
+//! for the next connection that writes, a bounded few) or is freed, and it
+//! shrinks when at most an eighth of it was in use while a whole
+//! allocation's worth of bytes was acknowledged. An idle connection holds
+//! no send storage; a busy sender whose buffer empties between two writes
+//! takes a storage whose pages are already there, instead of page-faulting
+//! a fresh multi-megabyte one in every time (docs/LAB.md, "Send storage
+//! kept").
 
 use hollywood_wire::SeqNumber;
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Emptied send storages kept for reuse, shared by an endpoint's
+/// connections: at most [`StoragePool::MAX_STORAGES`] of together at most
+/// its byte bound ([`StoragePool::MAX_BYTES`] by default), none while it
+/// is off (memory pressure). The lock is taken only when a buffer empties
+/// or an empty one is written to.
+#[derive(Debug, Clone)]
+pub(crate) struct StoragePool(Arc<Mutex<PoolInner>>);
+
+#[derive(Debug)]
+struct PoolInner {
+    storages: Vec<VecDeque<u8>>,
+    bytes: usize,
+    max_bytes: usize,
+    off: bool,
+}
+
+impl Default for StoragePool {
+    fn default() -> Self {
+        StoragePool::new(StoragePool::MAX_BYTES)
+    }
+}
+
+impl StoragePool {
+    /// Storages kept at most.
+    pub(crate) const MAX_STORAGES: usize = 2;
+    /// Bytes kept at most by default: what an idle endpoint may hold.
+    pub(crate) const MAX_BYTES: usize = 8 << 20;
+
+    /// A pool that keeps at most `max_bytes`.
+    pub(crate) fn new(max_bytes: usize) -> StoragePool {
+        StoragePool(Arc::new(Mutex::new(PoolInner {
+            storages: Vec::new(),
+            bytes: 0,
+            max_bytes,
+            off: false,
+        })))
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, PoolInner> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keep `storage` if there is room (else it is freed).
+    fn put(&self, storage: VecDeque<u8>) {
+        let mut p = self.inner();
+        let cap = storage.capacity();
+        if !p.off && p.storages.len() < Self::MAX_STORAGES && p.bytes + cap <= p.max_bytes {
+            p.bytes += cap;
+            p.storages.push(storage);
+        }
+    }
+
+    fn take(&self) -> Option<VecDeque<u8>> {
+        let mut p = self.inner();
+        let s = p.storages.pop()?;
+        p.bytes -= s.capacity();
+        Some(s)
+    }
+
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.inner().bytes
+    }
+
+    /// Stop keeping storages (and free those kept), or start again.
+    pub(crate) fn set_off(&self, off: bool) {
+        let mut p = self.inner();
+        p.off = off;
+        if off {
+            p.storages.clear();
+            p.bytes = 0;
+        }
+    }
+}
 
 /// Why a rewrite was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +123,12 @@ pub(crate) struct SendBuffer {
     /// Exclusive end offsets of live records, ascending. The last one equals
     /// the buffer's end offset.
     records: VecDeque<u64>,
+    /// Bytes acknowledged since the storage last held more than a quarter
+    /// of its allocation (the shrink rule's hysteresis).
+    low_acked: usize,
+    /// Where emptied storage goes and empty buffers take theirs from;
+    /// without one, emptied storage is freed.
+    pool: Option<StoragePool>,
 }
 
 impl SendBuffer {
@@ -52,7 +140,14 @@ impl SendBuffer {
             head_seq: first_seq,
             head_off: 0,
             records: VecDeque::new(),
+            low_acked: 0,
+            pool: None,
         }
+    }
+
+    /// Share `pool` for storage (see [`StoragePool`]).
+    pub(crate) fn set_pool(&mut self, pool: StoragePool) {
+        self.pool = Some(pool);
     }
 
     /// Bytes held (unacknowledged plus unsent).
@@ -87,7 +182,16 @@ impl SendBuffer {
         if n == 0 {
             return 0;
         }
+        if self.data.capacity() == 0 {
+            if let Some(mut s) = self.pool.as_ref().and_then(StoragePool::take) {
+                s.clear();
+                self.data = s;
+            }
+        }
         self.data.extend(&bytes[..n]);
+        if self.data.len() > self.data.capacity() / 4 {
+            self.low_acked = 0;
+        }
         let end = self.head_off + self.data.len() as u64;
         self.records.push_back(end);
         n
@@ -133,6 +237,7 @@ impl SendBuffer {
         }
         let n = (d as usize).min(self.data.len());
         self.data.drain(..n);
+        self.low_acked = self.low_acked.saturating_add(n);
         self.head_seq += n;
         self.head_off += n as u64;
         while self
@@ -145,17 +250,28 @@ impl SendBuffer {
         self.trim();
     }
 
-    /// Give back storage that is no longer needed.
+    /// Give back storage that is no longer needed: all of it when empty (to
+    /// the pool, or freed), or half and more of a large allocation that
+    /// stayed at most an eighth full while a whole allocation's worth was
+    /// acknowledged.
     fn trim(&mut self) {
         if self.data.is_empty() {
             if self.data.capacity() > 0 {
-                self.data = VecDeque::new();
+                let s = std::mem::take(&mut self.data);
+                if let Some(p) = &self.pool {
+                    p.put(s);
+                }
             }
             if self.records.capacity() > 0 {
                 self.records = VecDeque::new();
             }
-        } else if self.data.capacity() >= 64 << 10 && self.data.len() <= self.data.capacity() / 8 {
+            self.low_acked = 0;
+        } else if self.data.capacity() >= 64 << 10
+            && self.data.len() <= self.data.capacity() / 8
+            && self.low_acked >= self.data.capacity()
+        {
             self.data.shrink_to(self.data.len() * 2);
+            self.low_acked = 0;
         }
     }
 
@@ -220,17 +336,77 @@ mod tests {
     }
 
     #[test]
-    fn storage_is_released_when_acknowledged() {
+    fn storage_shrinks_only_when_it_stays_mostly_unused() {
         let mut b = buf(1 << 20);
         assert_eq!(b.allocated(), 0);
         b.write(&[7u8; 300_000]);
-        assert!(b.allocated() >= 300_000);
+        let cap = b.allocated();
+        assert!(cap >= 300_000);
+        // A busy sender: most of it acknowledged, refilled before the
+        // next acknowledgement — the storage stays (no free, no fault-in).
+        for _ in 0..20 {
+            b.ack_to(b.head_seq() + 290_000);
+            b.write(&[7u8; 290_000]);
+            assert!(b.allocated() >= cap, "kept while busy");
+        }
+        // A sender that slowed down: at most an eighth in use while a
+        // whole allocation's worth is acknowledged — then it shrinks.
         b.ack_to(b.head_seq() + 290_000);
+        let mut acked = 0;
+        while b.allocated() >= cap {
+            b.write(&[7u8; 1000]);
+            b.ack_to(b.head_seq() + 1000);
+            acked += 1000;
+            assert!(acked <= cap + 1000, "never shrank");
+        }
+        assert!(acked + 290_000 >= 300_000, "not before: {acked}");
         assert!(b.allocated() < 100_000, "shrunk: {}", b.allocated());
         let mut out = Vec::new();
         assert_eq!(b.read(b.head_seq(), 20_000, &mut out), 10_000);
         b.ack_to(b.end_seq());
-        assert_eq!(b.allocated(), 0);
+        assert_eq!(b.allocated(), 0, "empty: freed");
+    }
+
+    #[test]
+    fn emptied_storage_goes_to_the_pool_and_back() {
+        let pool = StoragePool::default();
+        let mut a = buf(1 << 20);
+        a.set_pool(pool.clone());
+        a.write(&[7u8; 300_000]);
+        let cap = a.allocated();
+        a.ack_to(a.end_seq());
+        assert_eq!(a.allocated(), 0, "an empty buffer holds nothing");
+        let kept = pool.bytes();
+        assert!(kept >= 300_000 && kept <= cap, "the pool has it: {kept}");
+        // The next buffer to write takes it, its old bytes gone.
+        let mut b = buf(1 << 20);
+        b.set_pool(pool.clone());
+        b.write(&[1u8; 100]);
+        assert_eq!(pool.bytes(), 0);
+        assert!(b.allocated() >= kept && b.allocated() < kept + 100);
+        let mut out = Vec::new();
+        assert_eq!(b.read(b.head_seq(), 1000, &mut out), 100);
+        assert_eq!(out, vec![1u8; 100]);
+        // Bounded in count and bytes; nothing kept while off.
+        for _ in 0..5 {
+            let mut c = buf(1 << 20);
+            c.set_pool(pool.clone());
+            c.write(&[1u8; 1_000_000]);
+            c.ack_to(c.end_seq());
+        }
+        assert!(pool.bytes() <= StoragePool::MAX_BYTES);
+        let small = StoragePool::new(100_000);
+        let mut d = buf(1 << 20);
+        d.set_pool(small.clone());
+        d.write(&[1u8; 200_000]);
+        d.ack_to(d.end_seq());
+        assert_eq!(small.bytes(), 0, "larger than its bound: freed");
+        assert!(pool.inner().storages.len() <= StoragePool::MAX_STORAGES);
+        assert!(pool.bytes() >= 1_000_000);
+        pool.set_off(true);
+        assert_eq!(pool.bytes(), 0);
+        b.ack_to(b.end_seq());
+        assert_eq!(pool.bytes(), 0, "off: freed");
     }
 
     #[test]

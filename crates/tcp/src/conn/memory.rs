@@ -184,6 +184,11 @@ impl Connection {
         self.space.pressure = on;
     }
 
+    /// Share the endpoint's pool of emptied send storages.
+    pub(crate) fn set_storage_pool(&mut self, pool: crate::send_buf::StoragePool) {
+        self.snd_buf.set_pool(pool);
+    }
+
     /// Bytes this connection holds: its own structure, the receive ring,
     /// the send buffer, the Hollywood message queue and out-of-order
     /// copies, and an estimate for the retransmission queue. What
