@@ -53,6 +53,10 @@ pub struct SessionStats {
     pub late: u64,
     /// The round trip of the clock sample in use (µs).
     pub clock_rtt_us: i64,
+    /// The width of the bounds on the relay's clock that deadlines are
+    /// converted with (µs): how much earlier than the truth a conversion
+    /// may put one ([`ClockOffset::uncertainty`]).
+    pub clock_uncertainty_us: i64,
 }
 
 /// A connection to a relay, accepted.
@@ -161,7 +165,9 @@ impl Session {
     /// Counters.
     pub fn stats(&self) -> SessionStats {
         let mut s = self.stats;
-        s.clock_rtt_us = lock(&self.clock).rtt().unwrap_or(0);
+        let c = lock(&self.clock);
+        s.clock_rtt_us = c.rtt().unwrap_or(0);
+        s.clock_uncertainty_us = c.uncertainty(now_us()).unwrap_or(0);
         s
     }
 
