@@ -88,9 +88,9 @@ struct Player {
     on_time: u64,
     /// Delivered after it (must stay 0: the relay protocol drops them).
     late_delivered: u64,
-    /// How far past --deadline the latest of those was (ms): against the
-    /// relay protocol's own check, made on clock-offset estimates of every
-    /// hop (each wrong by up to half its exchange's asymmetry).
+    /// How far past --deadline the latest of those was (ms): none can
+    /// be, each hop converting deadlines by bounds on the clocks
+    /// (docs/RELAY.md, "The time left at each hop"); kept as the check.
     late_by_max_ms: Option<f64>,
     /// Dropped by the player's session as past their deadline.
     dropped_late: u64,
