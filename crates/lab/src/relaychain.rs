@@ -122,6 +122,18 @@ pub struct ChainResult {
     pub late_delivered: u64,
     /// How far past the deadline the latest of those was (ms).
     pub late_by_max_ms: Option<f64>,
+    /// Dropped by the players' sessions as past their deadline on arrival
+    /// (the relay protocol's conservative deadline), both players.
+    pub dropped_late: u64,
+    /// Handed over by a session in time but past the deadline when the
+    /// player took it, dropped there (both players; `relay-load`).
+    pub dropped_at_delivery: u64,
+    /// The least time left before the deadline of a message the far
+    /// player got on time (ms).
+    pub slack_min_ms: Option<f64>,
+    /// The width of the far player's bounds on the last relay's clock at
+    /// its end (ms): how much of the deadline the last conversion spent.
+    pub player_clock_uncertainty_ms: f64,
     /// Messages older than a player's first (a group start), delivered
     /// after it because the last relay took them in after it (out of
     /// order); not counted on time. Both players.
@@ -492,6 +504,13 @@ pub fn run(spec: &ChainSpec, mut progress: impl FnMut(&str)) -> Result<ChainResu
         late_by_max_ms: (0..2)
             .filter_map(|k| pl["players"][k]["late_by_max_ms"].as_f64())
             .reduce(f64::max),
+        dropped_late: u(&pl["players"][0]["dropped_late"]) + u(&pl["players"][1]["dropped_late"]),
+        dropped_at_delivery: u(&pl["players"][0]["dropped_at_delivery"])
+            + u(&pl["players"][1]["dropped_at_delivery"]),
+        slack_min_ms: pl["players"][0]["slack_min_ms"].as_f64(),
+        player_clock_uncertainty_ms: pl["players"][0]["clock_uncertainty_ms"]
+            .as_f64()
+            .unwrap_or(0.0),
         late_joiner_joined_s: ljoined,
         late_joiner_first_group_ms: lfirst,
         late_joiner_bound_ms: (spec.gop as f64 * 5.0) + rtt.as_secs_f64() * 1e3,

@@ -493,6 +493,9 @@ impl SendHalf {
         data: impl Into<Vec<u8>>,
         ctx: MessageContext,
     ) -> Result<MessageRef, Error> {
+        // A lifetime counts from this call, not from when the queue had
+        // room for the message (below): waiting for room spends it too.
+        let called = Instant::now();
         let payload = data.into();
         if payload.is_empty() {
             return Err(Error::InvalidMessage("an empty message".into()));
@@ -571,7 +574,7 @@ impl SendHalf {
             // message's lifetime means anywhere.
             wire_lifetime: !reliable || self.protocol == Protocol::KernelTcp,
             depends_on: ctx.depends_on,
-            queued_at: Instant::now(),
+            queued_at: called,
             final_message: ctx.final_message,
             _permit: permit,
         };

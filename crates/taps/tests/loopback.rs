@@ -400,6 +400,42 @@ async fn quic_without_preserve_order_refuses_ordered_messages() {
     assert!(e.to_string().contains("preserveOrder"), "{e}");
 }
 
+/// A lifetime counts from the `send` call: a message whose `send` waited
+/// for room in a full send queue longer than its lifetime expires (a
+/// relay computes the lifetime left of its deadline just before `send`).
+#[tokio::test]
+async fn a_lifetime_counts_from_the_send_call_not_from_room_in_the_queue() {
+    let (mut c, mut server_side) = kernel_tcp_pair().await;
+    // A receiver that does not read yet: fill the path and the send queue.
+    let payload = vec![7u8; 60_000];
+    while tokio::time::timeout(
+        Duration::from_millis(100),
+        c.send(payload.clone(), MessageContext::default()),
+    )
+    .await
+    .is_ok()
+    {}
+    let ctx = MessageContext::lifetime(Duration::from_millis(100)).ordered(false);
+    let (r, ()) = tokio::join!(c.send(payload.clone(), ctx), async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::spawn(async move { while let Ok(Some(_)) = server_side.receive().await {} });
+    });
+    let urgent = r.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let outcome = loop {
+        match tokio::time::timeout_at(deadline, c.next_event()).await {
+            Ok(Some(Event::Expired { msg })) if msg == urgent => break "expired",
+            Ok(Some(Event::Sent { msg, .. })) if msg == urgent => break "sent",
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break "none",
+        }
+    };
+    assert_eq!(
+        outcome, "expired",
+        "it waited 400 ms for room with a 100 ms lifetime"
+    );
+}
+
 #[tokio::test]
 async fn messages_that_wait_past_their_lifetime_expire_and_their_dependents_too() {
     // A receiver that never reads: the kernel path fills, messages queue in

@@ -123,6 +123,13 @@ pub fn run(a: RelayChainArgs) -> Result<(), String> {
             hops.join("  "),
             r.player_path_dropped
         );
+        println!(
+            "           players' sessions dropped {} past the deadline on arrival, {} at delivery; the far player's least slack {} ms, its clock bounds {:.1} ms wide",
+            r.dropped_late,
+            r.dropped_at_delivery,
+            r.slack_min_ms.map_or("-".to_string(), |m| format!("{m:.1}")),
+            r.player_clock_uncertainty_ms
+        );
     }
     Ok(())
 }

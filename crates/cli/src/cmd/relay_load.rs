@@ -13,7 +13,7 @@
 use crate::units::parse_duration;
 use clap::Args;
 use hollywood_taps::pubsub::wire::{FLAG_GROUP_START, FLAG_KEY};
-use hollywood_taps::pubsub::{Request, Role, Session, StreamId};
+use hollywood_taps::pubsub::{now_us, Request, Role, Session, StreamId};
 use hollywood_taps::{
     Engine, Preconnection, Protocol, RemoteEndpoint, SecurityParameters, TransportProperties,
 };
@@ -88,12 +88,24 @@ struct Player {
     on_time: u64,
     /// Delivered after it (must stay 0: the relay protocol drops them).
     late_delivered: u64,
-    /// How far past --deadline the latest of those was (ms): against the
-    /// relay protocol's own check, made on clock-offset estimates of every
-    /// hop (each wrong by up to half its exchange's asymmetry).
+    /// How far past --deadline the latest of those was (ms): none can
+    /// be, each hop converting deadlines by bounds on the clocks
+    /// (docs/RELAY.md, "The time left at each hop"); kept as the check.
     late_by_max_ms: Option<f64>,
     /// Dropped by the player's session as past their deadline.
     dropped_late: u64,
+    /// Handed over by the session in time but past their deadline (on
+    /// the relay protocol's clock) when this player took them: dropped
+    /// here, as `transmit` drops one past it before writing it out.
+    dropped_at_delivery: u64,
+    /// The least time left before --deadline of a message delivered on
+    /// time (ms): how close the relay protocol's conservative deadline
+    /// let one come.
+    slack_min_ms: Option<f64>,
+    /// The width of the bounds on the relay's clock the player's session
+    /// converted with at the end (ms): how much earlier than the truth
+    /// its last hop may have put a deadline.
+    clock_uncertainty_ms: f64,
     /// Delivered in time but older than the first message (a message the
     /// relay took in after the group start this player began at, out of
     /// order): not counted in `on_time`, whose share is of the messages
@@ -146,13 +158,16 @@ async fn publish(a: &RelayLoadArgs, engine: Option<&Engine>) -> Result<serde_jso
     for seq in 0..n {
         tokio::time::sleep_until(t0 + a.interval * seq as u32).await;
         p[..8].copy_from_slice(&seq.to_be_bytes());
+        // The deadline counts from the relay protocol's clock read before
+        // the send time written: never later than send time + deadline.
+        let read = now_us();
         p[8..16].copy_from_slice(&wall_us().to_be_bytes());
         let (flags, prio) = if seq % a.gop.max(1) == 0 {
             (FLAG_GROUP_START | FLAG_KEY, 0)
         } else {
             (0, 2)
         };
-        s.publish(&p, flags, prio, a.deadline)
+        s.publish_from(&p, flags, prio, read, a.deadline)
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -194,7 +209,14 @@ async fn play_one(
         };
         match m {
             Ok(Some(m)) => {
+                // The wall clock first, then the relay protocol's: one the
+                // protocol holds live at the second reading was within its
+                // deadline at the first.
                 let now = wall_us();
+                if m.header.deadline_us <= now_us() {
+                    pl.dropped_at_delivery += 1;
+                    continue;
+                }
                 if m.payload.len() < 16 {
                     continue;
                 }
@@ -208,6 +230,8 @@ async fn play_one(
                 }
                 pl.last_seq = Some(pl.last_seq.map_or(seq, |l| l.max(seq)));
                 if now - sent <= bound {
+                    let slack = (sent + bound - now) as f64 / 1e3;
+                    pl.slack_min_ms = Some(pl.slack_min_ms.map_or(slack, |m| m.min(slack)));
                     if pl.first_seq.is_some_and(|f| seq < f) {
                         pl.before_first += 1;
                     } else {
@@ -226,7 +250,9 @@ async fn play_one(
             }
         }
     }
-    pl.dropped_late = s.stats().late;
+    let st = s.stats();
+    pl.dropped_late = st.late;
+    pl.clock_uncertainty_ms = st.clock_uncertainty_us as f64 / 1e3;
     pl
 }
 

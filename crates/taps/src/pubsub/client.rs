@@ -53,6 +53,10 @@ pub struct SessionStats {
     pub late: u64,
     /// The round trip of the clock sample in use (µs).
     pub clock_rtt_us: i64,
+    /// The width of the bounds on the relay's clock that deadlines are
+    /// converted with (µs): how much earlier than the truth a conversion
+    /// may put one ([`ClockOffset::uncertainty`]).
+    pub clock_uncertainty_us: i64,
 }
 
 /// A connection to a relay, accepted.
@@ -161,7 +165,9 @@ impl Session {
     /// Counters.
     pub fn stats(&self) -> SessionStats {
         let mut s = self.stats;
-        s.clock_rtt_us = lock(&self.clock).rtt().unwrap_or(0);
+        let c = lock(&self.clock);
+        s.clock_rtt_us = c.rtt().unwrap_or(0);
+        s.clock_uncertainty_us = c.uncertainty(now_us()).unwrap_or(0);
         s
     }
 
@@ -192,16 +198,25 @@ impl Session {
         priority: u8,
         lifetime: Duration,
     ) -> Result<(), Error> {
-        let now = now_us();
-        let origin = lock(&self.clock).to_relay(now);
-        self.publish_at(
-            payload,
-            flags,
-            priority,
-            origin,
-            origin + lifetime.as_micros() as i64,
-        )
-        .await
+        self.publish_from(payload, flags, priority, now_us(), lifetime)
+            .await
+    }
+
+    /// Publish one message read at `origin_local_us` (this process's clock,
+    /// [`super::now_us`]; at or before now) and useful for `lifetime` from
+    /// then: its deadline counts from that instant, not from this call.
+    pub async fn publish_from(
+        &mut self,
+        payload: &[u8],
+        flags: u8,
+        priority: u8,
+        origin_local_us: i64,
+        lifetime: Duration,
+    ) -> Result<(), Error> {
+        let lifetime_us = i64::try_from(lifetime.as_micros()).unwrap_or(i64::MAX / 4);
+        let (origin, deadline) = stamp(&lock(&self.clock), origin_local_us, lifetime_us, now_us());
+        self.publish_at(payload, flags, priority, origin, deadline)
+            .await
     }
 
     /// Publish with origin and deadline given on the relay's clock (a
@@ -218,7 +233,9 @@ impl Session {
             return Err(Error::Connection(why));
         }
         self.ping_if_due().await?;
-        let remaining = deadline_us - lock(&self.clock).to_relay(now_us());
+        // The lifetime left as the connection counts it: from the latest
+        // the relay's clock can read now.
+        let remaining = deadline_us - lock(&self.clock).latest_relay_now(now_us());
         if remaining <= 0 {
             return Ok(());
         }
@@ -281,19 +298,13 @@ impl Session {
                 break Err(e);
             }
             match Msg::decode(&data) {
-                Ok(Msg::Media {
-                    mut header,
-                    payload,
-                }) => {
+                Ok(Msg::Media { header, payload }) => {
                     self.stats.received += 1;
-                    let c = lock(&self.clock);
-                    header.origin_us = c.to_local(header.origin_us);
-                    header.deadline_us = c.to_local(header.deadline_us);
-                    drop(c);
-                    if header.deadline_us <= now_us() {
+                    let arrived = arrive(&lock(&self.clock), header, now_us());
+                    let Some(header) = arrived else {
                         self.stats.late += 1;
                         continue;
-                    }
+                    };
                     break Ok(Some(Received { header, payload }));
                 }
                 Ok(Msg::Pong { t1_us, t2_us }) => lock(&self.clock).sample(t1_us, t2_us, now_us()),
@@ -326,6 +337,32 @@ impl Session {
         }
         r
     }
+}
+
+/// A publisher's stamp for a message read at `origin_local_us` and useful
+/// for `lifetime_us` after it: its origin and deadline on the relay's
+/// clock, computed at `now_local_us` — the earliest relay times they can
+/// be ([`ClockOffset::deadline_to_relay`]), so the deadline is never later
+/// than the truth, whatever the clock samples' asymmetry.
+pub fn stamp(
+    clock: &ClockOffset,
+    origin_local_us: i64,
+    lifetime_us: i64,
+    now_local_us: i64,
+) -> (i64, i64) {
+    let origin = clock.deadline_to_relay(origin_local_us, now_local_us);
+    (origin, origin.saturating_add(lifetime_us))
+}
+
+/// A media header received from the relay at `now_local_us`, its times
+/// converted to this process's clock as the earliest they can be
+/// ([`ClockOffset::deadline_to_local`]: never later than the truth,
+/// however long the message was in flight or the clock samples' two
+/// ways took); `None` when it is past its deadline (never delivered).
+pub fn arrive(clock: &ClockOffset, mut h: MediaHeader, now_local_us: i64) -> Option<MediaHeader> {
+    h.origin_us = clock.deadline_to_local(h.origin_us, now_local_us);
+    h.deadline_us = clock.deadline_to_local(h.deadline_us, now_local_us);
+    (h.deadline_us > now_local_us).then_some(h)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -20,6 +20,9 @@ pub mod ts;
 pub mod udp;
 pub mod wire;
 
+#[cfg(test)]
+mod chain_tests;
+
 pub use access::{Policy, Refusal, StreamId};
 pub use client::{Received, Request, Session, SessionStats};
 pub use server::{serve, serve_on, Relay, RelayReport, ServerConfig, Upstream};

@@ -6,9 +6,11 @@
 //! [`CONTROL_SUBSTREAM`], ordered and reliable; media on
 //! [`MEDIA_SUBSTREAM`], unordered, each with its lifetime. Integers are
 //! big-endian. Times are microseconds on **the relay's clock** in both
-//! directions: a caller converts (it estimates the offset from the hello
-//! and its pings, [`super::clock`]), so a relay never does, and a chain of
-//! relays carries one end-to-end deadline, each hop converting once.
+//! directions: a caller converts (it bounds the offset from the hello
+//! and its pings and converts a deadline to the earliest time it can be,
+//! [`super::clock`]), so a relay never does, and a chain of relays carries
+//! one end-to-end deadline, each hop converting once and never moving it
+//! later.
 
 /// The protocol version a hello carries.
 pub const VERSION: u8 = 1;
