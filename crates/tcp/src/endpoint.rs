@@ -100,6 +100,18 @@ pub enum EndpointEvent {
     },
 }
 
+/// A 4-tuple that gained or lost its connection
+/// ([`Endpoint::take_tuple_changes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TupleChange {
+    /// The endpoint's address.
+    pub local: SocketAddr,
+    /// The peer's address.
+    pub remote: SocketAddr,
+    /// A connection now holds the tuple (`true`), or none does any more.
+    pub owned: bool,
+}
+
 /// Endpoint counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndpointStats {
@@ -232,6 +244,9 @@ pub struct Endpoint {
     /// With [`Endpoint::track_touched`]: connections that took input or a
     /// timer, or raised events, since [`Endpoint::take_touched`].
     touched: Option<BTreeSet<u64>>,
+    /// With [`Endpoint::track_tuples`]: 4-tuples that gained or lost a
+    /// connection since [`Endpoint::take_tuple_changes`], in order.
+    tuple_log: Option<Vec<TupleChange>>,
     /// Round-robin cursor for `poll_transmit`.
     rr: u64,
     scratch: Vec<u8>,
@@ -273,6 +288,7 @@ impl Endpoint {
             stale: Vec::new(),
             sendable: BTreeSet::new(),
             touched: None,
+            tuple_log: None,
             rr: 0,
             scratch: Vec::new(),
             spare: Vec::new(),
@@ -473,6 +489,13 @@ impl Endpoint {
             conn.set_memory_pressure(true);
         }
         self.by_tuple.insert((conn.local(), conn.remote()), h);
+        if let Some(log) = &mut self.tuple_log {
+            log.push(TupleChange {
+                local: conn.local(),
+                remote: conn.remote(),
+                owned: true,
+            });
+        }
         if let Some(l) = backlog_of.and_then(|k| self.listeners.get_mut(&k)) {
             l.half_open += 1;
         }
@@ -499,6 +522,7 @@ impl Endpoint {
             let key = (e.conn.local(), e.conn.remote());
             if self.by_tuple.get(&key) == Some(&h) {
                 self.by_tuple.remove(&key);
+                self.log_tuple_gone(key);
             }
             self.dirty.remove(&h);
             if let Some(t) = e.timer {
@@ -964,6 +988,41 @@ impl Endpoint {
         }
     }
 
+    /// Whether a connection holds the 4-tuple `(local, remote)`: a segment
+    /// from `remote` to `local` would go to it rather than to a listener
+    /// or the RST reply. For a driver that shares the 4-tuples among
+    /// several endpoints (one per TUN queue) and must tell its own
+    /// segments from another endpoint's.
+    pub fn owns(&self, local: SocketAddr, remote: SocketAddr) -> bool {
+        self.by_tuple.contains_key(&(local, remote))
+    }
+
+    /// Keep a log of the 4-tuples that gain a connection (`connect`, a
+    /// SYN or SYN cookie accepted) or lose one (removed, or detached once
+    /// closed), for [`Endpoint::take_tuple_changes`]. Off by default
+    /// (nothing is kept); the caller must drain it regularly.
+    pub fn track_tuples(&mut self, on: bool) {
+        self.tuple_log = on.then(Vec::new);
+    }
+
+    /// The 4-tuple changes since the last call, oldest first (with
+    /// [`Endpoint::track_tuples`]; nothing otherwise).
+    pub fn take_tuple_changes(&mut self, out: &mut Vec<TupleChange>) {
+        if let Some(log) = &mut self.tuple_log {
+            out.append(log);
+        }
+    }
+
+    fn log_tuple_gone(&mut self, (local, remote): (SocketAddr, SocketAddr)) {
+        if let Some(log) = &mut self.tuple_log {
+            log.push(TupleChange {
+                local,
+                remote,
+                owned: false,
+            });
+        }
+    }
+
     /// Give a packet buffer back (a received packet, once handled, or a
     /// sent one): [`Endpoint::poll_transmit`] builds the next packets in
     /// such buffers instead of allocating. Optional; at most 64 are kept,
@@ -1136,6 +1195,7 @@ impl Endpoint {
             let key = (e.conn.local(), e.conn.remote());
             if self.by_tuple.get(&key) == Some(&h) {
                 self.by_tuple.remove(&key);
+                self.log_tuple_gone(key);
             }
         }
     }

@@ -667,3 +667,60 @@ fn a_vouched_packet_skips_the_checksum_check_and_nothing_else() {
     assert!(vouched.poll_transmit(now).is_none());
     assert_eq!(vouched.stats().malformed_dropped, 1);
 }
+
+#[test]
+fn the_tuple_log_follows_connections_from_open_to_removal() {
+    let cfg = Config {
+        time_wait: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg.clone(), cfg, 5);
+    p.a.track_tuples(true);
+    p.b.track_tuples(true);
+    let (ha, hb) = p.connect();
+    let (la, ra) = {
+        let c = p.a.connection(ha).unwrap();
+        (c.local(), c.remote())
+    };
+    assert!(p.a.owns(la, ra) && p.b.owns(ra, la));
+    assert!(!p.a.owns(ra, la), "the tuple is directional");
+    let mut log = Vec::new();
+    p.a.take_tuple_changes(&mut log);
+    assert_eq!(
+        log,
+        [crate::TupleChange {
+            local: la,
+            remote: ra,
+            owned: true
+        }]
+    );
+    log.clear();
+    p.b.take_tuple_changes(&mut log);
+    assert_eq!(log.len(), 1, "the accepted connection: {log:?}");
+    assert!(log[0].owned && (log[0].local, log[0].remote) == (ra, la));
+    log.clear();
+    p.ca(ha).close();
+    p.run_for(Duration::from_millis(100));
+    p.cb(hb).close();
+    p.run_for(Duration::from_secs(2));
+    assert!(!p.a.owns(la, ra) && !p.b.owns(ra, la));
+    p.a.take_tuple_changes(&mut log);
+    assert_eq!(
+        log,
+        [crate::TupleChange {
+            local: la,
+            remote: ra,
+            owned: false
+        }],
+        "removed after TIME-WAIT"
+    );
+    log.clear();
+    p.a.take_tuple_changes(&mut log);
+    assert!(log.is_empty(), "drained");
+    // Untracked: nothing is kept.
+    let mut e = Endpoint::new(Config::default(), 1);
+    e.connect(Instant::ZERO, sa("10.0.0.2:0"), sa("10.0.0.9:80"))
+        .unwrap();
+    e.take_tuple_changes(&mut log);
+    assert!(log.is_empty());
+}
