@@ -247,6 +247,9 @@ pub struct Endpoint {
     /// With [`Endpoint::track_tuples`]: 4-tuples that gained or lost a
     /// connection since [`Endpoint::take_tuple_changes`], in order.
     tuple_log: Option<Vec<TupleChange>>,
+    /// Ephemeral ports are those `p` with `(p - EPHEMERAL_FIRST) % .1 ==
+    /// .0` ([`Endpoint::set_ephemeral_share`]).
+    ephemeral_share: (u16, u16),
     /// Round-robin cursor for `poll_transmit`.
     rr: u64,
     scratch: Vec<u8>,
@@ -289,6 +292,7 @@ impl Endpoint {
             sendable: BTreeSet::new(),
             touched: None,
             tuple_log: None,
+            ephemeral_share: (0, 1),
             rr: 0,
             scratch: Vec::new(),
             spare: Vec::new(),
@@ -459,13 +463,28 @@ impl Endpoint {
         Ok(self.insert(conn, false, None))
     }
 
+    /// Choose ephemeral ports only among every `count`-th port of the
+    /// range, starting at the `index`-th: endpoints that share the
+    /// engine's addresses (one per TUN queue) given distinct `index`es
+    /// never pick the same 4-tuple. `count` 0 counts as 1; `index` is
+    /// taken modulo `count`.
+    pub fn set_ephemeral_share(&mut self, index: u16, count: u16) {
+        let count = count.max(1);
+        self.ephemeral_share = (index % count, count);
+    }
+
     /// Deterministic ephemeral port: a seeded random start, then the next
     /// free one (RFC 6056 §3.3.2-like).
     fn ephemeral(&mut self, local: SocketAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
         let span = (EPHEMERAL_LAST - EPHEMERAL_FIRST) as u32 + 1;
         let start = self.ports.gen_range(0..span);
+        let (index, count) = self.ephemeral_share;
         for i in 0..span {
-            let port = EPHEMERAL_FIRST + ((start + i) % span) as u16;
+            let offset = ((start + i) % span) as u16;
+            if offset % count != index {
+                continue;
+            }
+            let port = EPHEMERAL_FIRST + offset;
             let mut cand = local;
             cand.set_port(port);
             let listening = self.listeners.keys().any(|l| l.port() == port);

@@ -724,3 +724,24 @@ fn the_tuple_log_follows_connections_from_open_to_removal() {
     e.take_tuple_changes(&mut log);
     assert!(log.is_empty());
 }
+
+#[test]
+fn endpoints_with_distinct_ephemeral_shares_never_pick_the_same_port() {
+    let remote = sa("10.0.0.9:80");
+    let ports = |index| {
+        let mut e = Endpoint::new(Config::default(), 7);
+        e.set_ephemeral_share(index, 3);
+        (0..50)
+            .map(|_| {
+                let h = e.connect(Instant::ZERO, sa("10.0.0.2:0"), remote).unwrap();
+                e.connection(h).unwrap().local().port()
+            })
+            .collect::<Vec<_>>()
+    };
+    for index in 0..3u16 {
+        for p in ports(index) {
+            assert!((EPHEMERAL_FIRST..=EPHEMERAL_LAST).contains(&p));
+            assert_eq!((p - EPHEMERAL_FIRST) % 3, index, "port {p}");
+        }
+    }
+}
