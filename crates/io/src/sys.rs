@@ -61,6 +61,17 @@ const _: () = assert!(std::mem::size_of::<IfReqFlags>() == std::mem::size_of::<l
 /// packet read or written is preceded by a 10-byte `virtio_net_hdr` (see
 /// `crate::tun::offload`).
 pub(crate) fn open_tun(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, String)> {
+    open_tun_with(name, vnet_hdr, false)
+}
+
+/// [`open_tun`], and with `multi_queue` with `IFF_MULTI_QUEUE` too: each
+/// call with the same name (and the same flags) attaches one more queue
+/// to the interface, with a descriptor of its own.
+pub(crate) fn open_tun_with(
+    name: &str,
+    vnet_hdr: bool,
+    multi_queue: bool,
+) -> io::Result<(OwnedFd, String)> {
     if name.is_empty() || name.len() > MAX_IFNAME_LEN || name.bytes().any(|b| b == 0 || b == b'/') {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -84,6 +95,9 @@ pub(crate) fn open_tun(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, Strin
     let mut flags = libc::IFF_TUN | libc::IFF_NO_PI;
     if vnet_hdr {
         flags |= libc::IFF_VNET_HDR;
+    }
+    if multi_queue {
+        flags |= libc::IFF_MULTI_QUEUE;
     }
     req.flags = flags as libc::c_short;
 

@@ -27,6 +27,7 @@
 use crate::error::{Error, Result};
 use crate::tun::device::{split_frame_vouched, TunDevice, MAX_FRAME};
 use crate::tun::offload::{Coalescer, Push, MAX_SUPER_PACKET, VNET_HDR_LEN};
+use crate::tun::shard::{HandedOver, Handoff, Shard};
 use crate::tun::writer::{self, TxThread};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
 use hollywood_wire::pcap;
@@ -85,6 +86,18 @@ pub struct HostStats {
     /// Frames handed to the writer thread ([`TunHost::set_tx_thread`]);
     /// the rest of `frames_out` the host wrote itself.
     pub frames_handed_over: u64,
+    /// Packets read here whose connection another worker of a
+    /// [`ShardedHost`](crate::tun::shard::ShardedHost) owns, handed over
+    /// to it.
+    pub forwarded_out: u64,
+    /// Packets another worker read and handed over to this one, the
+    /// owner of their connection, given to the engine.
+    pub forwarded_in: u64,
+    /// Packets for another worker dropped because its inbox was full.
+    pub forward_drops: u64,
+    /// Packets handed to the next worker by the test hook
+    /// [`ShardedHost::misroute_every`](crate::tun::shard::ShardedHost::misroute_every).
+    pub misrouted_for_test: u64,
 }
 
 /// Random packet loss injected by the host in both directions, from a
@@ -175,6 +188,8 @@ pub struct TunHost {
     tx: Option<TxThread>,
     /// A written super-packet buffer, for the coalescer's next batch.
     spare_frame: Option<Vec<u8>>,
+    /// Membership of a sharded host (one worker of several).
+    shard: Option<Shard>,
 }
 
 /// `config` with its MSS lowered, if needed, so that a full segment fits
@@ -260,6 +275,7 @@ impl TunHost {
             coalescer,
             tx: None,
             spare_frame: None,
+            shard: None,
         };
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         if host.tun.offload() && cores > 1 {
@@ -404,6 +420,16 @@ impl TunHost {
         Ok(())
     }
 
+    /// Wake through `notify` instead (a sharded host's worker).
+    pub(crate) fn set_notify(&mut self, notify: Arc<Notify>) {
+        self.notify = notify;
+    }
+
+    /// Set or clear the shard membership; returns the previous one.
+    pub(crate) fn set_shard(&mut self, shard: Option<Shard>) -> Option<Shard> {
+        std::mem::replace(&mut self.shard, shard)
+    }
+
     /// Hand what was read into `buf` (`len` bytes: a packet, or a frame
     /// with offloads) to the engine.
     fn deliver(&mut self, now: Instant, len: usize) -> Result<()> {
@@ -434,10 +460,92 @@ impl TunHost {
         result
     }
 
+    /// Hand one ordinary packet read from the device to the engine, or,
+    /// in a sharded host, to the worker that owns its connection.
+    fn deliver_packet(&mut self, now: Instant, packet: &[u8], vouched: bool) -> Result<()> {
+        if self.shard.is_some() && self.steer(packet, vouched, true) {
+            return Ok(());
+        }
+        self.engine_input(now, packet, vouched)
+    }
+
+    /// In a sharded host: hand `packet` over to the worker that owns its
+    /// 4-tuple if that is another one (or, with `may_misroute`, to the
+    /// next worker when the test hook says so). Whether it was taken
+    /// (handed over or dropped); `false`: this worker's engine handles
+    /// it. The engine's own connections are recognised without a lock;
+    /// the shared table is read only for the others.
+    fn steer(&mut self, packet: &[u8], vouched: bool, may_misroute: bool) -> bool {
+        let Some(shard) = &mut self.shard else {
+            return false;
+        };
+        let Ok(seg) = hollywood_wire::parse_tcp_ip_unverified(packet) else {
+            return false;
+        };
+        let tuple = (seg.dst, seg.src);
+        if may_misroute && shard.misroute_due() {
+            let next = (shard.index() + 1) % shard.count();
+            let h = Handoff::Misrouted {
+                packet: packet.to_vec(),
+                vouched,
+            };
+            match shard.hand_over(next, h) {
+                HandedOver::Sent => self.stats.misrouted_for_test += 1,
+                HandedOver::Full => self.stats.forward_drops += 1,
+                HandedOver::Gone => return false,
+            }
+            return true;
+        }
+        if self.endpoint.owns(tuple.0, tuple.1) {
+            return false;
+        }
+        match shard.owner(tuple) {
+            Some(w) if w != shard.index() => {
+                let h = Handoff::Owned {
+                    packet: packet.to_vec(),
+                    vouched,
+                };
+                match shard.hand_over(w, h) {
+                    HandedOver::Sent => self.stats.forwarded_out += 1,
+                    HandedOver::Full => self.stats.forward_drops += 1,
+                    // Its worker has ended: answered here (RST).
+                    HandedOver::Gone => return false,
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Give the engine the packets other workers handed over (at most
+    /// [`RX_BATCH`] per call; the host wakes again for the rest), each
+    /// followed by writing the engine's output.
+    async fn take_handoffs(&mut self, now: Instant) -> Result<()> {
+        for _ in 0..RX_BATCH {
+            let Some(h) = self.shard.as_ref().and_then(Shard::try_take) else {
+                return Ok(());
+            };
+            match h {
+                Handoff::Owned { packet, vouched } => {
+                    self.stats.forwarded_in += 1;
+                    self.engine_input(now, &packet, vouched)?;
+                }
+                Handoff::Misrouted { packet, vouched } => {
+                    if !self.steer(&packet, vouched, false) {
+                        self.engine_input(now, &packet, vouched)?;
+                    }
+                }
+            }
+            self.flush(now).await?;
+        }
+        self.notify.notify_one();
+        Ok(())
+    }
+
     /// Hand one ordinary packet to the engine (unless the injector drops
     /// it); `vouched`: the kernel vouches for its integrity, so the engine
     /// skips its checksum check ([`Endpoint::handle_packet_vouched`]).
-    fn deliver_packet(&mut self, now: Instant, packet: &[u8], vouched: bool) -> Result<()> {
+    fn engine_input(&mut self, now: Instant, packet: &[u8], vouched: bool) -> Result<()> {
         if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
             self.stats.injected_drops_in += 1;
             return Ok(());
@@ -459,6 +567,11 @@ impl TunHost {
     /// [`crate::tun::offload::Coalescer`]); the capture records the engine's
     /// segments.
     async fn flush(&mut self, now: Instant) -> Result<()> {
+        // New connections' 4-tuples are published before their first
+        // segment goes out, so the replies find them.
+        if let Some(s) = &mut self.shard {
+            s.sync(&mut self.endpoint);
+        }
         while let Some(packet) = self.endpoint.poll_transmit(now) {
             if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
                 self.stats.injected_drops_out += 1;
@@ -593,6 +706,9 @@ impl TunHost {
         let mut events: Vec<EndpointEvent> = Vec::new();
         loop {
             let now = self.now();
+            if self.shard.is_some() {
+                self.take_handoffs(now).await?;
+            }
             if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
                 self.endpoint.handle_timeout(now);
                 self.stats.timer_fires += 1;
@@ -645,7 +761,14 @@ impl TunHost {
             };
             if let Some(r) = received {
                 let len = r.map_err(|e| Error::io(format!("read from {}", self.tun.name()), e))?;
-                let taken = |s: &HostStats| s.packets_in + s.injected_drops_in + s.offload_errors;
+                let taken = |s: &HostStats| {
+                    s.packets_in
+                        + s.injected_drops_in
+                        + s.offload_errors
+                        + s.forwarded_out
+                        + s.forward_drops
+                        + s.misrouted_for_test
+                };
                 let first = taken(&self.stats);
                 let now = self.now();
                 self.deliver(now, len)?;
