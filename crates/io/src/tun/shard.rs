@@ -44,6 +44,7 @@
 //! same 4-tuple.
 
 use crate::error::{Error, Result};
+use crate::sys;
 use crate::tun::device::TunQueue;
 use crate::tun::host::{HostStats, Step, TunHost};
 use hollywood_tcp::{Config, Endpoint, EndpointStats, TupleChange};
@@ -242,6 +243,10 @@ pub struct WorkerReport<R> {
     pub host: HostStats,
     /// Its engine's counters.
     pub endpoint: EndpointStats,
+    /// CPU time the worker's thread spent driving its host (from the end
+    /// of its setup to its closure's return; the writer thread, if any,
+    /// not included).
+    pub cpu: Duration,
 }
 
 /// The engine over the N queues of a multi-queue TUN device: N workers,
@@ -476,6 +481,7 @@ impl WorkerRun {
                     ));
                 }
             }
+            let cpu_at_start = sys::cpu_time(libc::CLOCK_THREAD_CPUTIME_ID);
             let result = match self.timeout {
                 None => host.drive(app).await,
                 Some(t) => tokio::time::timeout(t, host.drive(app))
@@ -496,6 +502,7 @@ impl WorkerRun {
                 result: result?,
                 host: host.stats(),
                 endpoint: host.endpoint().stats(),
+                cpu: sys::cpu_time(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu_at_start),
             })
         })
     }
