@@ -2,7 +2,8 @@
 //! device, one worker thread per queue.
 //!
 //! Each worker is a [`TunHost`] of its own (its own `Endpoint`, clock,
-//! tokio runtime and queue descriptor from [`TunDevice::create_queues`]),
+//! tokio runtime and queue descriptor from
+//! [`TunDevice::create_queues`](crate::TunDevice::create_queues)),
 //! driven by [`TunHost::drive`] with an application closure made for it,
 //! so a worker runs exactly as a single-queue host does. A connection
 //! belongs to the worker whose engine holds it: the one that called
@@ -355,10 +356,10 @@ impl ShardedHost {
                 read: 0,
             });
             let worker = Worker { index, count };
-            let (config, setup, ready) = (self.config.clone(), setup.clone(), ready.clone());
+            let (config, setup, worker_ready) = (self.config.clone(), setup.clone(), ready.clone());
             let (tx_thread, timeout) = (self.tx_thread, self.timeout);
             let name = format!("hw-shard-{index}");
-            let t = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
                     let run = WorkerRun {
@@ -368,20 +369,35 @@ impl ShardedHost {
                         config,
                         tx_thread,
                         timeout,
-                        ready: ready.clone(),
+                        ready: worker_ready.clone(),
                     };
                     let r = run.run(&*setup);
                     if let Err(e) = &r {
                         // Unblock whoever waits for the setup.
-                        let (m, cv) = &*ready;
+                        let (m, cv) = &*worker_ready;
                         let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
                         g.1.get_or_insert_with(|| format!("worker {index}: {e}"));
                         cv.notify_all();
                     }
                     r
-                })
-                .map_err(|e| Error::io(format!("start thread {name}"), e))?;
-            threads.push(t);
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // The workers already started wait for this one: let
+                    // them see the failure and end.
+                    let (m, cv) = &*ready;
+                    m.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .1
+                        .get_or_insert_with(|| format!("start thread {name}: {e}"));
+                    cv.notify_all();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(Error::io(format!("start thread {name}"), e));
+                }
+            }
         }
         let (m, cv) = &*ready;
         let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
