@@ -27,7 +27,7 @@
 use crate::error::{Error, Result};
 use crate::tun::device::{split_frame_vouched, TunDevice, MAX_FRAME};
 use crate::tun::offload::{Coalescer, Push, MAX_SUPER_PACKET, VNET_HDR_LEN};
-use crate::tun::shard::{HandedOver, Handoff, Shard};
+use crate::tun::shard::{tcp_tuple, HandedOver, Handoff, Shard};
 use crate::tun::writer::{self, TxThread};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
 use hollywood_wire::pcap;
@@ -479,10 +479,14 @@ impl TunHost {
         let Some(shard) = &mut self.shard else {
             return false;
         };
-        let Ok(seg) = hollywood_wire::parse_tcp_ip_unverified(packet) else {
-            return false;
+        let tuple = match tcp_tuple(packet) {
+            Some(t) => t,
+            // IPv6 extension headers and the like: the full parser.
+            None => match hollywood_wire::parse_tcp_ip_unverified(packet) {
+                Ok(seg) => (seg.dst, seg.src),
+                Err(_) => return false,
+            },
         };
-        let tuple = (seg.dst, seg.src);
         if may_misroute && shard.misroute_due() {
             let next = (shard.index() + 1) % shard.count();
             let h = Handoff::Misrouted {

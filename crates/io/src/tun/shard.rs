@@ -208,6 +208,43 @@ impl Shard {
     }
 }
 
+/// The 4-tuple of a TCP packet as the engine keys it, `(local, remote)` =
+/// (destination, source), read from the fixed header fields only: IPv4
+/// (not a later fragment) or IPv6 whose next header is TCP. `None` for
+/// anything else (the caller parses fully then). Checks nothing else:
+/// the engine validates the packet.
+pub(crate) fn tcp_tuple(p: &[u8]) -> Option<Tuple> {
+    let port =
+        |at: usize| -> Option<u16> { Some(u16::from_be_bytes([*p.get(at)?, *p.get(at + 1)?])) };
+    match p.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            let frag = u16::from_be_bytes([*p.get(6)?, *p.get(7)?]) & 0x1fff;
+            if ihl < 20 || *p.get(9)? != 6 || frag != 0 {
+                return None;
+            }
+            let src: [u8; 4] = p.get(12..16)?.try_into().ok()?;
+            let dst: [u8; 4] = p.get(16..20)?.try_into().ok()?;
+            Some((
+                SocketAddr::from((dst, port(ihl + 2)?)),
+                SocketAddr::from((src, port(ihl)?)),
+            ))
+        }
+        6 => {
+            if *p.get(6)? != 6 {
+                return None;
+            }
+            let src: [u8; 16] = p.get(8..24)?.try_into().ok()?;
+            let dst: [u8; 16] = p.get(24..40)?.try_into().ok()?;
+            Some((
+                SocketAddr::from((dst, port(42)?)),
+                SocketAddr::from((src, port(40)?)),
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// Which worker an application closure of [`ShardedHost::start`] runs in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Worker {
@@ -544,5 +581,47 @@ impl TunHost {
         if let Some(s) = self.set_shard(None) {
             s.leave();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hollywood_wire::{SeqNumber, TcpFlags, TcpRepr};
+
+    fn packet(src: &str, dst: &str) -> Vec<u8> {
+        let tcp = TcpRepr {
+            seq: SeqNumber(7),
+            flags: TcpFlags::SYN,
+            ..TcpRepr::default()
+        };
+        hollywood_wire::build_tcp_ip(src.parse().unwrap(), dst.parse().unwrap(), &tcp, b"hi")
+    }
+
+    #[test]
+    fn the_tuple_from_fixed_fields_is_the_parsers() {
+        for (src, dst) in [
+            ("10.0.0.9:40000", "10.0.0.2:80"),
+            ("[fd00::9]:40001", "[fd00::2]:443"),
+        ] {
+            let p = packet(src, dst);
+            let seg = hollywood_wire::parse_tcp_ip(&p).unwrap();
+            assert_eq!(tcp_tuple(&p), Some((seg.dst, seg.src)));
+            assert_eq!(
+                tcp_tuple(&p),
+                Some((dst.parse().unwrap(), src.parse().unwrap()))
+            );
+            // Cut short anywhere: never a panic.
+            for n in 0..p.len() {
+                let _ = tcp_tuple(&p[..n]);
+            }
+        }
+        let mut udp = packet("10.0.0.9:1", "10.0.0.2:2");
+        udp[9] = 17;
+        assert_eq!(tcp_tuple(&udp), None);
+        let mut later_fragment = packet("10.0.0.9:1", "10.0.0.2:2");
+        later_fragment[7] = 1;
+        assert_eq!(tcp_tuple(&later_fragment), None);
+        assert_eq!(tcp_tuple(&[]), None);
     }
 }
