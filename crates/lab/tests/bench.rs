@@ -8,6 +8,14 @@
 //! depend on the machine.
 
 use hollywood_lab::bench::{self, BenchOptions, OffloadModes, TxThreadModes, Which};
+use std::sync::{Mutex, MutexGuard};
+
+/// The tests check that no namespace of this process is left, so they
+/// run one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn namespaces_of_this_process() -> Vec<String> {
     let out = std::process::Command::new("ip")
@@ -25,6 +33,7 @@ fn namespaces_of_this_process() -> Vec<String> {
 
 #[test]
 fn bench_runs_briefly_and_reports_everything() {
+    let _serial = serial();
     if !hollywood_io::is_root() {
         hollywood_test_support::skip(
             "bench_runs_briefly_and_reports_everything needs root (network namespaces + TUN)",
@@ -143,6 +152,7 @@ fn bench_runs_briefly_and_reports_everything() {
 #[test]
 fn bench_throughput_over_two_queues_reports_one_and_two_queue_runs() {
     let test = "bench_throughput_over_two_queues_reports_one_and_two_queue_runs";
+    let _serial = serial();
     if !hollywood_io::is_root() {
         hollywood_test_support::skip(&format!("{test} needs root (network namespaces + TUN)"));
         return;
