@@ -55,6 +55,7 @@ pub use kernel::{KernelListener, KernelStream};
 pub use message::{MessageStats, MessageStream, ReceivedMessage, SendMessage, StreamError};
 pub use multiudp::{MultiUdpHost, MultiUdpPort, UdpPath};
 pub use netns::{is_root, NetNs, NsThread, VethPair};
-pub use tun::device::{TunConfig, TunDevice};
+pub use tun::device::{TunConfig, TunDevice, TunQueue};
 pub use tun::host::{HostStats, HostWaker, Step, TunHost};
+pub use tun::shard::{ShardedHost, ShardedRun, Worker, WorkerReport};
 pub use udp::{UdpHost, UdpHostStats, UdpPort};

@@ -6,7 +6,8 @@
 //! `TUNSETIFF` ioctl on a `/dev/net/tun` descriptor, moving a thread into a
 //! network namespace takes `setns(2)`, asking for the effective user id
 //! takes `geteuid(2)`, making a TUN device persistent takes
-//! `TUNSETPERSIST`, the host-mode state lock takes `flock(2)`, and
+//! `TUNSETPERSIST`, the host-mode state lock takes `flock(2)`, a
+//! thread's CPU time for measurements takes `clock_gettime(2)`, and
 //! tokio's `AsyncFd::register_with_interest` is `unsafe` because it
 //! cannot check that the descriptor stays open. The
 //! lab's link emulator (`hollywood_lab::netem`) waits with `ppoll(2)`
@@ -61,6 +62,17 @@ const _: () = assert!(std::mem::size_of::<IfReqFlags>() == std::mem::size_of::<l
 /// packet read or written is preceded by a 10-byte `virtio_net_hdr` (see
 /// `crate::tun::offload`).
 pub(crate) fn open_tun(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, String)> {
+    open_tun_with(name, vnet_hdr, false)
+}
+
+/// [`open_tun`], and with `multi_queue` with `IFF_MULTI_QUEUE` too: each
+/// call with the same name (and the same flags) attaches one more queue
+/// to the interface, with a descriptor of its own.
+pub(crate) fn open_tun_with(
+    name: &str,
+    vnet_hdr: bool,
+    multi_queue: bool,
+) -> io::Result<(OwnedFd, String)> {
     if name.is_empty() || name.len() > MAX_IFNAME_LEN || name.bytes().any(|b| b == 0 || b == b'/') {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -84,6 +96,9 @@ pub(crate) fn open_tun(name: &str, vnet_hdr: bool) -> io::Result<(OwnedFd, Strin
     let mut flags = libc::IFF_TUN | libc::IFF_NO_PI;
     if vnet_hdr {
         flags |= libc::IFF_VNET_HDR;
+    }
+    if multi_queue {
+        flags |= libc::IFF_MULTI_QUEUE;
     }
     req.flags = flags as libc::c_short;
 
@@ -441,4 +456,25 @@ pub(crate) fn epoll_add_readable(epoll: &impl AsRawFd, fd: RawFd, token: u64) ->
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// CPU time consumed so far by the calling thread
+/// (`libc::CLOCK_THREAD_CPUTIME_ID`) or the whole process
+/// (`libc::CLOCK_PROCESS_CPUTIME_ID`), user and system; zero if the clock
+/// cannot be read. For measurements of where the time goes.
+pub fn cpu_time(clock: libc::clockid_t) -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec for the duration of the
+    // call; the kernel writes only within it.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
 }

@@ -24,15 +24,20 @@
 //! ([`hollywood_io::TunConfig::offload`]) so one run shows both, and each
 //! engine result carries its ratio to the kernel result of the same run.
 
-use hollywood_io::{HostStats, NetNs, NsThread, TunConfig, TunDevice, TunHost, VethPair};
+use hollywood_io::{
+    HostStats, NetNs, NsThread, ShardedHost, Step, TunConfig, TunDevice, TunHost, VethPair,
+    WorkerReport,
+};
 use hollywood_tcp::{Config, ConnHandle, EndpointEvent, Event};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::ops::ControlFlow;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The engine's address (behind the TUN device in A).
@@ -204,6 +209,14 @@ pub struct BenchOptions {
     pub tx_thread: Switch,
     /// Engine settings for taking received super-packets whole.
     pub rx_whole: Switch,
+    /// TUN queues of the sharded throughput runs
+    /// ([`hollywood_io::ShardedHost`]): with more than 1 (or more than
+    /// one stream), the throughput benchmark also runs `streams` parallel
+    /// flows per direction over 1 queue and over this many, in the same
+    /// run. 1 and 1 stream: no sharded runs.
+    pub queues: usize,
+    /// Parallel flows of each sharded run.
+    pub streams: usize,
 }
 
 impl Default for BenchOptions {
@@ -215,6 +228,8 @@ impl Default for BenchOptions {
             offload: OffloadModes::Both,
             tx_thread: Switch::Default,
             rx_whole: Switch::Default,
+            queues: 1,
+            streams: 1,
         }
     }
 }
@@ -258,6 +273,74 @@ pub struct ThroughputReport {
     pub engine_to_kernel: Vec<EngineThroughput>,
     /// Kernel sender in B → engine in A, per offload setting.
     pub kernel_to_engine: Vec<EngineThroughput>,
+    /// Parallel flows over a multi-queue TUN device, 1 queue and
+    /// [`BenchOptions::queues`], per direction and offload setting (empty
+    /// unless asked for).
+    pub sharded: Vec<ShardedThroughput>,
+}
+
+/// One sharded bulk transfer: `streams` flows in one direction between
+/// the engine's [`ShardedHost`] workers (one per TUN queue) and the kernel.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardedThroughput {
+    /// `engine_to_kernel` or `kernel_to_engine`.
+    pub direction: &'static str,
+    /// TUN queues (= engine worker threads).
+    pub queues: usize,
+    /// Parallel flows.
+    pub streams: usize,
+    /// TUN offloads on.
+    pub offload: bool,
+    /// Writer threads setting (`None`: the host's default).
+    pub tx_thread: Option<bool>,
+    /// Aggregate receiver's rate, Gbit/s: all bytes over the time from the
+    /// first byte of any flow to the last byte of any flow.
+    pub gbps: f64,
+    /// Bytes received over all flows (all checked against the pattern).
+    pub bytes: u64,
+    /// Seconds from the first byte to the last.
+    pub seconds: f64,
+    /// Slowest and fastest flow, Gbit/s (each over its own first-to-last
+    /// byte time).
+    pub flow_gbps_min: f64,
+    /// See `flow_gbps_min`.
+    pub flow_gbps_max: f64,
+    /// CPU time of this whole process during the run (engine workers,
+    /// their writer threads, the kernel-side test threads, and the kernel
+    /// work charged to them), seconds.
+    pub process_cpu_seconds: f64,
+    /// Share of all CPUs busy during the run (`/proc/stat`, everything on
+    /// the machine, softirq included), 0..=1.
+    pub machine_busy: f64,
+    /// Per worker.
+    pub workers: Vec<WorkerLoad>,
+}
+
+/// What one engine worker did in a sharded run.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerLoad {
+    /// The worker's (queue's) number.
+    pub index: usize,
+    /// Connections it owned.
+    pub connections: usize,
+    /// CPU seconds of its thread while driving.
+    pub cpu_seconds: f64,
+    /// Packets given to its engine.
+    pub packets_in: u64,
+    /// Packets its engine sent.
+    pub packets_out: u64,
+    /// TUN reads of its queue.
+    pub frames_in: u64,
+    /// TUN writes to its queue.
+    pub frames_out: u64,
+    /// Packets it read for another worker's connection and handed over.
+    pub forwarded_out: u64,
+    /// Packets handed over to it by the others.
+    pub forwarded_in: u64,
+    /// Packets for another worker dropped (inbox full).
+    pub forward_drops: u64,
+    /// Retransmitted segments of its connections.
+    pub retransmitted_segments: u64,
 }
 
 /// iperf3's view of kernel TCP.
@@ -534,12 +617,483 @@ fn throughput(
         r.ratio_vs_kernel = r.gbps / kernel_reverse.gbps;
         kernel_to_engine.push(r);
     }
+    let mut sharded = Vec::new();
+    if opts.queues > 1 || opts.streams > 1 {
+        let mut counts = vec![1, opts.queues];
+        counts.dedup();
+        let mut port = 5400;
+        // The sharded hosts take super-packets whole (the default): one
+        // run per offload and writer-thread setting.
+        let mut setups: Vec<(bool, Option<bool>)> = engine_setups(opts)
+            .into_iter()
+            .map(|s| (s.offload, s.tx))
+            .collect();
+        setups.dedup();
+        for (offload, tx) in setups {
+            for &queues in &counts {
+                for to_kernel in [true, false] {
+                    let run = Sharded {
+                        offload,
+                        tx,
+                        queues,
+                        streams: opts.streams.max(1),
+                        duration,
+                        port,
+                    };
+                    port += 1;
+                    sharded.push(if to_kernel {
+                        sharded_send(net, &run)?
+                    } else {
+                        sharded_receive(net, &run)?
+                    });
+                }
+            }
+        }
+    }
     Ok(ThroughputReport {
         kernel,
         kernel_reverse,
         engine_to_kernel,
         kernel_to_engine,
+        sharded,
     })
+}
+
+// ---------------------------------------------------------------------
+// Sharded throughput (multi-queue TUN)
+// ---------------------------------------------------------------------
+
+/// One sharded run's settings.
+struct Sharded {
+    offload: bool,
+    tx: Option<bool>,
+    queues: usize,
+    streams: usize,
+    duration: Duration,
+    port: u16,
+}
+
+/// What a sharded worker's application returns: bytes moved per
+/// connection (with first/last byte times) and retransmissions.
+#[derive(Debug, Default)]
+struct WorkerOutcome {
+    flows: Vec<Received>,
+    rtx: u64,
+}
+
+/// Machine-wide CPU jiffies (busy, total) from the first line of
+/// /proc/stat; zeros if it cannot be read.
+fn cpu_jiffies() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    // idle + iowait
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
+}
+
+/// CPU accounting around a run.
+struct CpuMeter {
+    process: Duration,
+    jiffies: (u64, u64),
+}
+
+impl CpuMeter {
+    fn start() -> CpuMeter {
+        CpuMeter {
+            process: hollywood_io::sys::cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID),
+            jiffies: cpu_jiffies(),
+        }
+    }
+
+    /// (process CPU seconds, machine busy share) since `start`.
+    fn stop(&self) -> (f64, f64) {
+        let process = hollywood_io::sys::cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID)
+            .saturating_sub(self.process)
+            .as_secs_f64();
+        let (busy, total) = cpu_jiffies();
+        let d_total = total.saturating_sub(self.jiffies.1);
+        let busy = if d_total > 0 {
+            busy.saturating_sub(self.jiffies.0) as f64 / d_total as f64
+        } else {
+            0.0
+        };
+        (process, busy)
+    }
+}
+
+/// A multi-queue TUN device for the engine in A and a [`ShardedHost`] on it.
+fn sharded_host(net: &Net, run: &Sharded) -> Result<ShardedHost> {
+    let queues = TunDevice::create_queues(
+        &net.a,
+        &TunConfig {
+            name: "hwbtun0".into(),
+            mtu: 1500,
+            addrs: vec![(IpAddr::V4(TUN_KERNEL), 24)],
+            offload: run.offload,
+        },
+        run.queues,
+    )?;
+    let mut host = ShardedHost::new(queues, Config::default())?;
+    host.set_tx_thread(run.tx);
+    host.set_timeout(run.duration + 2 * SOCKET_TIMEOUT);
+    Ok(host)
+}
+
+/// The report of a sharded run from its workers' reports and the flows
+/// received.
+fn sharded_report(
+    run: &Sharded,
+    direction: &'static str,
+    flows: &[Received],
+    reports: &[WorkerReport<std::result::Result<WorkerOutcome, String>>],
+    cpu: (f64, f64),
+) -> ShardedThroughput {
+    let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
+    let first = flows.iter().filter_map(|f| f.first).min();
+    let last = flows.iter().filter_map(|f| f.last).max();
+    let all = Received { bytes, first, last };
+    let rates = flows.iter().map(Received::gbps);
+    let workers = reports
+        .iter()
+        .map(|r| {
+            let (connections, rtx) = r.result.as_ref().map_or((0, 0), |o| (o.flows.len(), o.rtx));
+            WorkerLoad {
+                index: r.index,
+                connections,
+                cpu_seconds: r.cpu.as_secs_f64(),
+                packets_in: r.host.packets_in,
+                packets_out: r.host.packets_out,
+                frames_in: r.host.frames_in,
+                frames_out: r.host.frames_out,
+                forwarded_out: r.host.forwarded_out,
+                forwarded_in: r.host.forwarded_in,
+                forward_drops: r.host.forward_drops,
+                retransmitted_segments: rtx,
+            }
+        })
+        .collect();
+    ShardedThroughput {
+        direction,
+        queues: run.queues,
+        streams: run.streams,
+        offload: run.offload,
+        tx_thread: run.tx,
+        gbps: all.gbps(),
+        bytes,
+        seconds: all.seconds(),
+        flow_gbps_min: rates.clone().fold(f64::INFINITY, f64::min),
+        flow_gbps_max: rates.fold(0.0, f64::max),
+        process_cpu_seconds: cpu.0,
+        machine_busy: cpu.1,
+        workers,
+    }
+}
+
+/// The workers' outcomes, or the first failure.
+fn worker_results(
+    reports: &[WorkerReport<std::result::Result<WorkerOutcome, String>>],
+    what: &str,
+) -> Result<()> {
+    for r in reports {
+        if let Err(e) = &r.result {
+            return Err(BenchError::Failed(format!(
+                "{what}, worker {}: {e}",
+                r.index
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Kernel sinks in B for `n` connections on `addr`, one thread each;
+/// returns once listening. Each reads to EOF checking the pattern.
+fn kernel_sinks(
+    ns: &NetNs,
+    addr: SocketAddr,
+    n: usize,
+) -> Result<NsThread<io::Result<Vec<Received>>>> {
+    let (tx, rx) = mpsc::channel();
+    let thread = ns.spawn("hwb-sinks", move || -> io::Result<Vec<Received>> {
+        let listener = TcpListener::bind(addr);
+        let _ = tx.send(listener.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        let listener = listener?;
+        let mut threads = Vec::new();
+        for _ in 0..n {
+            let (mut s, _) = accept_with_timeout(&listener)?;
+            s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
+            let t = std::thread::Builder::new().name("hwb-sink".into()).spawn(
+                move || -> io::Result<Received> {
+                    let pat = pattern();
+                    let mut buf = vec![0u8; 256 * 1024];
+                    let mut r = Received::default();
+                    loop {
+                        let n = s.read(&mut buf)?;
+                        let now = Instant::now();
+                        if n == 0 {
+                            return Ok(r);
+                        }
+                        check_pattern(&pat, r.bytes, &buf[..n]).map_err(io::Error::other)?;
+                        r.first.get_or_insert(now);
+                        r.last = Some(now);
+                        r.bytes += n as u64;
+                    }
+                },
+            )?;
+            threads.push(t);
+        }
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("sink panicked")))
+            })
+            .collect()
+    })?;
+    wait_ready(&rx, "kernel sinks")?;
+    Ok(thread)
+}
+
+/// `streams` flows from the engine's workers (connects round robin) to
+/// kernel sinks in B.
+fn sharded_send(net: &Net, run: &Sharded) -> Result<ShardedThroughput> {
+    let sink_addr = SocketAddr::new(B.into(), run.port);
+    let sinks = kernel_sinks(&net.b, sink_addr, run.streams)?;
+    let host = sharded_host(net, run)?;
+    let done = Arc::new(AtomicBool::new(false));
+    let (streams, duration) = (run.streams, run.duration);
+    let cpu = CpuMeter::start();
+    let workers = {
+        let done = done.clone();
+        host.start(move |w, host| {
+            let mut handles = Vec::new();
+            for _ in (0..streams).filter(|&k| w.opens(k)) {
+                handles.push(host.connect(SocketAddr::new(ENGINE.into(), 0), sink_addr)?);
+            }
+            Ok(sender_app(handles, duration, done.clone()))
+        })?
+    };
+    let received = join(sinks, "kernel sinks");
+    done.store(true, Ordering::Release);
+    let reports = workers.join()?;
+    let cpu = cpu.stop();
+    worker_results(&reports, "engine → kernel")?;
+    let received = received?;
+    let sent: u64 = reports
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok())
+        .flat_map(|o| o.flows.iter().map(|f| f.bytes))
+        .sum();
+    let got: u64 = received.iter().map(|r| r.bytes).sum();
+    if got != sent {
+        return Err(BenchError::Failed(format!(
+            "engine workers sent {sent} bytes but the kernel sinks received {got}"
+        )));
+    }
+    Ok(sharded_report(
+        run,
+        "engine_to_kernel",
+        &received,
+        &reports,
+        cpu,
+    ))
+}
+
+/// A sending worker: fill each of its connections with the pattern for
+/// `duration` from its establishment, then close; done once `done` (the
+/// sinks have read every FIN).
+fn sender_app(
+    handles: Vec<ConnHandle>,
+    duration: Duration,
+    done: Arc<AtomicBool>,
+) -> impl FnMut(&mut Step<'_>) -> ControlFlow<std::result::Result<WorkerOutcome, String>> {
+    let pat = pattern();
+    // Per connection: bytes queued, start, closed, retransmissions.
+    let mut flows: Vec<(u64, Option<Instant>, bool, u64)> =
+        vec![(0, None, false, 0); handles.len()];
+    move |step| {
+        for e in step.events() {
+            if let EndpointEvent::Conn { handle, event } = *e {
+                if matches!(event, Event::Reset | Event::TimedOut) && handles.contains(&handle) {
+                    return ControlFlow::Break(Err(format!("connection {handle:?}: {event:?}")));
+                }
+            }
+        }
+        for (h, (sent, start, closed, rtx)) in handles.iter().zip(flows.iter_mut()) {
+            let Some(conn) = step.endpoint().connection_mut(*h) else {
+                continue;
+            };
+            *rtx = conn.stats().retransmitted_segments;
+            if *closed || conn.state() != hollywood_tcp::State::Established {
+                continue;
+            }
+            let t0 = *start.get_or_insert_with(Instant::now);
+            loop {
+                let pos = (*sent % PATTERN_LEN as u64) as usize;
+                match conn.send(&pat[pos..]) {
+                    Ok(n) if n > 0 => *sent += n as u64,
+                    _ => break,
+                }
+            }
+            if t0.elapsed() >= duration {
+                conn.close();
+                *closed = true;
+            }
+        }
+        if done.load(Ordering::Acquire) {
+            let rtx = flows.iter().map(|f| f.3).sum();
+            let flows = flows
+                .iter()
+                .map(|&(bytes, first, _, _)| Received {
+                    bytes,
+                    first,
+                    last: None,
+                })
+                .collect();
+            return ControlFlow::Break(Ok(WorkerOutcome { flows, rtx }));
+        }
+        step.wake_after(Duration::from_millis(1));
+        ControlFlow::Continue(())
+    }
+}
+
+/// `streams` kernel senders in B to the engine's workers (each accepts
+/// what the kernel steers to its queue).
+fn sharded_receive(net: &Net, run: &Sharded) -> Result<ShardedThroughput> {
+    let engine_addr = SocketAddr::new(ENGINE.into(), run.port);
+    let host = sharded_host(net, run)?;
+    let done = Arc::new(AtomicBool::new(false));
+    let cpu = CpuMeter::start();
+    let workers = {
+        let done = done.clone();
+        host.start(move |_, host| {
+            host.listen(engine_addr)?;
+            Ok(receiver_app(done.clone()))
+        })?
+    };
+    let duration = run.duration;
+    let senders = (0..run.streams)
+        .map(|_| {
+            net.b.spawn("hwb-sender", move || -> io::Result<u64> {
+                let mut s = TcpStream::connect_timeout(&engine_addr, SOCKET_TIMEOUT)?;
+                s.set_write_timeout(Some(SOCKET_TIMEOUT))?;
+                s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
+                let pat = pattern();
+                let chunk: Vec<u8> = pat.iter().copied().cycle().take(4 * PATTERN_LEN).collect();
+                let t0 = Instant::now();
+                let mut sent = 0u64;
+                while t0.elapsed() < duration {
+                    s.write_all(&chunk)?;
+                    sent += chunk.len() as u64;
+                }
+                s.shutdown(std::net::Shutdown::Write)?;
+                // Wait for the engine's FIN so the last bytes are not reset away.
+                let mut b = [0u8; 1];
+                let _ = s.read(&mut b);
+                Ok(sent)
+            })
+        })
+        .collect::<hollywood_io::Result<Vec<_>>>()?;
+    let mut sent = 0;
+    let mut failed = None;
+    for t in senders {
+        match join(t, "kernel sender") {
+            Ok(n) => sent += n,
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    done.store(true, Ordering::Release);
+    let reports = workers.join()?;
+    let cpu = cpu.stop();
+    worker_results(&reports, "kernel → engine")?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let flows: Vec<Received> = reports
+        .iter()
+        .filter_map(|r| r.result.as_ref().ok())
+        .flat_map(|o| o.flows.iter().copied())
+        .collect();
+    let got: u64 = flows.iter().map(|f| f.bytes).sum();
+    if got != sent {
+        return Err(BenchError::Failed(format!(
+            "kernel senders sent {sent} bytes but the engine workers received {got}"
+        )));
+    }
+    Ok(sharded_report(
+        run,
+        "kernel_to_engine",
+        &flows,
+        &reports,
+        cpu,
+    ))
+}
+
+/// A receiving worker: read and check every connection it accepts, close
+/// at EOF; done once `done` (every sender has seen its FIN).
+fn receiver_app(
+    done: Arc<AtomicBool>,
+) -> impl FnMut(&mut Step<'_>) -> ControlFlow<std::result::Result<WorkerOutcome, String>> {
+    let pat = pattern();
+    let mut buf = vec![0u8; 256 * 1024];
+    // Per connection: what arrived, EOF, retransmissions.
+    let mut flows: HashMap<ConnHandle, (Received, bool, u64)> = HashMap::new();
+    move |step| {
+        for e in step.events() {
+            match *e {
+                EndpointEvent::Accepted { handle, .. } => {
+                    flows.insert(handle, (Received::default(), false, 0));
+                }
+                EndpointEvent::Conn { handle, event } => {
+                    if matches!(event, Event::Reset | Event::TimedOut) {
+                        return ControlFlow::Break(Err(format!(
+                            "connection {handle:?}: {event:?}"
+                        )));
+                    }
+                }
+            }
+        }
+        for (h, (r, eof, rtx)) in flows.iter_mut() {
+            let Some(conn) = step.endpoint().connection_mut(*h) else {
+                continue;
+            };
+            *rtx = conn.stats().retransmitted_segments;
+            while !*eof {
+                match conn.recv(&mut buf) {
+                    Ok(0) => {
+                        *eof = true;
+                        conn.close();
+                    }
+                    Ok(n) => {
+                        let now = Instant::now();
+                        if let Err(e) = check_pattern(&pat, r.bytes, &buf[..n]) {
+                            return ControlFlow::Break(Err(format!("engine receiver: {e}")));
+                        }
+                        r.first.get_or_insert(now);
+                        r.last = Some(now);
+                        r.bytes += n as u64;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        if done.load(Ordering::Acquire) {
+            let rtx = flows.values().map(|f| f.2).sum();
+            let flows = flows.values().map(|f| f.0).collect();
+            return ControlFlow::Break(Ok(WorkerOutcome { flows, rtx }));
+        }
+        step.wake_after(Duration::from_millis(1));
+        ControlFlow::Continue(())
+    }
 }
 
 /// Kills a child process we started (by its pid) unless it exited.
@@ -605,7 +1159,7 @@ fn iperf3(net: &Net, seconds: u64, reverse: bool) -> Result<KernelThroughput> {
 }
 
 /// What a receiver measured.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 struct Received {
     bytes: u64,
     first: Option<Instant>,
@@ -1149,6 +1703,35 @@ impl BenchReport {
                         r.retransmitted_segments,
                     );
                 }
+            }
+            for r in &t.sharded {
+                let cpu: Vec<String> = r
+                    .workers
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "w{} {} conns {:.2} s CPU, {} fwd",
+                            w.index, w.connections, w.cpu_seconds, w.forwarded_out
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  sharded {} ({}, {} queue(s), {} streams)  {:7.2} Gb/s  (flows {:.2}-{:.2}; process {:.2} s CPU, machine {:.0} % busy; {})",
+                    r.direction,
+                    match (r.offload, r.tx_thread) {
+                        (o, Some(t)) => off(o, t, true),
+                        (o, None) => format!("{}, default writer", off(o, false, true).trim_end()),
+                    },
+                    r.queues,
+                    r.streams,
+                    r.gbps,
+                    r.flow_gbps_min,
+                    r.flow_gbps_max,
+                    r.process_cpu_seconds,
+                    100.0 * r.machine_busy,
+                    cpu.join("; "),
+                );
             }
         }
         if let Some(e) = &self.echo {

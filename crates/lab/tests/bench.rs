@@ -9,6 +9,14 @@
 //! depend on the machine.
 
 use hollywood_lab::bench::{self, BenchOptions, OffloadModes, Switch, Which};
+use std::sync::{Mutex, MutexGuard};
+
+/// The tests check that no namespace of this process is left, so they
+/// run one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn namespaces_of_this_process() -> Vec<String> {
     let out = std::process::Command::new("ip")
@@ -26,6 +34,7 @@ fn namespaces_of_this_process() -> Vec<String> {
 
 #[test]
 fn bench_runs_briefly_and_reports_everything() {
+    let _serial = serial();
     if !hollywood_io::is_root() {
         hollywood_test_support::skip(
             "bench_runs_briefly_and_reports_everything needs root (network namespaces + TUN)",
@@ -49,6 +58,8 @@ fn bench_runs_briefly_and_reports_everything() {
         offload: OffloadModes::Both,
         tx_thread: Switch::Both,
         rx_whole: Switch::Both,
+        queues: 1,
+        streams: 1,
     };
     let result = bench::run(&opts);
     assert!(
@@ -155,5 +166,72 @@ fn bench_runs_briefly_and_reports_everything() {
         let expect =
             r["latency"]["p50_us"].as_f64().unwrap() / e["kernel"]["p50_us"].as_f64().unwrap();
         assert!((ratio - expect).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn bench_throughput_over_two_queues_reports_one_and_two_queue_runs() {
+    let test = "bench_throughput_over_two_queues_reports_one_and_two_queue_runs";
+    let _serial = serial();
+    if !hollywood_io::is_root() {
+        hollywood_test_support::skip(&format!("{test} needs root (network namespaces + TUN)"));
+        return;
+    }
+    if std::process::Command::new("iperf3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        hollywood_test_support::skip(&format!("{test} needs iperf3 (apt-get install iperf3)"));
+        return;
+    }
+    let opts = BenchOptions {
+        which: Which::Throughput,
+        seconds: 1,
+        round_trips: 1,
+        offload: OffloadModes::On,
+        tx_thread: Switch::Default,
+        rx_whole: Switch::Default,
+        queues: 2,
+        streams: 4,
+    };
+    let result = bench::run(&opts);
+    assert!(namespaces_of_this_process().is_empty());
+    let report = result.expect("benchmark run");
+    eprint!("{}", report.to_text());
+    let json = serde_json::to_value(&report).expect("serialize");
+    let runs = json["throughput"]["sharded"].as_array().unwrap();
+    let shape: Vec<(u64, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["queues"].as_u64().unwrap(),
+                r["direction"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (1, "engine_to_kernel"),
+            (1, "kernel_to_engine"),
+            (2, "engine_to_kernel"),
+            (2, "kernel_to_engine"),
+        ]
+    );
+    for r in runs {
+        assert_eq!(r["streams"].as_u64(), Some(4), "{r}");
+        assert!(r["bytes"].as_u64().unwrap() > 100_000, "{r}");
+        assert!(r["gbps"].as_f64().unwrap() > 0.0, "{r}");
+        let workers = r["workers"].as_array().unwrap();
+        assert_eq!(workers.len() as u64, r["queues"].as_u64().unwrap(), "{r}");
+        let conns: u64 = workers
+            .iter()
+            .map(|w| w["connections"].as_u64().unwrap())
+            .sum();
+        assert_eq!(conns, 4, "every flow owned by one worker: {r}");
+        for w in workers {
+            assert_eq!(w["forward_drops"].as_u64(), Some(0), "{r}");
+        }
     }
 }

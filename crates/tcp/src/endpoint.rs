@@ -101,6 +101,18 @@ pub enum EndpointEvent {
     },
 }
 
+/// A 4-tuple that gained or lost its connection
+/// ([`Endpoint::take_tuple_changes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TupleChange {
+    /// The endpoint's address.
+    pub local: SocketAddr,
+    /// The peer's address.
+    pub remote: SocketAddr,
+    /// A connection now holds the tuple (`true`), or none does any more.
+    pub owned: bool,
+}
+
 /// Endpoint counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndpointStats {
@@ -233,6 +245,12 @@ pub struct Endpoint {
     /// With [`Endpoint::track_touched`]: connections that took input or a
     /// timer, or raised events, since [`Endpoint::take_touched`].
     touched: Option<BTreeSet<u64>>,
+    /// With [`Endpoint::track_tuples`]: 4-tuples that gained or lost a
+    /// connection since [`Endpoint::take_tuple_changes`], in order.
+    tuple_log: Option<Vec<TupleChange>>,
+    /// Ephemeral ports are those `p` with `(p - EPHEMERAL_FIRST) % .1 ==
+    /// .0` ([`Endpoint::set_ephemeral_share`]).
+    ephemeral_share: (u16, u16),
     /// Round-robin cursor for `poll_transmit`.
     rr: u64,
     scratch: Vec<u8>,
@@ -276,6 +294,8 @@ impl Endpoint {
             stale: Vec::new(),
             sendable: BTreeSet::new(),
             touched: None,
+            tuple_log: None,
+            ephemeral_share: (0, 1),
             rr: 0,
             scratch: Vec::new(),
             spare: Vec::new(),
@@ -453,13 +473,28 @@ impl Endpoint {
         Ok(self.insert(conn, false, None))
     }
 
+    /// Choose ephemeral ports only among every `count`-th port of the
+    /// range, starting at the `index`-th: endpoints that share the
+    /// engine's addresses (one per TUN queue) given distinct `index`es
+    /// never pick the same 4-tuple. `count` 0 counts as 1; `index` is
+    /// taken modulo `count`.
+    pub fn set_ephemeral_share(&mut self, index: u16, count: u16) {
+        let count = count.max(1);
+        self.ephemeral_share = (index % count, count);
+    }
+
     /// Deterministic ephemeral port: a seeded random start, then the next
     /// free one (RFC 6056 §3.3.2-like).
     fn ephemeral(&mut self, local: SocketAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
         let span = (EPHEMERAL_LAST - EPHEMERAL_FIRST) as u32 + 1;
         let start = self.ports.gen_range(0..span);
+        let (index, count) = self.ephemeral_share;
         for i in 0..span {
-            let port = EPHEMERAL_FIRST + ((start + i) % span) as u16;
+            let offset = ((start + i) % span) as u16;
+            if offset % count != index {
+                continue;
+            }
+            let port = EPHEMERAL_FIRST + offset;
             let mut cand = local;
             cand.set_port(port);
             let listening = self.listeners.keys().any(|l| l.port() == port);
@@ -484,6 +519,13 @@ impl Endpoint {
         }
         conn.set_storage_pool(self.storage.clone());
         self.by_tuple.insert((conn.local(), conn.remote()), h);
+        if let Some(log) = &mut self.tuple_log {
+            log.push(TupleChange {
+                local: conn.local(),
+                remote: conn.remote(),
+                owned: true,
+            });
+        }
         if let Some(l) = backlog_of.and_then(|k| self.listeners.get_mut(&k)) {
             l.half_open += 1;
         }
@@ -510,6 +552,7 @@ impl Endpoint {
             let key = (e.conn.local(), e.conn.remote());
             if self.by_tuple.get(&key) == Some(&h) {
                 self.by_tuple.remove(&key);
+                self.log_tuple_gone(key);
             }
             self.dirty.remove(&h);
             if let Some(t) = e.timer {
@@ -975,6 +1018,41 @@ impl Endpoint {
         }
     }
 
+    /// Whether a connection holds the 4-tuple `(local, remote)`: a segment
+    /// from `remote` to `local` would go to it rather than to a listener
+    /// or the RST reply. For a driver that shares the 4-tuples among
+    /// several endpoints (one per TUN queue) and must tell its own
+    /// segments from another endpoint's.
+    pub fn owns(&self, local: SocketAddr, remote: SocketAddr) -> bool {
+        self.by_tuple.contains_key(&(local, remote))
+    }
+
+    /// Keep a log of the 4-tuples that gain a connection (`connect`, a
+    /// SYN or SYN cookie accepted) or lose one (removed, or detached once
+    /// closed), for [`Endpoint::take_tuple_changes`]. Off by default
+    /// (nothing is kept); the caller must drain it regularly.
+    pub fn track_tuples(&mut self, on: bool) {
+        self.tuple_log = on.then(Vec::new);
+    }
+
+    /// The 4-tuple changes since the last call, oldest first (with
+    /// [`Endpoint::track_tuples`]; nothing otherwise).
+    pub fn take_tuple_changes(&mut self, out: &mut Vec<TupleChange>) {
+        if let Some(log) = &mut self.tuple_log {
+            out.append(log);
+        }
+    }
+
+    fn log_tuple_gone(&mut self, (local, remote): (SocketAddr, SocketAddr)) {
+        if let Some(log) = &mut self.tuple_log {
+            log.push(TupleChange {
+                local,
+                remote,
+                owned: false,
+            });
+        }
+    }
+
     /// Give a packet buffer back (a received packet, once handled, or a
     /// sent one): [`Endpoint::poll_transmit`] builds the next packets in
     /// such buffers instead of allocating. Optional; at most 64 are kept,
@@ -1147,6 +1225,7 @@ impl Endpoint {
             let key = (e.conn.local(), e.conn.remote());
             if self.by_tuple.get(&key) == Some(&h) {
                 self.by_tuple.remove(&key);
+                self.log_tuple_gone(key);
             }
         }
     }

@@ -52,7 +52,9 @@ pub use conn::{
     ArrivedSegment, Connection, ConnectionStats, Event, Negotiated, OooStats, SendMessageError,
     State,
 };
-pub use endpoint::{ConnHandle, Endpoint, EndpointEvent, EndpointStats, FINAL_STATS_KEPT};
+pub use endpoint::{
+    ConnHandle, Endpoint, EndpointEvent, EndpointStats, TupleChange, FINAL_STATS_KEPT,
+};
 pub use hollywood::{
     check_dependency, ExpiredMessage, ExpiryReason, HollywoodStats, MessageMeta, MetaError, Resend,
 };

@@ -86,6 +86,15 @@ pub struct BenchArgs {
     /// only.
     #[arg(long, value_enum, default_value = "default")]
     rx_whole: BenchSwitch,
+    /// throughput: also run `--streams` parallel flows per direction over
+    /// a multi-queue TUN device with 1 queue and with this many (one
+    /// engine worker thread per queue), in the same run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    queues: u16,
+    /// throughput: parallel flows of the multi-queue runs (any value
+    /// above 1 turns them on even with `--queues 1`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    streams: u16,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     json: bool,
@@ -193,6 +202,8 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
         },
         tx_thread: a.tx_thread.into(),
         rx_whole: a.rx_whole.into(),
+        queues: usize::from(a.queues),
+        streams: usize::from(a.streams),
     };
     let report = bench::run(&opts).map_err(|e| e.to_string())?;
     if a.json {

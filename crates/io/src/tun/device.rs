@@ -141,20 +141,82 @@ impl TunDevice {
         TunDevice::from_fd(fd, name, mtu, offload)
     }
 
+    /// Create the interface inside `ns` with `IFF_MULTI_QUEUE` and
+    /// `queues` queues (1..=256), each a descriptor of its own opened with
+    /// the same flags (`IFF_VNET_HDR` too with [`TunConfig::offload`]) and
+    /// given the same offloads (`TUNSETOFFLOAD`), then configure it as
+    /// [`TunDevice::create`] does (MTU, addresses, up, flow steering on
+    /// every receive queue).
+    ///
+    /// The kernel picks the queue of each packet it routes into the
+    /// interface (`tun_select_queue` in drivers/net/tun.c): the queue
+    /// that last *wrote* a packet of the same flow, if that was less than
+    /// about 3 s ago, else the flow's hash scaled to the number of queues
+    /// (see [`crate::tun::shard`]). The queues are not registered with any
+    /// runtime yet ([`TunQueue::into_device`]), so each can move to the
+    /// thread that drives it.
+    pub fn create_queues(ns: &NetNs, config: &TunConfig, queues: usize) -> Result<Vec<TunQueue>> {
+        check_if_name(&config.name)?;
+        if !(1..=MAX_QUEUES).contains(&queues) {
+            return Err(Error::io(
+                format!("create TUN device {:?}", config.name),
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("a TUN device has 1 to {MAX_QUEUES} queues, not {queues}"),
+                ),
+            ));
+        }
+        let requested = config.name.clone();
+        let offload = config.offload;
+        let fds = ns
+            .run(move || -> io::Result<Vec<(OwnedFd, String)>> {
+                let first = sys::open_tun_with(&requested, offload, true)?;
+                let name = first.1.clone();
+                let mut fds = vec![first];
+                for _ in 1..queues {
+                    fds.push(sys::open_tun_with(&name, offload, true)?);
+                }
+                Ok(fds)
+            })?
+            .map_err(|e| {
+                Error::io(
+                    format!(
+                        "create TUN device {:?} with {queues} queues (needs root and /dev/net/tun)",
+                        config.name
+                    ),
+                    e,
+                )
+            })?;
+        let name = fds[0].1.clone();
+        let mut out = Vec::with_capacity(queues);
+        for (index, (fd, _)) in fds.into_iter().enumerate() {
+            set_offloads(&fd, &name, offload)?;
+            out.push(TunQueue {
+                fd,
+                name: name.clone(),
+                mtu: config.mtu,
+                offload,
+                index,
+            });
+        }
+        ns.set_mtu(&name, config.mtu)?;
+        for &(addr, prefix) in &config.addrs {
+            ns.add_addr(&name, addr, prefix)?;
+        }
+        ns.link_up(&name)?;
+        ns.steer_by_flow(&name)?;
+        Ok(out)
+    }
+
     /// An opened device's descriptor, offloads enabled if asked, registered
     /// with the runtime's reactor (both `create` and `attach`).
     fn from_fd(fd: OwnedFd, name: String, mtu: u32, offload: bool) -> Result<TunDevice> {
-        // A persistent device keeps the offloads of whoever attached
-        // before: set them either way (none without `offload`).
-        let offloads = if offload { OFFLOADS } else { 0 };
-        sys::set_tun_offload(&fd, offloads).map_err(|e| {
-            Error::io(
-                format!(
-                    "set checksum/TSO offloads {offloads:#x} on TUN device {name} (TUNSETOFFLOAD)"
-                ),
-                e,
-            )
-        })?;
+        set_offloads(&fd, &name, offload)?;
+        TunDevice::register(fd, name, mtu, offload)
+    }
+
+    /// Register a configured descriptor with the runtime's reactor.
+    fn register(fd: OwnedFd, name: String, mtu: u32, offload: bool) -> Result<TunDevice> {
         let fd = sys::register_async(File::from(fd))
             .map_err(|e| Error::io(format!("register TUN device {name} with tokio"), e))?;
         Ok(TunDevice {
@@ -364,6 +426,57 @@ impl TunDevice {
                 Err(_would_block) => continue,
             }
         }
+    }
+}
+
+/// Most queues of a multi-queue TUN device (`MAX_TAP_QUEUES` of
+/// include/linux/if_tap.h, which drivers/net/tun.c enforces).
+pub const MAX_QUEUES: usize = 256;
+
+/// Enable the offloads of [`TunConfig::offload`] on a TUN descriptor, or
+/// none without: a persistent device keeps the offloads of whoever
+/// attached before, and every queue of a multi-queue device must agree.
+fn set_offloads(fd: &OwnedFd, name: &str, offload: bool) -> Result<()> {
+    let offloads = if offload { OFFLOADS } else { 0 };
+    sys::set_tun_offload(fd, offloads).map_err(|e| {
+        Error::io(
+            format!("set checksum/TSO offloads {offloads:#x} on TUN device {name} (TUNSETOFFLOAD)"),
+            e,
+        )
+    })
+}
+
+/// One queue of a multi-queue TUN device ([`TunDevice::create_queues`]):
+/// its own descriptor, configured but not yet registered with a tokio
+/// runtime, so that it can move to the thread that will drive it. The
+/// interface exists as long as any of its queues (or devices made of
+/// them).
+#[derive(Debug)]
+pub struct TunQueue {
+    fd: OwnedFd,
+    name: String,
+    mtu: u32,
+    offload: bool,
+    index: usize,
+}
+
+impl TunQueue {
+    /// The interface name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The queue's number, 0 for the first.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The queue as a [`TunDevice`] registered with the current tokio
+    /// runtime (call it inside the runtime that will drive it). Reads see
+    /// the packets the kernel steers to this queue; writes go out through
+    /// it (and steer the flow's replies to it).
+    pub fn into_device(self) -> Result<TunDevice> {
+        TunDevice::register(self.fd, self.name, self.mtu, self.offload)
     }
 }
 

@@ -29,6 +29,7 @@ use crate::tun::device::{split_frame_vouched, TunDevice, MAX_FRAME};
 use crate::tun::offload::{
     whole_tcp_gso, Coalescer, Push, VnetHdr, MAX_SUPER_PACKET, VNET_HDR_LEN,
 };
+use crate::tun::shard::{tcp_tuple, HandedOver, Handoff, Shard};
 use crate::tun::writer::{self, TxThread};
 use hollywood_tcp::{Config, ConnHandle, Endpoint, EndpointEvent, Instant};
 use hollywood_wire::pcap;
@@ -52,6 +53,17 @@ use tokio::sync::Notify;
 /// the sender: `lab bench throughput` kernel → engine went from 0.2-0.5x
 /// to 0.5-0.8x the kernel's rate when the budget counted packets.
 const RX_BATCH: u64 = 64;
+
+/// Flows whose outgoing segments are merged at once ([`TunHost`] with
+/// offloads): the engine serves its connections round robin, so with
+/// several busy flows consecutive segments alternate between flows, and
+/// one open batch would be cut at every change (measured: 1.3–3 segments
+/// per TUN write with 4 flows instead of 44). Beyond this many flows the
+/// oldest batch is written early.
+const OPEN_BATCHES: usize = 8;
+
+/// A TCP connection's key: the engine's address, the peer's.
+type FlowKey = (SocketAddr, SocketAddr);
 
 /// Counters kept by the host (the engine keeps its own in `Endpoint::stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -91,6 +103,18 @@ pub struct HostStats {
     /// ([`TunHost::set_rx_whole`]); each counts its segments in
     /// `packets_in`.
     pub frames_whole: u64,
+    /// Packets read here whose connection another worker of a
+    /// [`ShardedHost`](crate::tun::shard::ShardedHost) owns, handed over
+    /// to it.
+    pub forwarded_out: u64,
+    /// Packets another worker read and handed over to this one, the
+    /// owner of their connection, given to the engine.
+    pub forwarded_in: u64,
+    /// Packets for another worker dropped because its inbox was full.
+    pub forward_drops: u64,
+    /// Packets handed to the next worker by the test hook
+    /// [`ShardedHost::misroute_every`](crate::tun::shard::ShardedHost::misroute_every).
+    pub misrouted_for_test: u64,
 }
 
 /// Random packet loss injected by the host in both directions, from a
@@ -184,6 +208,14 @@ pub struct TunHost {
     /// Received super-packets go to the engine whole
     /// ([`TunHost::set_rx_whole`]).
     rx_whole: bool,
+    /// Membership of a sharded host (one worker of several).
+    shard: Option<Shard>,
+    /// Open batches of outgoing segments, one per flow, oldest first, at
+    /// most [`OPEN_BATCHES`] (offloads only). Each is written through the
+    /// `coalescer` slot ([`TunHost::write_open_batch`]).
+    batches: Vec<(Option<FlowKey>, Coalescer)>,
+    /// Empty coalescers for new batches.
+    spare_coalescers: Vec<Coalescer>,
 }
 
 /// `config` with its MSS lowered, if needed, so that a full segment fits
@@ -270,6 +302,9 @@ impl TunHost {
             tx: None,
             spare_frame: None,
             rx_whole: true,
+            shard: None,
+            batches: Vec::new(),
+            spare_coalescers: Vec::new(),
         };
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         if host.tun.offload() && cores > 1 {
@@ -430,6 +465,16 @@ impl TunHost {
         Ok(())
     }
 
+    /// Wake through `notify` instead (a sharded host's worker).
+    pub(crate) fn set_notify(&mut self, notify: Arc<Notify>) {
+        self.notify = notify;
+    }
+
+    /// Set or clear the shard membership; returns the previous one.
+    pub(crate) fn set_shard(&mut self, shard: Option<Shard>) -> Option<Shard> {
+        std::mem::replace(&mut self.shard, shard)
+    }
+
     /// Hand what was read into `buf` (`len` bytes: a packet, or a frame
     /// with offloads) to the engine.
     fn deliver(&mut self, now: Instant, len: usize) -> Result<()> {
@@ -437,10 +482,14 @@ impl TunHost {
         let mut frame = std::mem::take(&mut self.buf);
         let result = if let Some(n) = self.whole(&frame[..len]) {
             let packet = &frame[VNET_HDR_LEN..len];
-            self.endpoint.handle_packet_vouched(now, packet);
-            self.stats.frames_whole += 1;
-            self.stats.packets_in += n as u64;
-            self.stats.bytes_in += packet.len() as u64;
+            // In a sharded host it may be another worker's (its owner
+            // takes it whole too).
+            if !(self.shard.is_some() && self.steer(packet, true, true)) {
+                self.endpoint.handle_packet_vouched(now, packet);
+                self.stats.frames_whole += 1;
+                self.stats.packets_in += n as u64;
+                self.stats.bytes_in += packet.len() as u64;
+            }
             Ok(())
         } else if self.coalescer.is_some() {
             let mut scratch = std::mem::take(&mut self.scratch);
@@ -481,10 +530,96 @@ impl TunHost {
         whole_tcp_gso(&hdr, &frame[VNET_HDR_LEN..])
     }
 
+    /// Hand one ordinary packet read from the device to the engine, or,
+    /// in a sharded host, to the worker that owns its connection.
+    fn deliver_packet(&mut self, now: Instant, packet: &[u8], vouched: bool) -> Result<()> {
+        if self.shard.is_some() && self.steer(packet, vouched, true) {
+            return Ok(());
+        }
+        self.engine_input(now, packet, vouched)
+    }
+
+    /// In a sharded host: hand `packet` over to the worker that owns its
+    /// 4-tuple if that is another one (or, with `may_misroute`, to the
+    /// next worker when the test hook says so). Whether it was taken
+    /// (handed over or dropped); `false`: this worker's engine handles
+    /// it. The engine's own connections are recognised without a lock;
+    /// the shared table is read only for the others.
+    fn steer(&mut self, packet: &[u8], vouched: bool, may_misroute: bool) -> bool {
+        let Some(shard) = &mut self.shard else {
+            return false;
+        };
+        let tuple = match tcp_tuple(packet) {
+            Some(t) => t,
+            // IPv6 extension headers and the like: the full parser.
+            None => match hollywood_wire::parse_tcp_ip_unverified(packet) {
+                Ok(seg) => (seg.dst, seg.src),
+                Err(_) => return false,
+            },
+        };
+        if may_misroute && shard.misroute_due() {
+            let next = (shard.index() + 1) % shard.count();
+            let h = Handoff::Misrouted {
+                packet: packet.to_vec(),
+                vouched,
+            };
+            match shard.hand_over(next, h) {
+                HandedOver::Sent => self.stats.misrouted_for_test += 1,
+                HandedOver::Full => self.stats.forward_drops += 1,
+                HandedOver::Gone => return false,
+            }
+            return true;
+        }
+        if self.endpoint.owns(tuple.0, tuple.1) {
+            return false;
+        }
+        match shard.owner(tuple) {
+            Some(w) if w != shard.index() => {
+                let h = Handoff::Owned {
+                    packet: packet.to_vec(),
+                    vouched,
+                };
+                match shard.hand_over(w, h) {
+                    HandedOver::Sent => self.stats.forwarded_out += 1,
+                    HandedOver::Full => self.stats.forward_drops += 1,
+                    // Its worker has ended: answered here (RST).
+                    HandedOver::Gone => return false,
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Give the engine the packets other workers handed over (at most
+    /// [`RX_BATCH`] per call; the host wakes again for the rest), each
+    /// followed by writing the engine's output.
+    async fn take_handoffs(&mut self, now: Instant) -> Result<()> {
+        for _ in 0..RX_BATCH {
+            let Some(h) = self.shard.as_ref().and_then(Shard::try_take) else {
+                return Ok(());
+            };
+            match h {
+                Handoff::Owned { packet, vouched } => {
+                    self.stats.forwarded_in += 1;
+                    self.engine_input(now, &packet, vouched)?;
+                }
+                Handoff::Misrouted { packet, vouched } => {
+                    if !self.steer(&packet, vouched, false) {
+                        self.engine_input(now, &packet, vouched)?;
+                    }
+                }
+            }
+            self.flush(now).await?;
+        }
+        self.notify.notify_one();
+        Ok(())
+    }
+
     /// Hand one ordinary packet to the engine (unless the injector drops
     /// it); `vouched`: the kernel vouches for its integrity, so the engine
     /// skips its checksum check ([`Endpoint::handle_packet_vouched`]).
-    fn deliver_packet(&mut self, now: Instant, packet: &[u8], vouched: bool) -> Result<()> {
+    fn engine_input(&mut self, now: Instant, packet: &[u8], vouched: bool) -> Result<()> {
         if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
             self.stats.injected_drops_in += 1;
             return Ok(());
@@ -506,6 +641,11 @@ impl TunHost {
     /// [`crate::tun::offload::Coalescer`]); the capture records the engine's
     /// segments.
     async fn flush(&mut self, now: Instant) -> Result<()> {
+        // New connections' 4-tuples are published before their first
+        // segment goes out, so the replies find them.
+        if let Some(s) = &mut self.shard {
+            s.sync(&mut self.endpoint);
+        }
         while let Some(packet) = self.endpoint.poll_transmit(now) {
             if self.loss.as_mut().is_some_and(LossInjector::drop_next) {
                 self.stats.injected_drops_out += 1;
@@ -515,21 +655,66 @@ impl TunHost {
             self.capture(now, &packet)?;
             self.stats.packets_out += 1;
             self.stats.bytes_out += packet.len() as u64;
-            match &mut self.coalescer {
-                None => self.write_owned(packet).await?,
-                Some(c) => {
-                    if c.push(&packet) == Push::Full {
-                        self.write_batch().await?;
-                        let c = self.coalescer.as_mut().expect("offloads on");
-                        let pushed = c.push(&packet);
-                        debug_assert_eq!(pushed, Push::Added);
-                    }
-                    // The coalescer copied it: the engine may reuse it.
-                    self.endpoint.recycle(packet);
-                }
+            if self.coalescer.is_none() {
+                self.write_owned(packet).await?;
+                continue;
+            }
+            self.push_batched(&packet).await?;
+            // The coalescer copied it: the engine may reuse it.
+            self.endpoint.recycle(packet);
+        }
+        // Every flow's batch, oldest first.
+        for i in 0..self.batches.len() {
+            self.write_open_batch(i).await?;
+        }
+        for (_, c) in self.batches.drain(..) {
+            if self.spare_coalescers.len() < OPEN_BATCHES {
+                self.spare_coalescers.push(c);
             }
         }
-        self.write_batch().await
+        Ok(())
+    }
+
+    /// Add an outgoing segment to its flow's open batch (writing that
+    /// batch first if the segment does not continue it), opening one if
+    /// needed (writing the oldest if [`OPEN_BATCHES`] are open). Segments
+    /// of one flow keep their order; flows may overtake each other.
+    async fn push_batched(&mut self, packet: &[u8]) -> Result<()> {
+        let key = tcp_tuple(packet);
+        let found = key.and_then(|k| self.batches.iter().position(|(b, _)| *b == Some(k)));
+        let i = match found {
+            Some(i) => i,
+            None => {
+                if self.batches.len() >= OPEN_BATCHES {
+                    self.write_open_batch(0).await?;
+                    let (_, c) = self.batches.remove(0);
+                    self.spare_coalescers.push(c);
+                }
+                let c = self.spare_coalescers.pop().unwrap_or_default();
+                self.batches.push((key, c));
+                self.batches.len() - 1
+            }
+        };
+        if self.batches[i].1.push(packet) == Push::Full {
+            self.write_open_batch(i).await?;
+            let pushed = self.batches[i].1.push(packet);
+            debug_assert_eq!(pushed, Push::Added);
+        }
+        Ok(())
+    }
+
+    /// Write open batch `i` (and leave it empty) through the `coalescer`
+    /// slot that [`TunHost::write_batch`] writes.
+    async fn write_open_batch(&mut self, i: usize) -> Result<()> {
+        let Some(slot) = self.coalescer.as_mut() else {
+            return Ok(());
+        };
+        std::mem::swap(slot, &mut self.batches[i].1);
+        let written = self.write_batch().await;
+        if let Some(slot) = self.coalescer.as_mut() {
+            std::mem::swap(slot, &mut self.batches[i].1);
+        }
+        written
     }
 
     /// Write `frame` (a packet, or a frame with offloads): by the writer
@@ -640,6 +825,9 @@ impl TunHost {
         let mut events: Vec<EndpointEvent> = Vec::new();
         loop {
             let now = self.now();
+            if self.shard.is_some() {
+                self.take_handoffs(now).await?;
+            }
             if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
                 self.endpoint.handle_timeout(now);
                 self.stats.timer_fires += 1;
@@ -692,7 +880,14 @@ impl TunHost {
             };
             if let Some(r) = received {
                 let len = r.map_err(|e| Error::io(format!("read from {}", self.tun.name()), e))?;
-                let taken = |s: &HostStats| s.packets_in + s.injected_drops_in + s.offload_errors;
+                let taken = |s: &HostStats| {
+                    s.packets_in
+                        + s.injected_drops_in
+                        + s.offload_errors
+                        + s.forwarded_out
+                        + s.forward_drops
+                        + s.misrouted_for_test
+                };
                 let first = taken(&self.stats);
                 let now = self.now();
                 self.deliver(now, len)?;

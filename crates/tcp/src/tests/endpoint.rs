@@ -760,3 +760,81 @@ fn a_merged_segment_is_received_like_the_segments_it_stands_for() {
         }
     }
 }
+
+#[test]
+fn the_tuple_log_follows_connections_from_open_to_removal() {
+    let cfg = Config {
+        time_wait: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg.clone(), cfg, 5);
+    p.a.track_tuples(true);
+    p.b.track_tuples(true);
+    let (ha, hb) = p.connect();
+    let (la, ra) = {
+        let c = p.a.connection(ha).unwrap();
+        (c.local(), c.remote())
+    };
+    assert!(p.a.owns(la, ra) && p.b.owns(ra, la));
+    assert!(!p.a.owns(ra, la), "the tuple is directional");
+    let mut log = Vec::new();
+    p.a.take_tuple_changes(&mut log);
+    assert_eq!(
+        log,
+        [crate::TupleChange {
+            local: la,
+            remote: ra,
+            owned: true
+        }]
+    );
+    log.clear();
+    p.b.take_tuple_changes(&mut log);
+    assert_eq!(log.len(), 1, "the accepted connection: {log:?}");
+    assert!(log[0].owned && (log[0].local, log[0].remote) == (ra, la));
+    log.clear();
+    p.ca(ha).close();
+    p.run_for(Duration::from_millis(100));
+    p.cb(hb).close();
+    p.run_for(Duration::from_secs(2));
+    assert!(!p.a.owns(la, ra) && !p.b.owns(ra, la));
+    p.a.take_tuple_changes(&mut log);
+    assert_eq!(
+        log,
+        [crate::TupleChange {
+            local: la,
+            remote: ra,
+            owned: false
+        }],
+        "removed after TIME-WAIT"
+    );
+    log.clear();
+    p.a.take_tuple_changes(&mut log);
+    assert!(log.is_empty(), "drained");
+    // Untracked: nothing is kept.
+    let mut e = Endpoint::new(Config::default(), 1);
+    e.connect(Instant::ZERO, sa("10.0.0.2:0"), sa("10.0.0.9:80"))
+        .unwrap();
+    e.take_tuple_changes(&mut log);
+    assert!(log.is_empty());
+}
+
+#[test]
+fn endpoints_with_distinct_ephemeral_shares_never_pick_the_same_port() {
+    let remote = sa("10.0.0.9:80");
+    let ports = |index| {
+        let mut e = Endpoint::new(Config::default(), 7);
+        e.set_ephemeral_share(index, 3);
+        (0..50)
+            .map(|_| {
+                let h = e.connect(Instant::ZERO, sa("10.0.0.2:0"), remote).unwrap();
+                e.connection(h).unwrap().local().port()
+            })
+            .collect::<Vec<_>>()
+    };
+    for index in 0..3u16 {
+        for p in ports(index) {
+            assert!((EPHEMERAL_FIRST..=EPHEMERAL_LAST).contains(&p));
+            assert_eq!((p - EPHEMERAL_FIRST) % 3, index, "port {p}");
+        }
+    }
+}
