@@ -663,9 +663,22 @@ impl Connection {
         }
     }
 
-    /// A pure ACK `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`.
+    /// A pure ACK `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>`, or with SEQ at
+    /// the right edge of the peer's window (SND.UNA + SND.WND) when
+    /// SND.NXT lies past it (the window shrank, or data sent into it is
+    /// still missing at the peer while its window is closed): the
+    /// receiver's acceptability test (RFC 9293 §3.10.7.4) rejects a
+    /// segment beyond its window, and Linux drops such an ACK whole, ACK
+    /// field included (`tcp_sequence`), however RFC 9293 asks receivers to
+    /// take valid ACKs even with a zero window. Linux picks its own ACKs'
+    /// sequence number the same way (`tcp_acceptable_seq`).
     fn ack_repr(&mut self, now: Instant) -> TcpRepr {
-        let seq = self.snd_nxt;
+        let edge = self.snd_una + self.snd_wnd;
+        let seq = if self.snd_nxt > edge {
+            edge
+        } else {
+            self.snd_nxt
+        };
         self.data_header(now, seq, TcpFlags::ACK, 0)
     }
 

@@ -196,3 +196,58 @@ fn quickack_acks_every_segment_at_start() {
         .count();
     assert_eq!(segs, acks);
 }
+
+/// A pure ACK sent while SND.NXT lies past the peer's (closed) window
+/// carries SEQ = SND.UNA + SND.WND, which the peer accepts, not SND.NXT,
+/// which a receiver checking RFC 9293 §3.10.7.4 strictly — Linux — drops,
+/// ACK field included (Linux's `tcp_acceptable_seq` does the same).
+#[test]
+fn a_pure_ack_past_a_closed_window_is_sent_at_its_right_edge() {
+    // Without timestamps, so that a hand-made segment needs none.
+    let c = Config {
+        timestamps: false,
+        ..Config::default()
+    };
+    let mut p = Pair::new(c.clone(), c, 71);
+    let (ha, hb) = p.connect();
+    // A's data is in flight (not yet delivered) ...
+    assert_eq!(p.ca(ha).send(&[5u8; 3000]), Ok(3000));
+    let now = p.now;
+    let mut sent = Vec::new();
+    while let Some(s) = p.a.poll_transmit(now) {
+        sent.push(s);
+    }
+    assert!(!sent.is_empty());
+    let (una, nxt, rcv_nxt) = {
+        let c = p.ca(ha);
+        (c.snd_una(), c.snd_nxt(), c.rcv_nxt())
+    };
+    assert!(nxt > una, "data outstanding");
+    // ... when B's next segment closes its window without acknowledging
+    // any of it, and carries data A must acknowledge.
+    let (a_addr, b_addr) = {
+        let c = p.ca(ha);
+        (c.local(), c.remote())
+    };
+    let _ = hb;
+    let seg = hollywood_wire::TcpRepr {
+        src_port: b_addr.port(),
+        dst_port: a_addr.port(),
+        seq: rcv_nxt,
+        ack: una,
+        flags: hollywood_wire::TcpFlags::ACK | hollywood_wire::TcpFlags::PSH,
+        window: 0,
+        urgent: 0,
+        options: hollywood_wire::TcpOptions::default(),
+    };
+    let pkt = hollywood_wire::build_tcp_ip(b_addr, a_addr, &seg, b"hello");
+    p.a.handle_packet(now, &pkt);
+    let mut acks = Vec::new();
+    while let Some(s) = p.a.poll_transmit(now) {
+        let r = hollywood_wire::parse_tcp_ip(&s).unwrap();
+        if r.payload.is_empty() && r.tcp.ack == rcv_nxt + 5 {
+            acks.push(r.tcp.seq);
+        }
+    }
+    assert_eq!(acks, vec![una], "at the window's right edge (SND.UNA + 0)");
+}
