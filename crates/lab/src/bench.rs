@@ -452,6 +452,12 @@ pub struct EngineEcho {
     pub ratio_p50: f64,
     /// Engine p99 / kernel p99 of this run.
     pub ratio_p99: f64,
+    /// Packets the engine sent and received (handshake, warm-up and
+    /// close included): about one each per round trip when every ACK
+    /// rides on data.
+    pub packets_out: u64,
+    /// See `packets_out`.
+    pub packets_in: u64,
 }
 
 // ---------------------------------------------------------------------
@@ -1531,12 +1537,14 @@ fn echo(net: &Net, runtime: &tokio::runtime::Runtime, opts: &BenchOptions) -> Re
     let mut engine = Vec::new();
     for (i, setup) in engine_setups(opts).into_iter().enumerate() {
         let addr = SocketAddr::new(B.into(), 5401 + i as u16);
-        let (latency, tx_thread, rx_whole) =
+        let (latency, tx_thread, rx_whole, stats) =
             runtime.block_on(engine_echo(net, setup, addr, total))?;
         engine.push(EngineEcho {
             offload: setup.offload,
             tx_thread,
             rx_whole,
+            packets_out: stats.packets_out,
+            packets_in: stats.packets_in,
             ratio_p50: latency.p50_us / kernel.p50_us,
             ratio_p99: latency.p99_us / kernel.p99_us,
             latency,
@@ -1556,7 +1564,7 @@ async fn engine_echo(
     setup: EngineSetup,
     addr: SocketAddr,
     total: usize,
-) -> Result<(Latency, bool, bool)> {
+) -> Result<(Latency, bool, bool, HostStats)> {
     let server = echo_server(&net.b, addr)?;
     let config = Config {
         nagle: false,
@@ -1646,6 +1654,7 @@ async fn engine_echo(
         Latency::from_ns(rtts),
         host.tx_thread(),
         setup.offload && host.rx_whole(),
+        host.stats(),
     ))
 }
 
