@@ -575,6 +575,32 @@ fn pattern() -> Vec<u8> {
 }
 
 /// Check `got` against the pattern at stream offset `offset`.
+/// A kernel sender (run in namespace B): connect to the engine at
+/// `engine_addr`, write the pattern for `duration`, half-close and wait for
+/// the engine's FIN so the last bytes are not reset away. The bytes sent.
+fn send_pattern(engine_addr: SocketAddr, duration: Duration) -> io::Result<u64> {
+    let mut s = TcpStream::connect_timeout(&engine_addr, SOCKET_TIMEOUT)?;
+    s.set_write_timeout(Some(SOCKET_TIMEOUT))?;
+    s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
+    // Whole pattern periods per write keep the stream offset trivial.
+    let chunk: Vec<u8> = pattern()
+        .iter()
+        .copied()
+        .cycle()
+        .take(4 * PATTERN_LEN)
+        .collect();
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    while t0.elapsed() < duration {
+        s.write_all(&chunk)?;
+        sent += chunk.len() as u64;
+    }
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut b = [0u8; 1];
+    let _ = s.read(&mut b);
+    Ok(sent)
+}
+
 /// The most the engine receiver takes per read: the kernel sink's buffer.
 const READ_MAX: usize = 256 * 1024;
 
@@ -987,24 +1013,8 @@ fn sharded_receive(net: &Net, run: &Sharded) -> Result<ShardedThroughput> {
     let duration = run.duration;
     let senders = (0..run.streams)
         .map(|_| {
-            net.b.spawn("hwb-sender", move || -> io::Result<u64> {
-                let mut s = TcpStream::connect_timeout(&engine_addr, SOCKET_TIMEOUT)?;
-                s.set_write_timeout(Some(SOCKET_TIMEOUT))?;
-                s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
-                let pat = pattern();
-                let chunk: Vec<u8> = pat.iter().copied().cycle().take(4 * PATTERN_LEN).collect();
-                let t0 = Instant::now();
-                let mut sent = 0u64;
-                while t0.elapsed() < duration {
-                    s.write_all(&chunk)?;
-                    sent += chunk.len() as u64;
-                }
-                s.shutdown(std::net::Shutdown::Write)?;
-                // Wait for the engine's FIN so the last bytes are not reset away.
-                let mut b = [0u8; 1];
-                let _ = s.read(&mut b);
-                Ok(sent)
-            })
+            net.b
+                .spawn("hwb-sender", move || send_pattern(engine_addr, duration))
         })
         .collect::<hollywood_io::Result<Vec<_>>>()?;
     let mut sent = 0;
@@ -1367,25 +1377,9 @@ async fn engine_receive(
     let engine_addr = SocketAddr::new(ENGINE.into(), port);
     let mut host = engine_host(net, setup, Config::default())?;
     host.listen(engine_addr)?;
-    let sender = net.b.spawn("hwb-sender", move || -> io::Result<u64> {
-        let mut s = TcpStream::connect_timeout(&engine_addr, SOCKET_TIMEOUT)?;
-        s.set_write_timeout(Some(SOCKET_TIMEOUT))?;
-        s.set_read_timeout(Some(SOCKET_TIMEOUT))?;
-        let pat = pattern();
-        // Whole pattern periods per write keep the stream offset trivial.
-        let chunk: Vec<u8> = pat.iter().copied().cycle().take(4 * PATTERN_LEN).collect();
-        let t0 = Instant::now();
-        let mut sent = 0u64;
-        while t0.elapsed() < duration {
-            s.write_all(&chunk)?;
-            sent += chunk.len() as u64;
-        }
-        s.shutdown(std::net::Shutdown::Write)?;
-        // Wait for the engine's FIN so the last bytes are not reset away.
-        let mut b = [0u8; 1];
-        let _ = s.read(&mut b);
-        Ok(sent)
-    })?;
+    let sender = net
+        .b
+        .spawn("hwb-sender", move || send_pattern(engine_addr, duration))?;
     let pat = pattern();
     let mut handle: Option<ConnHandle> = None;
     let mut r = Received::default();

@@ -279,8 +279,12 @@ impl Endpoint {
     /// An endpoint whose connections use `config` unless overridden.
     /// `seed` keys the ISN generator (RFC 6528) and the ephemeral port choice.
     pub fn new(config: Config, seed: u64) -> Endpoint {
+        // With a memory limit, a sixteenth of it at most.
+        let storage = StoragePool::new(config.memory_limit.map_or(StoragePool::MAX_BYTES, |l| {
+            (l / 16).min(StoragePool::MAX_BYTES)
+        }));
         Endpoint {
-            config: config.clone(),
+            config,
             isn: IsnGenerator::new(seed),
             ports: ChaCha8Rng::seed_from_u64(seed ^ 0x005e_ed0f_9057_5eed),
             next_handle: 0,
@@ -299,10 +303,7 @@ impl Endpoint {
             rr: 0,
             scratch: Vec::new(),
             spare: Vec::new(),
-            // With a memory limit, a sixteenth of it at most.
-            storage: StoragePool::new(config.memory_limit.map_or(StoragePool::MAX_BYTES, |l| {
-                (l / 16).min(StoragePool::MAX_BYTES)
-            })),
+            storage,
             stats: EndpointStats::default(),
             final_stats: VecDeque::new(),
             memory_used: 0,

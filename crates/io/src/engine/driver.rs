@@ -17,6 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+/// Bytes a message reader takes from the engine's receive buffer
+/// before it pulls the messages they completed.
+const READ_CHUNK: usize = 64 << 10;
+
 /// Task-side state of one connection.
 #[derive(Debug)]
 struct Entry {
@@ -54,7 +58,6 @@ struct Driver {
     detached: bool,
     shutdown: Option<oneshot::Sender<ShutdownReport>>,
     events: Vec<EndpointEvent>,
-    scratch: Vec<u8>,
     /// Connections the handles poked (`Control::poke`).
     poked: Arc<Mutex<Vec<ConnHandle>>>,
     /// Deframer timers, `(deadline, handle)`.
@@ -106,7 +109,6 @@ pub(super) async fn run(
         detached: false,
         shutdown: None,
         events: Vec::new(),
-        scratch: vec![0; 64 << 10],
         poked,
         timers: BTreeSet::new(),
         sweep: false,
@@ -471,7 +473,6 @@ impl Driver {
     fn service(&mut self, h: ConnHandle, ep: &mut Endpoint, now: Instant) -> Option<Instant> {
         let epoch = self.epoch;
         let deframer_config = self.options.deframer;
-        let scratch = &mut self.scratch;
         let entry = self.conns.get_mut(&h)?;
         let Some(conn) = ep.connection_mut(h) else {
             // Gone from the engine (e.g. closed and removed).
@@ -680,9 +681,8 @@ impl Driver {
                             break;
                         }
                         // Straight from the engine's receive buffer to the
-                        // deframer, a buffer's worth at a time.
-                        let max = scratch.len();
-                        match conn.recv_with(max, |piece| d.push_stream(piece, now_ns)) {
+                        // deframer, `READ_CHUNK` at a time.
+                        match conn.recv_with(READ_CHUNK, |piece| d.push_stream(piece, now_ns)) {
                             Ok(0) => {
                                 st.eof = true;
                                 wake_rx = true;
